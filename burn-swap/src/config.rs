@@ -1,0 +1,415 @@
+//! Configuration: the budget, the policy, and how they are read from the environment.
+//!
+//! Environment variables (read when a device's swap client is created, and by
+//! [`SwapConfig::from_env`]):
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `BURN_SWAP` | `on`, `off`, `1`, `0`, `true`, `false` | `on` |
+//! | `BURN_SWAP_BUDGET` | bytes (`536870912`, `512MiB`, `12GiB`, `1.5GB`, `64K`) or a fraction of device memory (`0.4`, `40%`) | unlimited |
+//! | `BURN_SWAP_POLICY` | `reactive` | `reactive` |
+//! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
+//! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
+//!
+//! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
+//! never replaced by a default.
+
+use crate::error::ConfigError;
+use serde::{Deserialize, Serialize};
+
+/// How much device memory the tensors of one device may occupy, as counted by burn-swap.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub enum Budget {
+    /// No limit: burn-swap only counts and traces.
+    #[default]
+    Unlimited,
+    /// A limit in bytes.
+    Bytes(u64),
+    /// A fraction in `(0, 1]` of the device's total memory. Only backends that can tell their
+    /// memory accept it; the others give [`ConfigError::DeviceMemoryUnknown`].
+    DeviceFraction(f64),
+}
+
+impl Budget {
+    /// Resolves the budget to bytes, given the device's total memory when the backend knows it.
+    ///
+    /// Returns `Ok(None)` for [`Budget::Unlimited`].
+    pub fn resolve(
+        &self,
+        device_memory: Option<u64>,
+        backend: &str,
+    ) -> Result<Option<u64>, ConfigError> {
+        match *self {
+            Budget::Unlimited => Ok(None),
+            Budget::Bytes(0) => Err(ConfigError::ZeroBudget),
+            Budget::Bytes(bytes) => Ok(Some(bytes)),
+            Budget::DeviceFraction(fraction) => {
+                check_fraction(fraction)?;
+                match device_memory {
+                    Some(total) => Ok(Some(((total as f64) * fraction) as u64)),
+                    None => Err(ConfigError::DeviceMemoryUnknown {
+                        fraction,
+                        backend: backend.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// When the budget binds, how the tensors to move are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Policy {
+    /// Decide at each operation, from what has been seen so far: before an operation would
+    /// exceed the budget, offload resident tensors it does not use, chosen by the
+    /// [`EvictionScore`]; fetch them back when they are next used.
+    #[default]
+    Reactive,
+}
+
+/// The score by which the reactive policy chooses which resident tensor to offload.
+///
+/// See `plan::reactive` for the formulas. Every score only ever picks tensors that the
+/// operation about to run does not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum EvictionScore {
+    /// DTR's heuristic (Kirisame et al., 2021), `staleness × bytes / cost`, where the cost of
+    /// offloading a tensor is its round-trip copy time: large, long-unused tensors go first,
+    /// tiny ones (whose copies are dominated by latency) last.
+    #[default]
+    Dtr,
+    /// Least recently used first.
+    Lru,
+    /// Largest first, ties broken by least recently used.
+    Largest,
+}
+
+/// The configuration of burn-swap for one device.
+///
+/// ```
+/// use burn_swap::{SwapConfig, EvictionScore};
+/// let config = SwapConfig::budget_bytes(512 << 20).with_eviction(EvictionScore::Lru);
+/// assert!(config.enabled);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwapConfig {
+    /// When false, operations go straight to the inner backend: no trace, no budget; bytes
+    /// are still counted.
+    pub enabled: bool,
+    /// The memory budget.
+    pub budget: Budget,
+    /// The policy that keeps the budget.
+    pub policy: Policy,
+    /// How the reactive policy chooses what to offload.
+    pub eviction: EvictionScore,
+    /// Whether to record the op trace (needed for [`crate::trace`] and the iteration report).
+    pub trace: bool,
+}
+
+impl Default for SwapConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            budget: Budget::Unlimited,
+            policy: Policy::Reactive,
+            eviction: EvictionScore::Dtr,
+            trace: true,
+        }
+    }
+}
+
+impl SwapConfig {
+    /// A configuration with a budget in bytes.
+    pub fn budget_bytes(bytes: u64) -> Self {
+        Self::default().with_budget(Budget::Bytes(bytes))
+    }
+
+    /// A configuration with a budget as a fraction of the device's total memory.
+    pub fn budget_fraction(fraction: f64) -> Self {
+        Self::default().with_budget(Budget::DeviceFraction(fraction))
+    }
+
+    /// Replaces the budget.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Replaces the policy.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Replaces the eviction score.
+    pub fn with_eviction(mut self, eviction: EvictionScore) -> Self {
+        self.eviction = eviction;
+        self
+    }
+
+    /// Turns burn-swap on or off.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Turns trace recording on or off.
+    pub fn with_trace(mut self, trace: bool) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The default configuration overridden by the `BURN_SWAP*` environment variables.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::default().with_env()
+    }
+
+    /// This configuration overridden by the `BURN_SWAP*` environment variables that are set.
+    pub fn with_env(self) -> Result<Self, ConfigError> {
+        self.with_vars(|name| std::env::var(name).ok())
+    }
+
+    /// This configuration overridden by the variables that `lookup` finds; the seam that lets
+    /// tests parse environments without touching the process environment.
+    pub fn with_vars(
+        mut self,
+        lookup: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if let Some(value) = lookup("BURN_SWAP") {
+            self.enabled = parse_switch("BURN_SWAP", &value)?;
+        }
+        if let Some(value) = lookup("BURN_SWAP_BUDGET") {
+            self.budget = parse_budget(&value).map_err(|reason| ConfigError::InvalidEnv {
+                variable: "BURN_SWAP_BUDGET",
+                value: value.clone(),
+                reason,
+            })?;
+        }
+        if let Some(value) = lookup("BURN_SWAP_POLICY") {
+            self.policy = match value.trim().to_ascii_lowercase().as_str() {
+                "reactive" => Policy::Reactive,
+                _ => return Err(invalid("BURN_SWAP_POLICY", &value, "expected `reactive`")),
+            };
+        }
+        if let Some(value) = lookup("BURN_SWAP_EVICTION") {
+            self.eviction = match value.trim().to_ascii_lowercase().as_str() {
+                "dtr" => EvictionScore::Dtr,
+                "lru" => EvictionScore::Lru,
+                "largest" => EvictionScore::Largest,
+                _ => {
+                    return Err(invalid(
+                        "BURN_SWAP_EVICTION",
+                        &value,
+                        "expected one of `dtr`, `lru`, `largest`",
+                    ));
+                }
+            };
+        }
+        if let Some(value) = lookup("BURN_SWAP_TRACE") {
+            self.trace = parse_switch("BURN_SWAP_TRACE", &value)?;
+        }
+        Ok(self)
+    }
+
+    /// Checks the values that can be checked without a device.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self.budget {
+            Budget::Bytes(0) => Err(ConfigError::ZeroBudget),
+            Budget::DeviceFraction(f) => check_fraction(f),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn invalid(variable: &'static str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::InvalidEnv {
+        variable,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_switch(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => Err(invalid(
+            variable,
+            value,
+            "expected on/off, 1/0 or true/false",
+        )),
+    }
+}
+
+fn check_fraction(fraction: f64) -> Result<(), ConfigError> {
+    if fraction.is_finite() && fraction > 0.0 && fraction <= 1.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::FractionOutOfRange(fraction))
+    }
+}
+
+/// Parses a budget: a byte count with an optional unit, or a fraction of device memory.
+///
+/// A number with a decimal point and no unit (`0.4`) or a percentage (`40%`) is a fraction;
+/// an integer without unit is bytes. Units are case-insensitive: `B`; decimal `KB`, `MB`,
+/// `GB`, `TB`; binary `KiB`, `MiB`, `GiB`, `TiB`, and `K`, `M`, `G`, `T` as binary too.
+pub fn parse_budget(text: &str) -> Result<Budget, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(
+            "empty value; expected bytes such as `512MiB` or a fraction such as `0.4`".into(),
+        );
+    }
+    if let Some(percent) = text.strip_suffix('%') {
+        let value: f64 = percent
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{percent}` is not a number"))?;
+        let fraction = value / 100.0;
+        check_fraction(fraction).map_err(|e| e.to_string())?;
+        return Ok(Budget::DeviceFraction(fraction));
+    }
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number = number.replace('_', "");
+    let unit = unit.trim().to_ascii_lowercase();
+    if unit.is_empty() && number.contains('.') {
+        let fraction: f64 = number
+            .parse()
+            .map_err(|_| format!("`{number}` is not a number"))?;
+        check_fraction(fraction).map_err(|e| e.to_string())?;
+        return Ok(Budget::DeviceFraction(fraction));
+    }
+    let multiplier: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}`; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{number}` is not a number"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("`{number}` is not a size"));
+    }
+    let bytes = value * multiplier as f64;
+    if bytes < 1.0 {
+        return Err("a budget of 0 bytes can hold no tensor".into());
+    }
+    if bytes > u64::MAX as f64 {
+        return Err("too large".into());
+    }
+    Ok(Budget::Bytes(bytes as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bytes_with_units() {
+        assert_eq!(parse_budget("1000"), Ok(Budget::Bytes(1000)));
+        assert_eq!(parse_budget("512MiB"), Ok(Budget::Bytes(512 << 20)));
+        assert_eq!(parse_budget(" 12 GiB "), Ok(Budget::Bytes(12 << 30)));
+        assert_eq!(parse_budget("1.5GB"), Ok(Budget::Bytes(1_500_000_000)));
+        assert_eq!(parse_budget("64k"), Ok(Budget::Bytes(64 << 10)));
+        assert_eq!(parse_budget("2_048b"), Ok(Budget::Bytes(2048)));
+    }
+
+    #[test]
+    fn parses_fractions() {
+        assert_eq!(parse_budget("0.4"), Ok(Budget::DeviceFraction(0.4)));
+        assert_eq!(parse_budget("40%"), Ok(Budget::DeviceFraction(0.4)));
+        assert_eq!(parse_budget("1.0"), Ok(Budget::DeviceFraction(1.0)));
+    }
+
+    #[test]
+    fn rejects_malformed_budgets() {
+        for bad in [
+            "", "abc", "12XB", "1.5.3", "0", "0.0", "1.5", "150%", "-3", "GiB", "nan",
+        ] {
+            assert!(parse_budget(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn env_errors_name_variable_and_value() {
+        let err = SwapConfig::default()
+            .with_vars(|name| (name == "BURN_SWAP_BUDGET").then(|| "12GX".to_string()))
+            .unwrap_err();
+        match &err {
+            ConfigError::InvalidEnv {
+                variable, value, ..
+            } => {
+                assert_eq!(*variable, "BURN_SWAP_BUDGET");
+                assert_eq!(value, "12GX");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("BURN_SWAP_BUDGET"));
+        assert!(err.to_string().contains("12GX"));
+
+        for (var, value) in [
+            ("BURN_SWAP", "maybe"),
+            ("BURN_SWAP_POLICY", "greedy"),
+            ("BURN_SWAP_EVICTION", "random"),
+            ("BURN_SWAP_TRACE", "2"),
+        ] {
+            let err = SwapConfig::default()
+                .with_vars(|name| (name == var).then(|| value.to_string()))
+                .unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::InvalidEnv { variable, value: v, .. } if *variable == var && v == value),
+                "{var}={value}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn env_overrides_fields() {
+        let config = SwapConfig::default()
+            .with_vars(|name| match name {
+                "BURN_SWAP" => Some("off".into()),
+                "BURN_SWAP_BUDGET" => Some("256MiB".into()),
+                "BURN_SWAP_EVICTION" => Some("LRU".into()),
+                "BURN_SWAP_TRACE" => Some("0".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(!config.enabled);
+        assert_eq!(config.budget, Budget::Bytes(256 << 20));
+        assert_eq!(config.eviction, EvictionScore::Lru);
+        assert!(!config.trace);
+    }
+
+    #[test]
+    fn fraction_needs_known_device_memory() {
+        let budget = Budget::DeviceFraction(0.25);
+        assert_eq!(budget.resolve(Some(1000), "x"), Ok(Some(250)));
+        assert!(matches!(
+            budget.resolve(None, "flex"),
+            Err(ConfigError::DeviceMemoryUnknown { .. })
+        ));
+        assert_eq!(
+            Budget::Bytes(0).resolve(None, "x"),
+            Err(ConfigError::ZeroBudget)
+        );
+        assert_eq!(
+            SwapConfig::budget_fraction(1.5).validate(),
+            Err(ConfigError::FractionOutOfRange(1.5))
+        );
+    }
+}

@@ -1,0 +1,463 @@
+//! The per-device engine: every op of the device passes here, in order.
+
+use std::time::Instant;
+
+use burn_backend::{DType, ExecutionError, Shape, TensorData};
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_router::{Runner, RunnerClient};
+use burn_std::future::DynFut;
+
+use super::residency::{Entry, Residency, State};
+use super::{bytes_of, host};
+use crate::config::SwapConfig;
+use crate::error::SwapError;
+use crate::plan::reactive::{self, Candidate, LinkModel};
+use crate::report::Counters;
+use crate::trace::recorder::{OpCounters, Recorder};
+
+/// The engine of one device: the inner backend's runner, the residency table, the counters,
+/// the recorder, and the configuration in force.
+pub(crate) struct Engine<B: BackendIr> {
+    pub runner: Runner<B>,
+    pub config: SwapConfig,
+    /// The budget in bytes, resolved from the configuration; `None` is unlimited.
+    pub budget: Option<u64>,
+    pub counters: Counters,
+    pub recorder: Recorder,
+    residency: Residency,
+    link: LinkModel,
+    /// Global index of the next op.
+    now: u64,
+    // Scratch space reused by every op, so that the per-op path does not allocate.
+    inputs: Vec<(TensorId, TensorStatus)>,
+    outputs: Vec<(TensorId, Shape, DType)>,
+    candidates: Vec<Candidate>,
+}
+
+impl<B: BackendIr> Engine<B> {
+    pub fn new(runner: Runner<B>, config: SwapConfig, budget: Option<u64>) -> Self {
+        Self {
+            runner,
+            config,
+            budget,
+            counters: Counters::default(),
+            recorder: Recorder::default(),
+            residency: Residency::default(),
+            link: LinkModel::default(),
+            now: 0,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            candidates: Vec::new(),
+        }
+    }
+
+    fn tracing(&self) -> bool {
+        self.config.enabled && self.config.trace
+    }
+
+    fn budget(&self) -> Option<u64> {
+        if self.config.enabled {
+            self.budget
+        } else {
+            None
+        }
+    }
+
+    /// Runs one operation on the inner backend, first making room and fetching its inputs.
+    pub fn run_op(&mut self, op: OperationIr) -> Result<(), SwapError> {
+        if let OperationIr::Drop(tensor) = &op {
+            let id = tensor.id;
+            self.record(&op, 0);
+            self.drop_tensor(id, op);
+            self.now += 1;
+            return Ok(());
+        }
+
+        // What the op reads and makes.
+        self.inputs.clear();
+        let (mut input_bytes, mut fetch_bytes) = (0, 0);
+        for t in op.inputs() {
+            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
+            self.inputs.push((t.id, t.status));
+            if seen {
+                continue;
+            }
+            if let Some(entry) = self.residency.get(&t.id) {
+                input_bytes += entry.bytes;
+                if let State::Offloaded(_) = entry.state {
+                    fetch_bytes += entry.bytes;
+                }
+            }
+        }
+        self.outputs.clear();
+        let mut output_bytes = 0;
+        for t in op.outputs() {
+            if self.residency.get(&t.id).is_none() {
+                output_bytes += bytes_of(&t.shape, t.dtype);
+            }
+            self.outputs.push((t.id, t.shape.clone(), t.dtype));
+        }
+
+        // Keep the budget: the op's inputs and outputs must fit at once.
+        if let Some(budget) = self.budget() {
+            let needed = input_bytes + output_bytes;
+            if needed > budget {
+                return Err(SwapError::OpExceedsBudget {
+                    op: crate::trace::signature::kind_name(&op),
+                    needed,
+                    budget,
+                });
+            }
+            let after = self.counters.resident + fetch_bytes + output_bytes;
+            if after > budget {
+                self.make_room(after - budget, true)?;
+            }
+        }
+        if fetch_bytes > 0 {
+            for i in 0..self.inputs.len() {
+                let id = self.inputs[i].0;
+                if self.residency.is_offloaded(&id) {
+                    self.fetch(id);
+                }
+            }
+        }
+
+        let during = self.counters.resident + output_bytes;
+        self.counters.note_resident(during);
+        let measure = self.tracing();
+        self.record(&op, during);
+        let start = measure.then(Instant::now);
+        self.runner.register_op(op);
+        if let Some(start) = start {
+            self.recorder
+                .set_last_nanos(start.elapsed().as_nanos() as u64);
+        }
+
+        // Inputs read for the last time are gone; outputs are new and resident.
+        let now = self.now;
+        for i in 0..self.inputs.len() {
+            let (id, status) = self.inputs[i];
+            if status == TensorStatus::ReadWrite {
+                if let Some(entry) = self.residency.remove(&id) {
+                    self.counters.resident -= entry.bytes;
+                }
+            } else if let Some(entry) = self.residency.get_mut(&id) {
+                entry.last_use = now;
+            }
+        }
+        for (id, shape, dtype) in self.outputs.drain(..) {
+            if let Some(entry) = self.residency.get_mut(&id) {
+                entry.last_use = now;
+                continue;
+            }
+            let bytes = bytes_of(&shape, dtype);
+            self.counters.resident += bytes;
+            self.residency.insert(
+                id,
+                Entry {
+                    bytes,
+                    shape,
+                    dtype,
+                    last_use: now,
+                    state: State::Resident,
+                },
+            );
+        }
+        self.counters.ops += 1;
+        self.now += 1;
+        Ok(())
+    }
+
+    fn record(&mut self, op: &OperationIr, resident_during: u64) {
+        if self.tracing() {
+            let live_before = self.counters.resident + self.counters.host;
+            self.recorder.record(
+                op,
+                OpCounters {
+                    nanos: 0,
+                    live_before,
+                    resident_during: resident_during.max(self.counters.resident),
+                },
+            );
+        }
+    }
+
+    fn record_named(&mut self, name: &'static str, inputs: &[&TensorIr], outputs: &[&TensorIr]) {
+        if self.tracing() {
+            let live_before = self.counters.resident + self.counters.host;
+            self.recorder.record_named(
+                name,
+                inputs,
+                outputs,
+                OpCounters {
+                    nanos: 0,
+                    live_before,
+                    resident_during: self.counters.resident,
+                },
+            );
+        }
+    }
+
+    fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
+        match self.residency.remove(&id) {
+            Some(Entry {
+                bytes,
+                state: State::Offloaded(_),
+                ..
+            }) => self.counters.host -= bytes,
+            Some(entry) => {
+                self.counters.resident -= entry.bytes;
+                self.runner.register_op(op);
+            }
+            None => self.runner.register_op(op),
+        }
+    }
+
+    /// Offloads resident tensors until `deficit` bytes are freed, never one the current op
+    /// uses (when `protect_inputs`). Tensors whose offload fails stay resident and the next
+    /// candidate is tried.
+    fn make_room(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
+        let _span = tracing::debug_span!("burn_swap::make_room", deficit).entered();
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        for (id, entry) in self.residency.entries.iter() {
+            if matches!(entry.state, State::Resident)
+                && !(protect_inputs && self.inputs.iter().any(|(i, _)| i == id))
+            {
+                candidates.push(Candidate {
+                    key: id.value(),
+                    bytes: entry.bytes,
+                    last_use: entry.last_use,
+                });
+            }
+        }
+        let planned = reactive::choose_victims(
+            &mut candidates,
+            deficit,
+            self.now,
+            self.config.eviction,
+            &self.link,
+        );
+        let mut result = Ok(());
+        if planned.is_some() {
+            let mut freed = 0;
+            let mut last_error = None;
+            for c in candidates.iter() {
+                if freed >= deficit {
+                    break;
+                }
+                match self.offload(TensorId::new(c.key)) {
+                    Ok(()) => freed += c.bytes,
+                    Err(e) => last_error = Some(e),
+                }
+            }
+            if freed < deficit {
+                result = Err(last_error.unwrap_or(SwapError::TransferFailed {
+                    tensor: 0,
+                    bytes: deficit,
+                    reason: "not enough tensors could be offloaded".into(),
+                }));
+            }
+        } else {
+            result = Err(SwapError::TransferFailed {
+                tensor: 0,
+                bytes: deficit,
+                reason: "not enough resident tensors outside the op to offload".into(),
+            });
+        }
+        self.candidates = candidates;
+        result
+    }
+
+    fn offload(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get(&id) else {
+            return Ok(());
+        };
+        let bytes = entry.bytes;
+        let _span =
+            tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        match host::offload(&self.runner, id, entry) {
+            Ok(data) => {
+                if let Some(entry) = self.residency.get_mut(&id) {
+                    entry.state = State::Offloaded(data);
+                }
+                self.counters.resident -= bytes;
+                self.counters.host += bytes;
+                self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
+                self.counters.offloads += 1;
+                self.counters.offloaded_bytes += bytes;
+                self.counters.offload_nanos += start.elapsed().as_nanos() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                self.counters.failed_offloads += 1;
+                tracing::warn!(tensor = id.value(), bytes, %error, "burn-swap: offload failed; the tensor stays resident");
+                Err(SwapError::TransferFailed {
+                    tensor: id.value(),
+                    bytes,
+                    reason: error.to_string(),
+                })
+            }
+        }
+    }
+
+    fn fetch(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        let State::Offloaded(data) = core::mem::replace(&mut entry.state, State::Resident) else {
+            return;
+        };
+        let bytes = entry.bytes;
+        let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        host::fetch(&self.runner, id, data);
+        self.counters.host -= bytes;
+        self.counters.resident += bytes;
+        self.counters.fetches += 1;
+        self.counters.fetched_bytes += bytes;
+        self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+    }
+
+    /// Makes room for `bytes` new bytes outside any op (a tensor created from data, or arriving
+    /// from another device).
+    fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
+        if let Some(budget) = self.budget() {
+            if bytes > budget {
+                return Err(SwapError::OpExceedsBudget {
+                    op: what.to_string(),
+                    needed: bytes,
+                    budget,
+                });
+            }
+            let after = self.counters.resident + bytes;
+            if after > budget {
+                self.inputs.clear();
+                self.make_room(after - budget, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn insert_resident(&mut self, id: TensorId, shape: Shape, dtype: DType) {
+        let bytes = bytes_of(&shape, dtype);
+        self.counters.resident += bytes;
+        self.counters.note_resident(self.counters.resident);
+        self.residency.insert(
+            id,
+            Entry {
+                bytes,
+                shape,
+                dtype,
+                last_use: self.now,
+                state: State::Resident,
+            },
+        );
+    }
+
+    /// Registers a tensor made from host data (its `Init` op follows).
+    pub fn register_data(&mut self, data: TensorData) -> Result<TensorIr, SwapError> {
+        self.admit(bytes_of(&data.shape, data.dtype), "FromData")?;
+        let ir = self.runner.register_tensor_data_desc(data);
+        self.insert_resident(ir.id, ir.shape.clone(), ir.dtype);
+        Ok(ir)
+    }
+
+    /// Registers a tensor arriving from another device as a backend handle; returns its id.
+    pub fn register_handle(
+        &mut self,
+        handle: B::Handle,
+        shape: Shape,
+        dtype: DType,
+    ) -> Result<TensorId, SwapError> {
+        self.admit(bytes_of(&shape, dtype), "Arrive")?;
+        let ir = self
+            .runner
+            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
+            .into_ir();
+        self.insert_resident(ir.id, shape, dtype);
+        let out = TensorIr {
+            status: TensorStatus::NotInit,
+            ..ir
+        };
+        self.record_named("Arrive", &[], &[&out]);
+        self.now += 1;
+        self.counters.ops += 1;
+        Ok(out.id)
+    }
+
+    /// Takes a tensor's handle out for a move to another device.
+    pub fn take_handle(&mut self, tensor: &TensorIr) -> Result<B::Handle, SwapError> {
+        self.ensure_resident(tensor)?;
+        self.record_named("Depart", &[tensor], &[]);
+        let handle = self.runner.get_tensor_handle(tensor);
+        self.consume_if_last(tensor);
+        self.now += 1;
+        self.counters.ops += 1;
+        Ok(handle)
+    }
+
+    fn ensure_resident(&mut self, tensor: &TensorIr) -> Result<(), SwapError> {
+        if self.residency.is_offloaded(&tensor.id) {
+            let bytes = bytes_of(&tensor.shape, tensor.dtype);
+            self.inputs.clear();
+            self.inputs.push((tensor.id, tensor.status));
+            if let Some(budget) = self.budget() {
+                let after = self.counters.resident + bytes;
+                if after > budget {
+                    self.make_room(after - budget, true)?;
+                }
+            }
+            self.fetch(tensor.id);
+        }
+        Ok(())
+    }
+
+    fn consume_if_last(&mut self, tensor: &TensorIr) {
+        if tensor.status == TensorStatus::ReadWrite {
+            if let Some(entry) = self.residency.remove(&tensor.id) {
+                match entry.state {
+                    State::Resident => self.counters.resident -= entry.bytes,
+                    State::Offloaded(_) => self.counters.host -= entry.bytes,
+                }
+            }
+        } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
+            entry.last_use = self.now;
+        }
+    }
+
+    /// Reads a tensor's data. An offloaded tensor is served from the host store without
+    /// coming back to the device.
+    pub fn read(&mut self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
+        self.record_named("Read", &[&tensor], &[]);
+        self.now += 1;
+        self.counters.ops += 1;
+        if self.residency.is_offloaded(&tensor.id) {
+            let data = if tensor.status == TensorStatus::ReadWrite {
+                let entry = self.residency.remove(&tensor.id);
+                match entry {
+                    Some(Entry {
+                        bytes,
+                        state: State::Offloaded(data),
+                        ..
+                    }) => {
+                        self.counters.host -= bytes;
+                        data
+                    }
+                    _ => unreachable!("checked offloaded above"),
+                }
+            } else {
+                self.consume_if_last(&tensor);
+                match self.residency.get(&tensor.id).map(|e| &e.state) {
+                    Some(State::Offloaded(data)) => data.clone(),
+                    _ => unreachable!("checked offloaded above"),
+                }
+            };
+            return Box::pin(async move { Ok(data) });
+        }
+        let future = self.runner.read_tensor_async(tensor.clone());
+        self.consume_if_last(&tensor);
+        future
+    }
+}

@@ -1,0 +1,41 @@
+//! Host offload on the generic path: a tensor's bytes are read back through the inner
+//! backend's own data path and written again under the same id when needed.
+
+use burn_backend::{ExecutionError, TensorData};
+use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
+use burn_router::{Runner, RunnerClient};
+use burn_std::reader::try_read_sync;
+
+use super::residency::Entry;
+
+/// Copies a resident tensor's bytes to host memory, then releases its device handle.
+///
+/// The read is made with a read-only status so that a failed read leaves the device handle in
+/// place: a failed offload never loses data.
+pub(crate) fn offload<B: BackendIr>(
+    runner: &Runner<B>,
+    id: burn_ir::TensorId,
+    entry: &Entry,
+) -> Result<TensorData, ExecutionError> {
+    let ir = TensorIr {
+        id,
+        shape: entry.shape.clone(),
+        status: TensorStatus::ReadOnly,
+        dtype: entry.dtype,
+    };
+    let data = try_read_sync(runner.read_tensor_async(ir.clone())).ok_or_else(|| {
+        ExecutionError::WithContext {
+            reason: "burn-swap: this platform cannot block on a read".into(),
+        }
+    })??;
+    runner.register_op(OperationIr::Drop(TensorIr {
+        status: TensorStatus::ReadWrite,
+        ..ir
+    }));
+    Ok(data)
+}
+
+/// Writes host bytes back to the device under the tensor's own id.
+pub(crate) fn fetch<B: BackendIr>(runner: &Runner<B>, id: burn_ir::TensorId, data: TensorData) {
+    runner.register_tensor_data_id(id, data);
+}

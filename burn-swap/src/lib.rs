@@ -1,0 +1,88 @@
+//! # burn-swap
+//!
+//! Train Burn models that do not fit in device memory by changing one type:
+//!
+//! ```ignore
+//! type Backend = burn::backend::Autodiff<burn_swap::Swap<burn::backend::Flex>>;
+//! burn_swap::configure(&device, burn_swap::SwapConfig::budget_bytes(512 << 20))?;
+//! // ... the training loop is unchanged ...
+//! println!("{}", burn_swap::report(&device).unwrap());
+//! ```
+//!
+//! [`Swap<B>`] is Burn's router backend over a channel of ours: every tensor op of the model,
+//! forward and backward, reaches burn-swap as an `OperationIr` with its inputs' statuses and
+//! explicit drops, and runs at once on the inner backend `B`. On the way, burn-swap
+//!
+//! 1. **intercepts** it ([`backend`]),
+//! 2. **traces** it: per tensor its producer, accesses and end of life, per op its kind and
+//!    time, and the training loop's period ([`trace`](mod@trace)),
+//! 3. **plans** what to move when the budget binds ([`plan`]), and
+//! 4. **executes** that: offload to host memory and fetch back, so that the bytes resident on
+//!    the device never exceed the budget ([`exec`](crate::exec)).
+//!
+//! Values never change: offload and fetch move bytes, bit for bit.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub(crate) mod exec;
+pub mod plan;
+pub mod report;
+pub mod trace;
+
+use burn_backend::backend::DeviceOps;
+
+pub use backend::{SwapBridge, SwapChannel, SwapClient};
+pub use config::{Budget, EvictionScore, Policy, SwapConfig};
+pub use error::{ConfigError, SwapError};
+pub use report::Report;
+pub use trace::Trace;
+
+/// The swap backend over the inner backend `B`: `Autodiff<Swap<B>>` trains like
+/// `Autodiff<B>`, with the same values, under a memory budget. Its device type is `B`'s.
+pub type Swap<B> = burn_router::BackendRouter<SwapChannel<B>>;
+
+/// Sets the configuration of a device.
+///
+/// Takes effect at once when the device is already in use under [`Swap`], else when it is
+/// first used (the environment is then not read). Errors that need the backend (a budget as a
+/// fraction of device memory on a backend that cannot tell it) are returned here when the
+/// device is in use; for a device not used yet they surface when it is first used, as a panic
+/// with the same message.
+pub fn configure<D: DeviceOps>(device: &D, config: SwapConfig) -> Result<(), ConfigError> {
+    config.validate()?;
+    match backend::registry::get(device.id()) {
+        Some(control) => control.configure(config),
+        None => {
+            backend::registry::set_pending(device.id(), config);
+            Ok(())
+        }
+    }
+}
+
+/// What burn-swap did on a device, or `None` if the device was never used under [`Swap`].
+pub fn report<D: DeviceOps>(device: &D) -> Option<Report> {
+    backend::registry::get(device.id()).map(|c| c.report())
+}
+
+/// Starts a new measurement on a device: peaks restart from the current values, counts of
+/// offloads and fetches from zero.
+pub fn reset_counters<D: DeviceOps>(device: &D) {
+    if let Some(control) = backend::registry::get(device.id()) {
+        control.reset_counters();
+    }
+}
+
+/// The trace of the last complete training iteration on a device: `None` before the loop's
+/// period was detected (two iterations are needed), when tracing is off, or if the device
+/// was never used under [`Swap`].
+pub fn trace<D: DeviceOps>(device: &D) -> Option<Trace> {
+    backend::registry::get(device.id()).and_then(|c| c.trace())
+}
+
+/// The trace of every op still kept in the device's window (the last iterations), without
+/// cutting it into iterations: for graphs that do not repeat, and for inspection.
+pub fn trace_window<D: DeviceOps>(device: &D) -> Option<Trace> {
+    backend::registry::get(device.id()).map(|c| c.trace_window())
+}

@@ -1,0 +1,166 @@
+//! The report: what burn-swap did on a device, as counted by the swap layer.
+
+use core::fmt;
+use serde::{Deserialize, Serialize};
+
+use crate::trace::IterationPeak;
+
+/// Running counters of one device.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub resident: u64,
+    pub peak: u64,
+    pub host: u64,
+    pub peak_host: u64,
+    pub offloads: u64,
+    pub offloaded_bytes: u64,
+    pub offload_nanos: u64,
+    pub fetches: u64,
+    pub fetched_bytes: u64,
+    pub fetch_nanos: u64,
+    pub failed_offloads: u64,
+    pub ops: u64,
+}
+
+impl Counters {
+    #[inline]
+    pub fn note_resident(&mut self, bytes: u64) {
+        if bytes > self.peak {
+            self.peak = bytes;
+        }
+    }
+
+    /// Starts a new measurement: peaks from the current values, event counts from zero.
+    pub fn reset(&mut self) {
+        *self = Self {
+            resident: self.resident,
+            peak: self.resident,
+            host: self.host,
+            peak_host: self.host,
+            ..Self::default()
+        };
+    }
+}
+
+/// What burn-swap did on one device since it started (or since [`crate::reset_counters`]).
+///
+/// All byte figures are counted by burn-swap: the sum of the sizes of the tensors it holds
+/// (elements × dtype size), not the inner allocator's reservation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The inner backend's name.
+    pub backend: String,
+    /// Whether burn-swap was on.
+    pub enabled: bool,
+    /// The policy in force.
+    pub policy: String,
+    /// The eviction score in force.
+    pub eviction: String,
+    /// The budget in bytes, `None` when unlimited.
+    pub budget_bytes: Option<u64>,
+    /// Bytes resident on the device now.
+    pub current_bytes: u64,
+    /// Highest resident bytes while any op ran (its inputs and outputs included).
+    pub peak_bytes: u64,
+    /// Bytes in the host store now.
+    pub host_bytes: u64,
+    /// Highest bytes in the host store.
+    pub peak_host_bytes: u64,
+    /// Offloads to host.
+    pub offloads: u64,
+    /// Bytes offloaded to host.
+    pub offloaded_bytes: u64,
+    /// Seconds spent offloading (on the op's path).
+    pub offload_seconds: f64,
+    /// Fetches back from host.
+    pub fetches: u64,
+    /// Bytes fetched back.
+    pub fetched_bytes: u64,
+    /// Seconds spent fetching (on the op's path).
+    pub fetch_seconds: f64,
+    /// Offloads that failed (the tensor stayed resident).
+    pub failed_offloads: u64,
+    /// Ops run, drops and reads included.
+    pub ops: u64,
+    /// The training loop's period in ops, once detected.
+    pub period: Option<usize>,
+    /// Counted peak of each of the last complete iterations.
+    pub iteration_peaks: Vec<IterationPeak>,
+}
+
+impl Report {
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report is plain data and always serialises")
+    }
+}
+
+/// Formats bytes with a binary unit, e.g. `12.0 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let budget = self
+            .budget_bytes
+            .map(format_bytes)
+            .unwrap_or_else(|| "unlimited".into());
+        let row =
+            |f: &mut fmt::Formatter<'_>, k: &str, v: String| writeln!(f, "| {k:<16} | {v:>28} |");
+        writeln!(f, "burn-swap report ({})", self.backend)?;
+        writeln!(f, "|{:-<18}|{:-<30}|", "", "")?;
+        row(f, "enabled", self.enabled.to_string())?;
+        row(f, "policy", format!("{} / {}", self.policy, self.eviction))?;
+        row(f, "budget", budget)?;
+        row(f, "peak resident", format_bytes(self.peak_bytes))?;
+        row(f, "resident now", format_bytes(self.current_bytes))?;
+        row(f, "peak on host", format_bytes(self.peak_host_bytes))?;
+        row(
+            f,
+            "offloads",
+            format!("{} ({})", self.offloads, format_bytes(self.offloaded_bytes)),
+        )?;
+        row(
+            f,
+            "fetches",
+            format!("{} ({})", self.fetches, format_bytes(self.fetched_bytes)),
+        )?;
+        row(
+            f,
+            "transfer time",
+            format!(
+                "{:.3} s out, {:.3} s in",
+                self.offload_seconds, self.fetch_seconds
+            ),
+        )?;
+        row(f, "failed offloads", self.failed_offloads.to_string())?;
+        row(f, "ops", self.ops.to_string())?;
+        row(
+            f,
+            "period",
+            self.period
+                .map(|p| format!("{p} ops"))
+                .unwrap_or_else(|| "not detected".into()),
+        )?;
+        if let Some(last) = self.iteration_peaks.last() {
+            row(
+                f,
+                "last iter. peak",
+                format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),
+            )?;
+        }
+        Ok(())
+    }
+}

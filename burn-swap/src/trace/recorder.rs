@@ -1,0 +1,453 @@
+//! The recorder: an append-only log of the ops of one device, in flat arenas so that recording
+//! an op allocates nothing once the arenas have grown, and bounded so that a long training run
+//! keeps only the last few iterations.
+
+use super::model::{
+    Access, AccessKind, End, EndKind, IterationPeak, OpTrace, Slot, TensorTrace, Trace,
+};
+use super::period;
+use super::signature;
+use burn_backend::DType;
+use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
+use hashbrown::HashMap;
+use std::ops::Range;
+
+/// Ops kept before the log is compacted (at least three periods are always kept).
+const DEFAULT_WINDOW: usize = 1 << 17;
+/// Per-iteration peaks kept for the report.
+const KEPT_ITERATION_PEAKS: usize = 64;
+
+/// One recorded op.
+#[derive(Debug, Clone)]
+pub(crate) struct OpRecord {
+    kind: u32,
+    signature: u64,
+    inputs: Range<u32>,
+    outputs: Range<u32>,
+    nanos: u64,
+    /// Bytes live (resident or offloaded) just before the op.
+    live_before: u64,
+    /// Counted resident bytes while the op ran (inputs and outputs together).
+    resident_during: u64,
+}
+
+#[derive(Debug, Clone)]
+struct TensorRef {
+    id: TensorId,
+    dtype: DType,
+    bytes: u64,
+    dims: Range<u32>,
+    last_use: bool,
+}
+
+/// What the executor tells the recorder about one op, besides the op itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct OpCounters {
+    pub nanos: u64,
+    pub live_before: u64,
+    pub resident_during: u64,
+}
+
+/// Interned kind names.
+#[derive(Default)]
+struct KindTable {
+    ids: HashMap<u64, u32>,
+    names: Vec<String>,
+}
+
+impl KindTable {
+    fn intern(&mut self, key: u64, op: &OperationIr) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(signature::kind_name(op));
+        self.ids.insert(key, id);
+        id
+    }
+
+    fn intern_named(&mut self, key: u64, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(key, id);
+        id
+    }
+}
+
+/// Where iterations begin, once a period was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Schedule {
+    period: usize,
+    /// Global op index of the boundary that starts iteration `first_iteration`.
+    anchor: u64,
+    /// The number of the iteration that starts at `anchor`.
+    first_iteration: u64,
+    /// Global op index from which the stream is periodic.
+    periodic_from: u64,
+}
+
+/// The op log of one device.
+pub(crate) struct Recorder {
+    /// Global index of `ops[0]`.
+    base: u64,
+    ops: Vec<OpRecord>,
+    tensors: Vec<TensorRef>,
+    dims: Vec<usize>,
+    kinds: KindTable,
+    window: usize,
+    schedule: Option<Schedule>,
+    /// Peaks of complete iterations that have been summarised, newest last.
+    peaks: Vec<IterationPeak>,
+    /// Global index up to which iterations were summarised into `peaks`.
+    summarised_to: u64,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::with_window(DEFAULT_WINDOW)
+    }
+}
+
+impl Recorder {
+    /// A recorder that keeps about `window` ops (never fewer than three periods).
+    pub(crate) fn with_window(window: usize) -> Self {
+        Self {
+            base: 0,
+            ops: Vec::new(),
+            tensors: Vec::new(),
+            dims: Vec::new(),
+            kinds: KindTable::default(),
+            window: window.max(16),
+            schedule: None,
+            peaks: Vec::new(),
+            summarised_to: 0,
+        }
+    }
+
+    /// Global index the next op will get.
+    pub(crate) fn next_index(&self) -> u64 {
+        self.base + self.ops.len() as u64
+    }
+
+    /// Records an operation that went through the runner.
+    pub(crate) fn record(&mut self, op: &OperationIr, counters: OpCounters) {
+        let key = signature::kind_key(op);
+        let kind = self.kinds.intern(key, op);
+        let sig = signature::signature(key, op.inputs(), op.outputs());
+        let inputs = self.push_tensors(op.inputs());
+        let outputs = self.push_tensors(op.outputs());
+        self.push(kind, sig, inputs, outputs, counters);
+    }
+
+    /// Records a pseudo-op that is not an `OperationIr`: a read of a tensor's data (`Read`)
+    /// or the arrival of a tensor from another device (`Arrive`).
+    pub(crate) fn record_named(
+        &mut self,
+        name: &'static str,
+        inputs: &[&TensorIr],
+        outputs: &[&TensorIr],
+        counters: OpCounters,
+    ) {
+        let mut h = signature::FxHasher::default();
+        core::hash::Hasher::write(&mut h, name.as_bytes());
+        let key = core::hash::Hasher::finish(&h);
+        let kind = self.kinds.intern_named(key, name);
+        let sig = signature::signature(key, inputs.iter().copied(), outputs.iter().copied());
+        let inputs = self.push_tensors(inputs.iter().copied());
+        let outputs = self.push_tensors(outputs.iter().copied());
+        self.push(kind, sig, inputs, outputs, counters);
+    }
+
+    fn push_tensors<'a>(&mut self, tensors: impl Iterator<Item = &'a TensorIr>) -> Range<u32> {
+        let start = self.tensors.len() as u32;
+        for t in tensors {
+            let dims_start = self.dims.len() as u32;
+            self.dims.extend_from_slice(t.shape.as_slice());
+            self.tensors.push(TensorRef {
+                id: t.id,
+                dtype: t.dtype,
+                bytes: crate::exec::bytes_of(&t.shape, t.dtype),
+                dims: dims_start..self.dims.len() as u32,
+                last_use: t.status == TensorStatus::ReadWrite,
+            });
+        }
+        start..self.tensors.len() as u32
+    }
+
+    fn push(
+        &mut self,
+        kind: u32,
+        signature: u64,
+        inputs: Range<u32>,
+        outputs: Range<u32>,
+        c: OpCounters,
+    ) {
+        self.ops.push(OpRecord {
+            kind,
+            signature,
+            inputs,
+            outputs,
+            nanos: c.nanos,
+            live_before: c.live_before,
+            resident_during: c.resident_during,
+        });
+        if self.ops.len() >= self.window {
+            self.compact();
+        }
+    }
+
+    /// Sets the wall time of the op recorded last.
+    pub(crate) fn set_last_nanos(&mut self, nanos: u64) {
+        if let Some(op) = self.ops.last_mut() {
+            op.nanos = nanos;
+        }
+    }
+
+    /// Finds the period and the iteration boundaries over the current window.
+    pub(crate) fn analyse(&mut self) {
+        let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
+        let Some(found) = period::detect(&signatures) else {
+            return;
+        };
+        let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
+        let periodic_from = self.base + found.start as u64;
+        // Keep the numbering of a schedule that still holds: same period, same phase, and a
+        // periodic stretch that reaches back to it.
+        if let Some(s) = self.schedule
+            && s.period == found.period
+            && periodic_from <= s.anchor.max(self.base) + s.period as u64
+        {
+            self.schedule = Some(Schedule {
+                periodic_from: periodic_from.min(s.periodic_from),
+                ..s
+            });
+            return;
+        }
+        let boundary = period::phase(found, &live);
+        let schedule = Schedule {
+            period: found.period,
+            anchor: self.base + boundary as u64,
+            first_iteration: 0,
+            periodic_from,
+        };
+        tracing::debug!(
+            period = found.period,
+            anchor = schedule.anchor,
+            "burn-swap: training loop period found"
+        );
+        self.summarised_to = self.summarised_to.max(schedule.anchor);
+        self.peaks.clear();
+        self.schedule = Some(schedule);
+    }
+
+    /// The period and the global range of the last complete iteration in the window.
+    fn last_complete(&self) -> Option<(Schedule, u64, Range<u64>)> {
+        let s = self.schedule?;
+        let end = self.next_index();
+        if end < s.anchor + s.period as u64 {
+            return None;
+        }
+        let k = (end - s.anchor) / s.period as u64 - 1;
+        let start = s.anchor + k * s.period as u64;
+        if start < self.base {
+            return None;
+        }
+        Some((s, s.first_iteration + k, start..start + s.period as u64))
+    }
+
+    /// Summarises into the per-iteration peaks every complete iteration not yet summarised.
+    fn summarise(&mut self) {
+        let Some(s) = self.schedule else {
+            return;
+        };
+        let p = s.period as u64;
+        let end = self.next_index();
+        let mut start = self.summarised_to.max(s.anchor);
+        // Align to a boundary.
+        let offset = (start - s.anchor) % p;
+        if offset != 0 {
+            start += p - offset;
+        }
+        while start + p <= end {
+            if start >= self.base {
+                let local = (start - self.base) as usize..(start + p - self.base) as usize;
+                let peak = self.ops[local]
+                    .iter()
+                    .map(|o| o.resident_during)
+                    .max()
+                    .unwrap_or(0);
+                self.peaks.push(IterationPeak {
+                    iteration: s.first_iteration + (start - s.anchor) / p,
+                    peak_bytes: peak,
+                });
+            }
+            start += p;
+        }
+        self.summarised_to = start;
+        if self.peaks.len() > KEPT_ITERATION_PEAKS {
+            let excess = self.peaks.len() - KEPT_ITERATION_PEAKS;
+            self.peaks.drain(..excess);
+        }
+    }
+
+    /// Drops old ops, keeping the last two complete iterations and the current one when the
+    /// period is known, else the newer half of the window.
+    fn compact(&mut self) {
+        self.analyse();
+        self.summarise();
+        let keep_from = match self.last_complete() {
+            Some((s, _, last)) => {
+                if 3 * s.period > self.window {
+                    // Grow the window so that it always holds three periods.
+                    self.window = 4 * s.period;
+                    return;
+                }
+                last.start.saturating_sub(s.period as u64).max(self.base)
+            }
+            None => self.base + (self.ops.len() / 2) as u64,
+        };
+        let cut = (keep_from - self.base) as usize;
+        if cut == 0 {
+            self.window *= 2;
+            return;
+        }
+        let tensor_cut = self.ops[cut].inputs.start;
+        let dims_cut = self
+            .tensors
+            .get(tensor_cut as usize)
+            .map(|t| t.dims.start)
+            .unwrap_or(self.dims.len() as u32);
+        self.ops.drain(..cut);
+        self.tensors.drain(..tensor_cut as usize);
+        self.dims.drain(..dims_cut as usize);
+        for op in &mut self.ops {
+            op.inputs = op.inputs.start - tensor_cut..op.inputs.end - tensor_cut;
+            op.outputs = op.outputs.start - tensor_cut..op.outputs.end - tensor_cut;
+        }
+        for t in &mut self.tensors {
+            t.dims = t.dims.start - dims_cut..t.dims.end - dims_cut;
+        }
+        self.base = keep_from;
+    }
+
+    /// The detected period, if any.
+    pub(crate) fn period(&mut self) -> Option<usize> {
+        self.analyse();
+        self.schedule.map(|s| s.period)
+    }
+
+    /// Peaks of the complete iterations seen so far (the last few).
+    pub(crate) fn iteration_peaks(&mut self) -> Vec<IterationPeak> {
+        self.analyse();
+        self.summarise();
+        self.peaks.clone()
+    }
+
+    /// The trace of the last complete iteration, or `None` before two iterations were seen.
+    pub(crate) fn trace(&mut self) -> Option<Trace> {
+        self.analyse();
+        let (s, iteration, range) = self.last_complete()?;
+        Some(self.trace_of(range, Some(s.period), iteration, s.periodic_from))
+    }
+
+    /// The trace of every op in the window, without iteration structure (for dynamic graphs,
+    /// and for tests of hand-built graphs).
+    pub(crate) fn trace_all(&mut self) -> Trace {
+        self.analyse();
+        let period = self.schedule.map(|s| s.period);
+        let periodic_from = self.schedule.map(|s| s.periodic_from).unwrap_or(0);
+        self.trace_of(self.base..self.next_index(), period, 0, periodic_from)
+    }
+
+    fn trace_of(
+        &self,
+        range: Range<u64>,
+        period: Option<usize>,
+        iteration: u64,
+        periodic_from: u64,
+    ) -> Trace {
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let mut tensors: Vec<TensorTrace> = Vec::new();
+        let mut index_of: HashMap<TensorId, usize> = HashMap::new();
+        let mut ops = Vec::with_capacity(local.len());
+        for (i, op) in self.ops[local].iter().enumerate() {
+            let mut inputs = Vec::new();
+            let is_drop = self.kinds.names[op.kind as usize] == "Drop";
+            for (k, t) in self.tensors[op.inputs.start as usize..op.inputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                inputs.push(t.id.value());
+                let at = *index_of.entry(t.id).or_insert_with(|| {
+                    tensors.push(self.tensor_trace(t, Slot::Input { op: i, index: k }, None));
+                    tensors.len() - 1
+                });
+                let entry = &mut tensors[at];
+                if is_drop {
+                    entry.end = Some(End {
+                        op: i,
+                        kind: EndKind::Drop,
+                    });
+                } else {
+                    entry.accesses.push(Access {
+                        op: i,
+                        kind: if t.last_use {
+                            AccessKind::LastUse
+                        } else {
+                            AccessKind::Read
+                        },
+                    });
+                    if t.last_use {
+                        entry.end = Some(End {
+                            op: i,
+                            kind: EndKind::LastUse,
+                        });
+                    }
+                }
+            }
+            let mut outputs = Vec::new();
+            for (k, t) in self.tensors[op.outputs.start as usize..op.outputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                outputs.push(t.id.value());
+                tensors.push(self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i)));
+                index_of.insert(t.id, tensors.len() - 1);
+            }
+            ops.push(OpTrace {
+                index: i,
+                kind: self.kinds.names[op.kind as usize].clone(),
+                signature: op.signature,
+                inputs,
+                outputs,
+                nanos: op.nanos,
+                resident_bytes: op.resident_during,
+            });
+        }
+        Trace {
+            period,
+            iteration,
+            first_op: range.start,
+            periodic_from,
+            peak_bytes: ops.iter().map(|o| o.resident_bytes).max().unwrap_or(0),
+            ops,
+            tensors,
+        }
+    }
+
+    fn tensor_trace(&self, t: &TensorRef, slot: Slot, producer: Option<usize>) -> TensorTrace {
+        TensorTrace {
+            id: t.id.value(),
+            slot,
+            shape: self.dims[t.dims.start as usize..t.dims.end as usize].to_vec(),
+            dtype: format!("{:?}", t.dtype),
+            bytes: t.bytes,
+            producer,
+            accesses: Vec::new(),
+            end: None,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Shared pieces of burn-swap's examples, integration tests and benches: small models on
+//! synthetic data made here (nothing is downloaded), and one training loop generic over the
+//! backend, so that a run on `Autodiff<B>` and one on `Autodiff<Swap<B>>` can be compared bit
+//! for bit.
+
+pub mod data;
+pub mod models;
+pub mod train;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+static RNG_LOCK: Mutex<()> = Mutex::new(());
+
+/// Serialises uses of a backend's global random generator (Burn's CPU backends keep one per
+/// process): seeding and initialising a model happen under this lock, so that tests running in
+/// parallel threads get the same parameters every time.
+pub fn rng_lock() -> MutexGuard<'static, ()> {
+    RNG_LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+static SWAP_DEVICE_LOCK: Mutex<()> = Mutex::new(());
+
+/// burn-swap keeps one configuration and one set of counters per device, and Burn's CPU
+/// backends have a single device: tests of one binary that configure it take this lock so that
+/// their budgets and reports do not mix.
+pub fn swap_device_lock() -> MutexGuard<'static, ()> {
+    SWAP_DEVICE_LOCK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,179 @@
+//! Models built from `burn::nn` modules, generic over the backend as user code is.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor};
+
+use crate::data;
+
+/// Sizes of an [`Mlp`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpConfig {
+    /// Input features.
+    pub d_in: usize,
+    /// Width of the hidden layers.
+    pub hidden: usize,
+    /// Number of hidden layers.
+    pub depth: usize,
+    /// Output features.
+    pub d_out: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl MlpConfig {
+    /// A small MLP for tests: runs a step in about a millisecond on the CPU.
+    pub fn small() -> Self {
+        Self {
+            d_in: 32,
+            hidden: 64,
+            depth: 3,
+            d_out: 8,
+            batch: 16,
+            seed: 7,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Mlp<B> {
+        let mut layers = Vec::with_capacity(self.depth + 1);
+        let mut width = self.d_in;
+        for _ in 0..self.depth {
+            layers.push(LinearConfig::new(width, self.hidden).init(device));
+            width = self.hidden;
+        }
+        layers.push(LinearConfig::new(width, self.d_out).init(device));
+        Mlp {
+            layers,
+            activation: Relu::new(),
+        }
+    }
+}
+
+/// A multilayer perceptron with ReLU.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    layers: Vec<Linear<B>>,
+    activation: Relu,
+}
+
+impl<B: Backend> Mlp<B> {
+    /// Forward pass.
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let last = self.layers.len() - 1;
+        self.layers.iter().enumerate().fold(x, |x, (i, layer)| {
+            let y = layer.forward(x);
+            if i < last {
+                self.activation.forward(y)
+            } else {
+                y
+            }
+        })
+    }
+
+    /// Mean squared error on the synthetic regression batch of `step`.
+    pub fn loss(&self, config: &MlpConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) =
+            data::regression_batch(config.seed, step, config.batch, config.d_in, config.d_out);
+        let x = Tensor::<B, 2>::from_data(x, device);
+        let y = Tensor::<B, 2>::from_data(y, device);
+        MseLoss::new().forward(self.forward(x), y, Reduction::Mean)
+    }
+}
+
+/// Sizes of a [`ConvNet`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvNetConfig {
+    /// Input channels.
+    pub channels: usize,
+    /// Image side.
+    pub size: usize,
+    /// Channels of the convolutions.
+    pub width: usize,
+    /// Convolution blocks at full resolution (conv, ReLU), before the pool.
+    pub depth: usize,
+    /// Classes.
+    pub classes: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl ConvNetConfig {
+    /// A small conv net for tests.
+    pub fn small() -> Self {
+        Self {
+            channels: 3,
+            size: 16,
+            width: 8,
+            depth: 6,
+            classes: 4,
+            batch: 8,
+            seed: 11,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> ConvNet<B> {
+        let same = PaddingConfig2d::Explicit(1, 1, 1, 1);
+        let convs = (0..self.depth)
+            .map(|i| {
+                let input = if i == 0 { self.channels } else { self.width };
+                Conv2dConfig::new([input, self.width], [3, 3])
+                    .with_padding(same.clone())
+                    .init(device)
+            })
+            .collect();
+        ConvNet {
+            convs,
+            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            head: LinearConfig::new(self.width * (self.size / 2) * (self.size / 2), self.classes)
+                .init(device),
+            activation: Relu::new(),
+        }
+    }
+}
+
+/// A ResNet-like stem without the skips: `depth` × (conv 3×3, ReLU), max pool, linear.
+#[derive(Module, Debug)]
+pub struct ConvNet<B: Backend> {
+    convs: Vec<Conv2d<B>>,
+    pool: MaxPool2d,
+    head: Linear<B>,
+    activation: Relu,
+}
+
+impl<B: Backend> ConvNet<B> {
+    /// Forward pass to logits.
+    pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 2> {
+        let x = self
+            .convs
+            .iter()
+            .fold(x, |x, conv| self.activation.forward(conv.forward(x)));
+        self.head.forward(self.pool.forward(x).flatten(1, 3))
+    }
+
+    /// Cross entropy on the synthetic image batch of `step`.
+    pub fn loss(&self, config: &ConvNetConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) = data::image_batch(
+            config.seed,
+            step,
+            config.batch,
+            config.channels,
+            config.size,
+            config.classes,
+        );
+        let x = Tensor::<B, 4>::from_data(x, device);
+        let y = Tensor::<B, 1, Int>::from_data(y, device);
+        CrossEntropyLossConfig::new()
+            .init(device)
+            .forward(self.forward(x), y)
+    }
+}

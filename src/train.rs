@@ -1,0 +1,127 @@
+//! One training loop, generic over the backend and the model.
+
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{ElementConversion, Tensor, TensorData};
+
+use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig};
+
+/// What a run leaves to compare: the loss of every step (as bits) and the final parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The loss of each step.
+    pub losses: Vec<f32>,
+    /// Every float parameter's data, in the module's visiting order.
+    pub params: Vec<TensorData>,
+}
+
+impl Outcome {
+    /// The losses as raw bits, for exact comparison (NaN included).
+    pub fn loss_bits(&self) -> Vec<u32> {
+        self.losses.iter().map(|l| l.to_bits()).collect()
+    }
+}
+
+struct Collect<'a>(&'a mut Vec<TensorData>);
+
+impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Collect<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        self.0.push(param.val().into_data());
+    }
+}
+
+/// Every float parameter's data (reading them also forces lazily initialised parameters).
+pub fn parameters<B: burn::tensor::backend::Backend, M: Module<B>>(model: &M) -> Vec<TensorData> {
+    let mut out = Vec::new();
+    model.visit(&mut Collect(&mut out));
+    out
+}
+
+/// Trains `model` for `steps` steps of Adam at learning rate `lr`, calling `on_step(step,
+/// loss)` after each, and returns the trained model and the losses.
+pub fn train_loop<B, M>(
+    mut model: M,
+    steps: usize,
+    lr: f64,
+    loss_of: impl Fn(&M, usize) -> Tensor<B, 1>,
+    mut on_step: impl FnMut(usize, f32),
+) -> (M, Vec<f32>)
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+{
+    let mut optimizer = AdamConfig::new().init::<B, M>();
+    let mut losses = Vec::with_capacity(steps);
+    for step in 0..steps {
+        let loss = loss_of(&model, step);
+        let value: f32 = loss.clone().into_scalar().elem();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(lr, model, grads);
+        losses.push(value);
+        on_step(step, value);
+    }
+    (model, losses)
+}
+
+/// Initialises an MLP deterministically (seeded, under [`crate::rng_lock`]).
+pub fn init_mlp<B: AutodiffBackend>(config: &MlpConfig, device: &B::Device, seed: u64) -> Mlp<B> {
+    let _guard = crate::rng_lock();
+    B::seed(device, seed);
+    let model = config.init::<B>(device);
+    parameters(&model);
+    model
+}
+
+/// Initialises a conv net deterministically (seeded, under [`crate::rng_lock`]).
+pub fn init_convnet<B: AutodiffBackend>(
+    config: &ConvNetConfig,
+    device: &B::Device,
+    seed: u64,
+) -> ConvNet<B> {
+    let _guard = crate::rng_lock();
+    B::seed(device, seed);
+    let model = config.init::<B>(device);
+    parameters(&model);
+    model
+}
+
+/// Trains an MLP from its deterministic initialisation and returns what to compare.
+pub fn train_mlp<B: AutodiffBackend>(
+    config: &MlpConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    let model = init_mlp::<B>(config, device, 42);
+    let (model, losses) = train_loop(
+        model,
+        steps,
+        5e-3,
+        |m: &Mlp<B>, step| m.loss(config, step, device),
+        |_, _| {},
+    );
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
+
+/// Trains a conv net from its deterministic initialisation and returns what to compare.
+pub fn train_convnet<B: AutodiffBackend>(
+    config: &ConvNetConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    let model = init_convnet::<B>(config, device, 42);
+    let (model, losses) = train_loop(
+        model,
+        steps,
+        5e-3,
+        |m: &ConvNet<B>, step| m.loss(config, step, device),
+        |_, _| {},
+    );
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
