@@ -33,15 +33,11 @@ pub mod trace;
 
 use burn_backend::backend::DeviceOps;
 
-pub use backend::{SwapBridge, SwapChannel, SwapClient};
+pub use backend::{Swap, SwapBridge, SwapChannel, SwapClient};
 pub use config::{Budget, EvictionScore, Policy, SwapConfig};
 pub use error::{ConfigError, SwapError};
 pub use report::Report;
 pub use trace::Trace;
-
-/// The swap backend over the inner backend `B`: `Autodiff<Swap<B>>` trains like
-/// `Autodiff<B>`, with the same values, under a memory budget. Its device type is `B`'s.
-pub type Swap<B> = burn_router::BackendRouter<SwapChannel<B>>;
 
 /// Sets the configuration of a device.
 ///
@@ -79,6 +75,14 @@ pub fn reset_counters<D: DeviceOps>(device: &D) {
 /// was never used under [`Swap`].
 pub fn trace<D: DeviceOps>(device: &D) -> Option<Trace> {
     backend::registry::get(device.id()).and_then(|c| c.trace())
+}
+
+/// Forgets the ops recorded so far on a device and starts a new trace (for instance when a
+/// program moves from evaluation to training). Counters are not touched.
+pub fn restart_trace<D: DeviceOps>(device: &D) {
+    if let Some(control) = backend::registry::get(device.id()) {
+        control.restart_trace();
+    }
 }
 
 /// The trace of every op still kept in the device's window (the last iterations), without

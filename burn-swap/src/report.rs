@@ -20,6 +20,7 @@ pub(crate) struct Counters {
     pub fetch_nanos: u64,
     pub failed_offloads: u64,
     pub ops: u64,
+    pub largest_op: u64,
 }
 
 impl Counters {
@@ -82,6 +83,9 @@ pub struct Report {
     pub failed_offloads: u64,
     /// Ops run, drops and reads included.
     pub ops: u64,
+    /// The largest working set of one op (its inputs and outputs): the smallest budget under
+    /// which this workload can run.
+    pub largest_op_bytes: u64,
     /// The training loop's period in ops, once detected.
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
@@ -147,6 +151,7 @@ impl fmt::Display for Report {
         )?;
         row(f, "failed offloads", self.failed_offloads.to_string())?;
         row(f, "ops", self.ops.to_string())?;
+        row(f, "largest op", format_bytes(self.largest_op_bytes))?;
         row(
             f,
             "period",

@@ -2,7 +2,7 @@
 
 use core::marker::PhantomData;
 
-use burn_backend::{DType, Shape, backend::Backend};
+use burn_backend::{DType, Shape};
 use burn_ir::{BackendIr, TensorHandle, TensorIr};
 use burn_router::{MultiBackendBridge, RouterTensor, RunnerChannel};
 
@@ -75,11 +75,4 @@ impl<B: BackendIr> MultiBackendBridge for SwapBridge<B> {
         let tensor = B::bool_tensor(TensorHandle { handle, shape });
         B::bool_tensor_handle(B::bool_to_device(tensor, target))
     }
-}
-
-#[allow(dead_code)]
-fn _assert_backend<B: BackendIr>()
-where
-    burn_router::BackendRouter<SwapChannel<B>>: Backend,
-{
 }

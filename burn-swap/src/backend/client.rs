@@ -38,7 +38,7 @@ impl<B: BackendIr> Clone for SwapClient<B> {
 /// Stops the current op with the error's message: Burn's ops cannot return errors.
 #[cold]
 #[track_caller]
-fn fail(error: SwapError) -> ! {
+pub(crate) fn fail(error: SwapError) -> ! {
     tracing::error!(%error, "burn-swap: cannot run the operation");
     panic!("{error}")
 }
@@ -77,7 +77,7 @@ impl<B: BackendIr> SwapClient<B> {
         client
     }
 
-    fn engine(&self) -> MutexGuard<'_, Engine<B>> {
+    pub(crate) fn engine(&self) -> MutexGuard<'_, Engine<B>> {
         // A panic inside the inner backend poisons the lock; the engine's state is updated
         // only after an op succeeds, so it stays consistent.
         self.shared
@@ -189,6 +189,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             fetch_seconds: c.fetch_nanos as f64 * 1e-9,
             failed_offloads: c.failed_offloads,
             ops: c.ops,
+            largest_op_bytes: c.largest_op,
             period,
             iteration_peaks,
         }
@@ -196,6 +197,10 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
 
     fn reset_counters(&self) {
         self.engine().counters.reset();
+    }
+
+    fn restart_trace(&self) {
+        self.engine().recorder = Default::default();
     }
 
     fn trace(&self) -> Option<Trace> {

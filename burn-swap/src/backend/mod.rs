@@ -1,10 +1,15 @@
-//! Intercept: `Swap<B>` is Burn's router backend over a channel whose client is burn-swap's.
-//! Every op of the model, forward and backward, arrives here as an `OperationIr` and goes to
-//! the engine; this layer only translates.
+//! Intercept: every op of the model, forward and backward, reaches the swap client of its
+//! device: as an `OperationIr` through burn-router when Burn's IR describes it, else as a
+//! native op on the inner backend. This layer only translates; the engine does the rest.
 
 mod channel;
-mod client;
+pub(crate) mod client;
+mod native;
+#[rustfmt::skip]
+mod ops;
 pub(crate) mod registry;
+mod swap;
 
 pub use channel::{SwapBridge, SwapChannel};
 pub use client::SwapClient;
+pub use swap::Swap;

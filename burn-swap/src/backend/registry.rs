@@ -15,6 +15,7 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn configure(&self, config: SwapConfig) -> Result<(), ConfigError>;
     fn report(&self) -> Report;
     fn reset_counters(&self);
+    fn restart_trace(&self);
     fn trace(&self) -> Option<Trace>;
     fn trace_window(&self) -> Trace;
 }

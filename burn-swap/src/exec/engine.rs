@@ -32,6 +32,9 @@ pub(crate) struct Engine<B: BackendIr> {
     inputs: Vec<(TensorId, TensorStatus)>,
     outputs: Vec<(TensorId, Shape, DType)>,
     candidates: Vec<Candidate>,
+    /// Resident bytes when the native op in progress was prepared, and its outputs' bytes.
+    native_base: u64,
+    native_out: u64,
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -48,6 +51,8 @@ impl<B: BackendIr> Engine<B> {
             inputs: Vec::new(),
             outputs: Vec::new(),
             candidates: Vec::new(),
+            native_base: 0,
+            native_out: 0,
         }
     }
 
@@ -69,26 +74,12 @@ impl<B: BackendIr> Engine<B> {
             let id = tensor.id;
             self.record(&op, 0);
             self.drop_tensor(id, op);
+            self.counters.ops += 1;
             self.now += 1;
             return Ok(());
         }
 
-        // What the op reads and makes.
-        self.inputs.clear();
-        let (mut input_bytes, mut fetch_bytes) = (0, 0);
-        for t in op.inputs() {
-            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
-            self.inputs.push((t.id, t.status));
-            if seen {
-                continue;
-            }
-            if let Some(entry) = self.residency.get(&t.id) {
-                input_bytes += entry.bytes;
-                if let State::Offloaded(_) = entry.state {
-                    fetch_bytes += entry.bytes;
-                }
-            }
-        }
+        let (input_bytes, fetch_bytes) = self.gather_inputs(op.inputs());
         self.outputs.clear();
         let mut output_bytes = 0;
         for t in op.outputs() {
@@ -97,30 +88,9 @@ impl<B: BackendIr> Engine<B> {
             }
             self.outputs.push((t.id, t.shape.clone(), t.dtype));
         }
-
-        // Keep the budget: the op's inputs and outputs must fit at once.
-        if let Some(budget) = self.budget() {
-            let needed = input_bytes + output_bytes;
-            if needed > budget {
-                return Err(SwapError::OpExceedsBudget {
-                    op: crate::trace::signature::kind_name(&op),
-                    needed,
-                    budget,
-                });
-            }
-            let after = self.counters.resident + fetch_bytes + output_bytes;
-            if after > budget {
-                self.make_room(after - budget, true)?;
-            }
-        }
-        if fetch_bytes > 0 {
-            for i in 0..self.inputs.len() {
-                let id = self.inputs[i].0;
-                if self.residency.is_offloaded(&id) {
-                    self.fetch(id);
-                }
-            }
-        }
+        self.fit(input_bytes, fetch_bytes, output_bytes, || {
+            crate::trace::signature::kind_name(&op)
+        })?;
 
         let during = self.counters.resident + output_bytes;
         self.counters.note_resident(during);
@@ -166,6 +136,115 @@ impl<B: BackendIr> Engine<B> {
         self.counters.ops += 1;
         self.now += 1;
         Ok(())
+    }
+
+    /// Lists the op's inputs (in `self.inputs`) and returns the bytes of the distinct ones and
+    /// of those to fetch.
+    fn gather_inputs<'a>(&mut self, inputs: impl Iterator<Item = &'a TensorIr>) -> (u64, u64) {
+        self.inputs.clear();
+        let (mut input_bytes, mut fetch_bytes) = (0, 0);
+        for t in inputs {
+            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
+            self.inputs.push((t.id, t.status));
+            if seen {
+                continue;
+            }
+            if let Some(entry) = self.residency.get(&t.id) {
+                input_bytes += entry.bytes;
+                if let State::Offloaded(_) = entry.state {
+                    fetch_bytes += entry.bytes;
+                }
+            }
+        }
+        (input_bytes, fetch_bytes)
+    }
+
+    /// Keeps the budget for an op whose inputs are in `self.inputs`: its inputs and outputs
+    /// must fit at once; other tensors are offloaded to make room, then its inputs fetched.
+    fn fit(
+        &mut self,
+        input_bytes: u64,
+        fetch_bytes: u64,
+        output_bytes: u64,
+        name: impl FnOnce() -> String,
+    ) -> Result<(), SwapError> {
+        let needed = input_bytes + output_bytes;
+        self.counters.largest_op = self.counters.largest_op.max(needed);
+        if let Some(budget) = self.budget() {
+            if needed > budget {
+                return Err(SwapError::OpExceedsBudget {
+                    op: name(),
+                    needed,
+                    budget,
+                });
+            }
+            let after = self.counters.resident + fetch_bytes + output_bytes;
+            if after > budget {
+                self.make_room(after - budget, true)?;
+            }
+        }
+        if fetch_bytes > 0 {
+            for i in 0..self.inputs.len() {
+                let id = self.inputs[i].0;
+                if self.residency.is_offloaded(&id) {
+                    self.fetch(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Prepares a native op: fetches its inputs and makes room for an output as large as its
+    /// largest input (the output of an activation, a norm or a sort; index-producing ops such
+    /// as `argwhere` or sorts with indices make more, counted when they arrive).
+    pub fn native_prepare(
+        &mut self,
+        name: &'static str,
+        inputs: &[TensorIr],
+    ) -> Result<(), SwapError> {
+        let (input_bytes, fetch_bytes) = self.gather_inputs(inputs.iter());
+        let output_bytes = inputs
+            .iter()
+            .map(|t| bytes_of(&t.shape, t.dtype))
+            .max()
+            .unwrap_or(0);
+        self.fit(input_bytes, fetch_bytes, output_bytes, || {
+            format!("Native.{name}")
+        })?;
+        self.native_base = self.counters.resident;
+        self.native_out = 0;
+        Ok(())
+    }
+
+    /// Takes an input's handle for a native op (removing it from the books when it is the
+    /// input's last use).
+    pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
+        let handle = self.runner.get_tensor_handle(tensor);
+        self.consume_if_last(tensor);
+        handle
+    }
+
+    /// Registers an output of a native op; returns its id.
+    pub fn native_output(&mut self, handle: B::Handle, shape: Shape, dtype: DType) -> TensorId {
+        let id = self
+            .runner
+            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
+            .into_ir()
+            .id;
+        self.native_out += bytes_of(&shape, dtype);
+        self.insert_resident(id, shape, dtype);
+        id
+    }
+
+    /// Records a native op once it ran.
+    pub fn native_finish(&mut self, name: &'static str, inputs: &[TensorIr], outputs: &[TensorIr]) {
+        let during = self.native_base + self.native_out;
+        self.counters.note_resident(during);
+        let inputs: Vec<&TensorIr> = inputs.iter().collect();
+        let outputs: Vec<&TensorIr> = outputs.iter().collect();
+        self.record_named(name, &inputs, &outputs);
+        self.counters.ops += 1;
+        self.now += 1;
     }
 
     fn record(&mut self, op: &OperationIr, resident_during: u64) {
@@ -323,6 +402,7 @@ impl<B: BackendIr> Engine<B> {
     /// Makes room for `bytes` new bytes outside any op (a tensor created from data, or arriving
     /// from another device).
     fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
+        self.counters.largest_op = self.counters.largest_op.max(bytes);
         if let Some(budget) = self.budget() {
             if bytes > budget {
                 return Err(SwapError::OpExceedsBudget {

@@ -45,12 +45,12 @@ impl LinkModel {
 
 /// The score of a candidate: higher is offloaded first.
 ///
-/// - [`EvictionScore::Dtr`]: `staleness × bytes / round_trip(bytes)`, DTR's `cost / (memory ×
-///   staleness)` inverted, with the round-trip copy as the cost. For large tensors it tends to
-///   `staleness × bandwidth / 2` (least recently used first); tiny tensors, whose copies are
-///   mostly latency, go last.
-/// - [`EvictionScore::Lru`]: `staleness`.
-/// - [`EvictionScore::Largest`]: `bytes`, then staleness.
+/// - DTR ([`EvictionScore::Dtr`]) scores `staleness × bytes / round_trip(bytes)`, DTR's
+///   `cost / (memory × staleness)` inverted, with the round-trip copy as the cost. For large
+///   tensors it tends to `staleness × bandwidth / 2` (least recently used first); tiny
+///   tensors, whose copies are mostly latency, go last.
+/// - LRU ([`EvictionScore::Lru`]) scores `staleness`.
+/// - Largest ([`EvictionScore::Largest`]) scores `bytes`, then staleness.
 pub fn score(c: &Candidate, now: u64, policy: EvictionScore, link: &LinkModel) -> (f64, f64) {
     let staleness = (now.saturating_sub(c.last_use) + 1) as f64;
     match policy {

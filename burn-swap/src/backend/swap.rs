@@ -1,0 +1,92 @@
+//! `Swap<I>`: the backend type users name.
+
+use core::marker::PhantomData;
+
+use burn_backend::{
+    DType, DTypeUsageSet, ExecutionError, TensorData,
+    backend::{Backend, BackendTypes},
+};
+use burn_ir::BackendIr;
+use burn_router::{BackendRouter, RouterTensor};
+
+use super::{SwapChannel, SwapClient};
+
+/// The swap backend over the inner backend `I`: `Autodiff<Swap<I>>` trains like
+/// `Autodiff<I>`, with the same values bit for bit, under a memory budget. Its device type is
+/// `I`'s, so model code keeps its device values.
+///
+/// Ops that Burn's intermediate representation describes travel through burn-router's
+/// `BackendRouter<SwapChannel<I>>` as `OperationIr`; the others (activations, sorts, layer
+/// norm, ...) run natively on `I` through the same client. Either way, every tensor is known to
+/// the swap client, which keeps the budget.
+pub struct Swap<I> {
+    _inner: PhantomData<fn() -> I>,
+}
+
+impl<I> core::fmt::Debug for Swap<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Swap")
+    }
+}
+
+impl<I> Clone for Swap<I> {
+    fn clone(&self) -> Self {
+        Self {
+            _inner: PhantomData,
+        }
+    }
+}
+
+impl<I> Default for Swap<I> {
+    fn default() -> Self {
+        Self {
+            _inner: PhantomData,
+        }
+    }
+}
+
+type R<I> = BackendRouter<SwapChannel<I>>;
+
+impl<I: BackendIr> BackendTypes for Swap<I> {
+    type Device = I::Device;
+    type FloatTensorPrimitive = RouterTensor<SwapClient<I>>;
+    type FloatElem = I::FloatElem;
+    type IntTensorPrimitive = RouterTensor<SwapClient<I>>;
+    type IntElem = I::IntElem;
+    type BoolTensorPrimitive = RouterTensor<SwapClient<I>>;
+    type BoolElem = I::BoolElem;
+    type QuantizedTensorPrimitive = RouterTensor<SwapClient<I>>;
+}
+
+impl<I: BackendIr> Backend for Swap<I> {
+    fn name(device: &Self::Device) -> String {
+        format!("swap<{}>", I::name(device))
+    }
+
+    fn seed(device: &Self::Device, seed: u64) {
+        <R<I> as Backend>::seed(device, seed)
+    }
+
+    fn sync(device: &Self::Device) -> Result<(), ExecutionError> {
+        <R<I> as Backend>::sync(device)
+    }
+
+    fn dtype_usage(device: &Self::Device, dtype: DType) -> DTypeUsageSet {
+        I::dtype_usage(device, dtype)
+    }
+
+    fn device_count(type_id: u16) -> usize {
+        I::device_count(type_id)
+    }
+
+    fn memory_cleanup(device: &Self::Device) {
+        I::memory_cleanup(device)
+    }
+
+    fn staging<'a, Iter>(data: Iter, device: &Self::Device)
+    where
+        Iter: Iterator<Item = &'a mut TensorData>,
+    {
+        I::staging(data, device)
+    }
+}

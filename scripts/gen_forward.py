@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Generates burn-swap/src/backend/ops.rs: the op traits of `Swap<I>`.
+
+Reads the op traits of burn-backend and the impls of burn-router (the versions in Cargo.lock,
+from cargo's registry source folder) and writes, for every trait method:
+
+- a forward to `BackendRouter<SwapChannel<I>>` when burn-router implements the method: the op
+  travels as `OperationIr` through the swap client (traced, budgeted, replayable);
+- a native call on the inner backend `I` when burn-router leaves it to the trait's default
+  composition (activations, sorts, layer norm, ...): the swap client fetches the inputs, hands
+  their handles to `I`'s own implementation and registers the outputs, so values are `I`'s bit
+  for bit, whatever `I` overrides;
+- nothing (the trait default) when neither fits (quantized and asynchronous methods).
+
+`float_into_data`, `int_into_data` and `bool_into_data` are written by hand below: burn-router
+converts the data to the backend's default element type, `I` does not.
+
+Run from the repository root after changing the Burn version: python3 scripts/gen_forward.py
+"""
+import glob
+import os
+import re
+import sys
+
+VERSION = "0.21.0"
+registry = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))
+def src(crate):
+    for r in registry:
+        p = os.path.join(r, f"{crate}-{VERSION}")
+        if os.path.isdir(p):
+            return p
+    sys.exit(f"{crate}-{VERSION} not found; run `cargo fetch` first")
+
+BACKEND = src("burn-backend") + "/src/backend/ops/"
+ROUTER = src("burn-router") + "/src/ops/"
+TRAITS = [
+    ("FloatTensorOps", [BACKEND + "tensor.rs"], ROUTER + "tensor.rs"),
+    ("IntTensorOps", [BACKEND + "int_tensor.rs"], ROUTER + "int_tensor.rs"),
+    ("BoolTensorOps", [BACKEND + "bool_tensor.rs"], ROUTER + "bool_tensor.rs"),
+    ("ModuleOps", [BACKEND + "modules/base.rs"], ROUTER + "module.rs"),
+    ("ActivationOps", [BACKEND + "activation.rs"], ROUTER + "activation.rs"),
+    ("QTensorOps", [BACKEND + "qtensor.rs"], ROUTER + "qtensor.rs"),
+    ("TransactionOps", [BACKEND + "transaction.rs"], ROUTER + "transaction.rs"),
+]
+HAND_WRITTEN = {"float_into_data", "int_into_data", "bool_into_data", "quantize"}
+
+def strip_comments(text):
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+
+def backend_structs():
+    """The output structs of ModuleOps (`Name<B: Backend>` with tensor fields)."""
+    text = strip_comments(open(BACKEND + "modules/base.rs").read())
+    out = {}
+    for m in re.finditer(r"pub struct (\w+)<B: Backend> \{(.*?)\n\}", text, re.S):
+        fields = re.findall(r"pub (\w+):\s*([^,]+),", m.group(2))
+        out[m.group(1)] = [(f, " ".join(t.split()).replace("<B>", "<Self>")) for f, t in fields]
+    return out
+
+STRUCTS = backend_structs()
+
+def struct_of(t):
+    m = re.fullmatch(r"(\w+)<Self>", t)
+    return m.group(1) if m and m.group(1) in STRUCTS else None
+
+def trait_body(text, trait):
+    start = text.index(f"pub trait {trait}<")
+    i = text.index("{", start)
+    depth, j = 0, i
+    while True:
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j]
+        j += 1
+
+def methods(body):
+    """Yields (name, generics, params, ret, where) of every method."""
+    i = 0
+    while True:
+        m = re.compile(r"\bfn\s+(\w+)").search(body, i)
+        if not m:
+            return
+        j = m.end()
+        depth = 0
+        k = j
+        while True:
+            c = body[k]
+            if c in "(<[":
+                depth += 1
+            elif c in ")>]":
+                if not (c == ">" and body[k - 1] == "-"):
+                    depth -= 1
+            elif depth == 0 and c in ";{":
+                break
+            k += 1
+        sig = body[j:k]
+        end = k + 1
+        if body[k] == "{":
+            d = 0
+            while True:
+                if body[end - 1] == "{":
+                    d += 1
+                elif body[end - 1] == "}":
+                    d -= 1
+                    if d == 0:
+                        break
+                end += 1
+        i = end
+        name = m.group(1)
+        generics = ""
+        s = sig.strip()
+        if s.startswith("<"):
+            d = 0
+            for n, c in enumerate(s):
+                d += c == "<"
+                d -= c == ">"
+                if d == 0:
+                    generics, s = s[: n + 1], s[n + 1 :].strip()
+                    break
+        assert s.startswith("("), (name, s)
+        d = 0
+        for n, c in enumerate(s):
+            d += c == "("
+            d -= c == ")"
+            if d == 0:
+                params, rest = s[1:n], s[n + 1 :].strip()
+                break
+        ret, where = "", ""
+        if rest.startswith("->"):
+            rest = rest[2:].strip()
+            w = re.search(r"\bwhere\b", rest)
+            ret, where = (rest[: w.start()].strip(), rest[w.start():]) if w else (rest, "")
+        elif rest.startswith("where"):
+            where = rest
+        yield name, generics, params, ret, where
+
+def split_top(text):
+    out, depth, cur = [], 0, ""
+    for c in text:
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    if cur.strip():
+        out.append(cur)
+    return [p.strip() for p in out if p.strip()]
+
+def selfify(t):
+    t = " ".join(t.split()).replace("crate::", "burn_backend::")
+    return re.sub(r"\bB\b", "Self", t)
+
+KINDS = {"FloatTensor<Self>": "float", "IntTensor<Self>": "int", "BoolTensor<Self>": "bool"}
+
+def arg_kind(t):
+    if t in KINDS:
+        return ("one", KINDS[t])
+    m = re.fullmatch(r"Option<(\w+Tensor<Self>)>", t)
+    if m and m.group(1) in KINDS:
+        return ("opt", KINDS[m.group(1)])
+    m = re.fullmatch(r"Vec<(\w+Tensor<Self>)>", t)
+    if m and m.group(1) in KINDS:
+        return ("vec", KINDS[m.group(1)])
+    if "Tensor<Self>" in t or "TensorPrimitive" in t or "impl " in t or "Self" in t.replace("Device<Self>", ""):
+        return None
+    return ("pass", None)
+
+def ret_plan(t):
+    if t in KINDS:
+        return ("one", [KINDS[t]])
+    name = struct_of(t)
+    if name:
+        fields = []
+        for f, ft in STRUCTS[name]:
+            k = arg_kind(ft)
+            if k is None or k[0] == "pass" or k[0] == "vec":
+                return None
+            fields.append((f, k))
+        return ("struct", [name, fields])
+    m = re.fullmatch(r"\((.*)\)", t)
+    if m:
+        parts = split_top(m.group(1))
+        if parts and all(p in KINDS for p in parts):
+            return ("tuple", [KINDS[p] for p in parts])
+        return None
+    m = re.fullmatch(r"Vec<(\w+Tensor<Self>)>", t)
+    if m and m.group(1) in KINDS:
+        return ("vec", [KINDS[m.group(1)]])
+    if "Tensor" in t or "Self" in t.replace("Device<Self>", "") or "impl " in t:
+        return None
+    return ("pass", [])
+
+def native(trait, name, generics, params, ret, where):
+    args = []
+    for p in split_top(params):
+        pat, ty = p.split(":", 1)
+        pat = pat.strip().removeprefix("mut ").strip()
+        kind = arg_kind(selfify(ty))
+        if kind is None:
+            return None
+        args.append((pat, selfify(ty), kind))
+    plan = ret_plan(selfify(ret)) if ret else ("pass", [])
+    if plan is None:
+        return None
+    client = None
+    for pat, ty, (k, _) in args:
+        if k == "one":
+            client = f"{pat}.client.clone()"
+            break
+    if client is None:
+        for pat, ty, _ in args:
+            if ty == "&Device<Self>":
+                client = f"get_client::<SwapChannel<I>>({pat})"
+                break
+    if client is None:
+        return None
+    if plan[0] == "pass" and not any(k in ("one", "opt", "vec") for _, _, (k, _) in args):
+        return None
+    sig = ", ".join(f"{pat}: {ty}" for pat, ty, _ in args)
+    out = [f"    fn {name}{generics}({sig})" + (f" -> {selfify(ret)}" if ret else "") + (f" {where}" if where else "") + " {"]
+    out.append(f'        let mut op = NativeOp::new("{name}", {client});')
+    for pat, ty, (k, kind) in args:
+        if k == "one":
+            out.append(f"        let {pat} = op.ir({pat});")
+        elif k == "opt":
+            out.append(f"        let {pat} = {pat}.map(|t| op.ir(t));")
+        elif k == "vec":
+            out.append(f"        let {pat}: Vec<_> = {pat}.into_iter().map(|t| op.ir(t)).collect();")
+    out.append("        op.prepare();")
+    for pat, ty, (k, kind) in args:
+        if k == "one":
+            out.append(f"        let {pat} = op.{kind}({pat});")
+        elif k == "opt":
+            out.append(f"        let {pat} = {pat}.map(|t| op.{kind}(t));")
+        elif k == "vec":
+            out.append(f"        let {pat}: Vec<_> = {pat}.into_iter().map(|t| op.{kind}(t)).collect();")
+    call_args = ", ".join(pat for pat, _, _ in args)
+    out.append(f"        let out = <I as {trait}<I>>::{name}({call_args});")
+    kind, kinds = plan
+    if kind == "one":
+        out.append(f"        let out = op.{kinds[0]}_out(out);")
+    elif kind == "tuple":
+        names = [f"o{i}" for i in range(len(kinds))]
+        out.append(f"        let ({', '.join(names)}) = out;")
+        out.append("        let out = (" + ", ".join(f"op.{k}_out({n})" for k, n in zip(kinds, names)) + ");")
+    elif kind == "vec":
+        out.append(f"        let out = out.into_iter().map(|t| op.{kinds[0]}_out(t)).collect();")
+    elif kind == "struct":
+        name, fields = kinds
+        conv = []
+        for f, (k, fk) in fields:
+            conv.append(f"{f}: op.{fk}_out(out.{f})" if k == "one" else f"{f}: out.{f}.map(|t| op.{fk}_out(t))")
+        out.append(f"        let out = {name} {{ " + ", ".join(conv) + " };")
+    out.append("        op.finish();")
+    out.append("        out")
+    out.append("    }")
+    return "\n".join(out)
+
+def forward(trait, name, generics, params, ret, where):
+    """A forward to burn-router, or None when a type would need converting."""
+    args = []
+    for p in split_top(params):
+        pat, ty = p.split(":", 1)
+        pat = pat.strip().removeprefix("mut ").strip()
+        ty = selfify(ty)
+        if arg_kind(ty) is None and not re.fullmatch(r"&?(Quantized|Float|Int|Bool)Tensor<Self>|(Option|Vec)<(Quantized|Float|Int|Bool)Tensor<Self>>", ty):
+            return None
+        args.append((pat, ty))
+    sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
+    ret = selfify(ret) if ret else ""
+    head = f"    fn {name}{generics}({sig})" + (f" -> {ret}" if ret else "") + (f" {where}" if where else "")
+    call = f"<R<I> as {trait}<R<I>>>::{name}(" + ", ".join(p for p, _ in args) + ")"
+    struct = struct_of(ret)
+    if struct:
+        fields = ", ".join(f"{f}: out.{f}" for f, _ in STRUCTS[struct])
+        return f"{head} {{\n        let out = {call};\n        {struct} {{ {fields} }}\n    }}"
+    return f"{head} {{\n        {call}\n    }}"
+
+HAND = {
+    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let qparams = QuantizationParametersPrimitive { scales: qparams.scales };\n        <R<I> as QTensorOps<R<I>>>::quantize(tensor, scheme, qparams)\n    }",
+    "float_into_data": "    fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
+    "int_into_data": "    fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
+    "bool_into_data": "    fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
+}
+
+out = [
+    "//! The op traits of [`Swap`]. Generated by `scripts/gen_forward.py` from burn-backend",
+    f"//! {VERSION}'s traits and burn-router {VERSION}'s impls: do not edit by hand.",
+    "//!",
+    "//! Methods that burn-router implements go through it (as `OperationIr`, through the swap",
+    "//! client); methods it leaves to the trait's default composition run natively on the inner",
+    "//! backend through [`NativeOp`], so that every value is the inner backend's own.",
+    "#![allow(unused_variables, clippy::all)]",
+    "",
+    "use super::native::{NativeOp, read};",
+    "use super::{Swap, SwapChannel};",
+    "use burn_backend::ops::*;",
+    "use burn_backend::tensor::*;",
+    "use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};",
+    "use burn_backend::quantization::*;",
+    "use burn_ir::BackendIr;",
+    "use burn_router::{BackendRouter, get_client};",
+    "use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};",
+    "use core::future::Future;",
+    "use core::ops::Range;",
+    "",
+    "type R<I> = BackendRouter<SwapChannel<I>>;",
+    "",
+]
+stats = []
+for trait, files, router_file in TRAITS:
+    text = strip_comments("".join(open(f).read() for f in files))
+    body = trait_body(text, trait)
+    routed = set(re.findall(r"\bfn\s+(\w+)", strip_comments(open(router_file).read())))
+    out.append(f"impl<I: BackendIr> {trait}<Self> for Swap<I> {{")
+    n_fwd = n_nat = n_def = 0
+    for name, generics, params, ret, where in methods(body):
+        if name in HAND_WRITTEN:
+            out.append(HAND[name])
+            n_fwd += 1
+        elif name in routed:
+            code = forward(trait, name, generics, params, ret, where)
+            if code:
+                out.append(code)
+                n_fwd += 1
+            else:
+                n_def += 1
+        else:
+            code = None if trait in ("QTensorOps", "TransactionOps") else native(trait, name, generics, params, ret, where)
+            if code:
+                out.append(code)
+                n_nat += 1
+            else:
+                n_def += 1
+    out.append("}")
+    out.append("")
+    stats.append(f"{trait}: {n_fwd} routed, {n_nat} native, {n_def} default")
+open("burn-swap/src/backend/ops.rs", "w").write("\n".join(out))
+print("\n".join(stats))

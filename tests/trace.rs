@@ -1,0 +1,169 @@
+//! The trace: exact producer, access, last-use and drop indices of a hand-built graph, and
+//! the period and slots of a training loop whose first iteration differs.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::Tensor;
+use burn_swap::trace::{Access, AccessKind, End, EndKind, Slot};
+use burn_swap::{Swap, SwapConfig};
+use burn_swap_suite::models::MlpConfig;
+use burn_swap_suite::train::{init_mlp, train_loop};
+
+type S = Swap<Flex>;
+
+fn access(op: usize, kind: AccessKind) -> Access {
+    Access { op, kind }
+}
+
+#[test]
+fn hand_built_graph_has_exact_indices() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let a = Tensor::<S, 1>::from_data([1.0f32, 2.0, 3.0], &device);
+    burn_swap::restart_trace(&device);
+
+    // op 0: b = a + 1     (a read, kept alive by its clone)
+    let b = a.clone() + 1.0;
+    // op 1: c = a * b     (a's last use; b read)
+    let c = a * b.clone();
+    // op 2: drop b        (b ends by an explicit drop)
+    drop(b);
+    // op 3: d = exp(c)    (c's last use)
+    let d = c.exp();
+    // op 4: read d        (d's last use)
+    let values = d.into_data();
+    assert_eq!(values.shape.as_slice(), &[3]);
+
+    let trace = burn_swap::trace_window(&device).unwrap();
+    let kinds: Vec<&str> = trace.ops.iter().map(|o| o.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "NumericFloat.AddScalar",
+            "NumericFloat.Mul",
+            "Drop",
+            "Float.Exp",
+            "Read"
+        ]
+    );
+
+    let [ta, tb, tc, td] = [0, 1, 2, 3].map(|i| &trace.tensors[i]);
+    // a was made before the trace: no producer, first used by op 0.
+    assert_eq!(ta.producer, None);
+    assert_eq!(ta.slot, Slot::Input { op: 0, index: 0 });
+    assert_eq!(
+        ta.accesses,
+        [access(0, AccessKind::Read), access(1, AccessKind::LastUse)]
+    );
+    assert_eq!(
+        ta.end,
+        Some(End {
+            op: 1,
+            kind: EndKind::LastUse
+        })
+    );
+    assert_eq!((ta.bytes, ta.shape.as_slice()), (12, &[3][..]));
+
+    assert_eq!(tb.producer, Some(0));
+    assert_eq!(tb.slot, Slot::Output { op: 0, index: 0 });
+    assert_eq!(tb.accesses, [access(1, AccessKind::Read)]);
+    assert_eq!(
+        tb.end,
+        Some(End {
+            op: 2,
+            kind: EndKind::Drop
+        })
+    );
+
+    assert_eq!(tc.producer, Some(1));
+    assert_eq!(tc.accesses, [access(3, AccessKind::LastUse)]);
+    assert_eq!(
+        tc.end,
+        Some(End {
+            op: 3,
+            kind: EndKind::LastUse
+        })
+    );
+
+    assert_eq!(td.producer, Some(3));
+    assert_eq!(td.accesses, [access(4, AccessKind::LastUse)]);
+    assert_eq!(
+        td.end,
+        Some(End {
+            op: 4,
+            kind: EndKind::LastUse
+        })
+    );
+    assert_eq!(trace.tensors.len(), 4);
+
+    // The ids in the op list are the tensors' ids.
+    assert_eq!(trace.ops[1].inputs, [ta.id, tb.id]);
+    assert_eq!(trace.ops[1].outputs, [tc.id]);
+    // JSON round trip.
+    let json = trace.to_json();
+    let back: burn_swap::Trace = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, trace);
+}
+
+#[test]
+fn period_is_the_iteration_length_despite_a_different_first_iteration() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let config = MlpConfig::small();
+    let model = init_mlp::<Autodiff<S>>(&config, &device, 1);
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+
+    // Count the ops of each step independently of the detector.
+    let mut ops_after_step = Vec::new();
+    let mut traces = Vec::new();
+    let steps = 8;
+    train_loop(
+        model,
+        steps,
+        1e-3,
+        |m: &burn_swap_suite::models::Mlp<Autodiff<S>>, step| m.loss(&config, step, &device),
+        |step, _| {
+            ops_after_step.push(burn_swap::report(&device).unwrap().ops);
+            if step >= steps - 2 {
+                traces.push(burn_swap::trace(&device).expect("a trace after several steps"));
+            }
+        },
+    );
+    let lengths: Vec<u64> = ops_after_step.windows(2).map(|w| w[1] - w[0]).collect();
+    let true_period = lengths[lengths.len() - 1];
+    assert!(
+        lengths[1..].iter().all(|&l| l == true_period),
+        "steady steps: {lengths:?}"
+    );
+    assert_ne!(
+        ops_after_step[0], true_period,
+        "the first iteration differs (Adam's state)"
+    );
+
+    let (t1, t2) = (&traces[0], &traces[1]);
+    assert_eq!(t1.period, Some(true_period as usize));
+    assert_eq!(t1.ops.len(), true_period as usize);
+    assert_eq!(t2.iteration, t1.iteration + 1);
+    assert_eq!(t2.first_op, t1.first_op + true_period);
+    // Iteration k+1 has the same tensors in the same slots, with new ids.
+    assert_eq!(t1.tensors.len(), t2.tensors.len());
+    for (x, y) in t1.tensors.iter().zip(&t2.tensors) {
+        assert_eq!((x.slot, &x.shape, x.bytes), (y.slot, &y.shape, y.bytes));
+        assert_eq!(
+            (x.producer, &x.accesses, x.end),
+            (y.producer, &y.accesses, y.end)
+        );
+        assert_eq!(t2.tensor_at(x.slot).map(|t| t.id), Some(y.id));
+        if x.producer.is_some() {
+            assert_ne!(x.id, y.id, "tensor ids are new every iteration");
+        }
+    }
+    // The boundary falls where only persistent state lives: every tensor made in the
+    // iteration either dies in it or is a parameter / optimizer state carried to the next.
+    let report = burn_swap::report(&device).unwrap();
+    assert_eq!(report.period, Some(true_period as usize));
+    assert!(!report.iteration_peaks.is_empty());
+}
