@@ -116,7 +116,14 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     type Device = B::Device;
 
     fn register_op(&self, op: OperationIr) {
-        let result = self.engine().run_op(op);
+        let result = {
+            let mut engine = self.engine();
+            let result = engine.run_op(op);
+            if result.is_err() {
+                engine.abandon_op();
+            }
+            result
+        };
         if let Err(error) = result {
             fail(error)
         }

@@ -38,7 +38,14 @@ impl<I: BackendIr> NativeOp<I> {
     /// Fetches the inputs and makes room for the outputs; fails the op like any other when
     /// the budget cannot hold it.
     pub fn prepare(&mut self) {
-        let result = self.client.engine().native_prepare(self.name, &self.inputs);
+        let result = {
+            let mut engine = self.client.engine();
+            let result = engine.native_prepare(self.name, &self.inputs);
+            if result.is_err() {
+                engine.abandon_op();
+            }
+            result
+        };
         if let Err(error) = result {
             super::client::fail(error)
         }

@@ -247,6 +247,35 @@ impl<B: BackendIr> Engine<B> {
         self.now += 1;
     }
 
+    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
+    /// will never name those tensors again.
+    pub fn abandon_op(&mut self) {
+        for i in 0..self.inputs.len() {
+            let (id, status) = self.inputs[i];
+            if status != TensorStatus::ReadWrite {
+                continue;
+            }
+            match self.residency.remove(&id) {
+                Some(Entry {
+                    bytes,
+                    state: State::Offloaded(_),
+                    ..
+                }) => self.counters.host -= bytes,
+                Some(entry) => {
+                    self.counters.resident -= entry.bytes;
+                    self.runner.register_op(OperationIr::Drop(TensorIr {
+                        id,
+                        shape: entry.shape,
+                        status: TensorStatus::ReadWrite,
+                        dtype: entry.dtype,
+                    }));
+                }
+                None => {}
+            }
+        }
+        self.inputs.clear();
+    }
+
     fn record(&mut self, op: &OperationIr, resident_during: u64) {
         if self.tracing() {
             let live_before = self.counters.resident + self.counters.host;

@@ -17,6 +17,12 @@ pub(crate) fn offload<B: BackendIr>(
     id: burn_ir::TensorId,
     entry: &Entry,
 ) -> Result<TensorData, ExecutionError> {
+    #[cfg(test)]
+    if faults::take() {
+        return Err(ExecutionError::WithContext {
+            reason: "injected offload failure".into(),
+        });
+    }
     let ir = TensorIr {
         id,
         shape: entry.shape.clone(),
@@ -38,4 +44,22 @@ pub(crate) fn offload<B: BackendIr>(
 /// Writes host bytes back to the device under the tensor's own id.
 pub(crate) fn fetch<B: BackendIr>(runner: &Runner<B>, id: burn_ir::TensorId, data: TensorData) {
     runner.register_tensor_data_id(id, data);
+}
+
+/// Fault injection for the engine's own tests: the next `n` offloads fail before reading.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static FAIL_NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    pub fn fail_next(n: usize) {
+        FAIL_NEXT.store(n, Ordering::SeqCst);
+    }
+
+    pub fn take() -> bool {
+        FAIL_NEXT
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
 }
