@@ -7,7 +7,7 @@ use std::process::Command;
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
 use burn::tensor::{Tensor, TensorData};
-use burn_swap::{ConfigError, Swap, SwapConfig};
+use burn_swap::{ConfigError, Swap, SwapConfig, SwapError};
 
 type S = Swap<Flex>;
 
@@ -49,13 +49,17 @@ fn bad_configuration_values_are_typed_errors() {
     let _t = Tensor::<S, 1>::from_data(TensorData::new(vec![0f32; 4], [4]), &device);
     assert_eq!(
         burn_swap::configure(&device, SwapConfig::budget_bytes(0)),
-        Err(ConfigError::ZeroBudget)
+        Err(SwapError::Config(ConfigError::ZeroBudget))
     );
     assert_eq!(
         burn_swap::configure(&device, SwapConfig::budget_fraction(1.5)),
-        Err(ConfigError::FractionOutOfRange(1.5))
+        Err(SwapError::Config(ConfigError::FractionOutOfRange(1.5)))
     );
-    let err = burn_swap::configure(&device, SwapConfig::budget_fraction(0.4)).unwrap_err();
+    let SwapError::Config(err) =
+        burn_swap::configure(&device, SwapConfig::budget_fraction(0.4)).unwrap_err()
+    else {
+        panic!("expected a configuration error")
+    };
     assert!(
         matches!(&err, ConfigError::DeviceMemoryUnknown { fraction, backend } if *fraction == 0.4 && backend == "flex"),
         "{err:?}"

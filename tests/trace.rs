@@ -161,9 +161,13 @@ fn period_is_the_iteration_length_despite_a_different_first_iteration() {
             assert_ne!(x.id, y.id, "tensor ids are new every iteration");
         }
     }
-    // The boundary falls where only persistent state lives: every tensor made in the
-    // iteration either dies in it or is a parameter / optimizer state carried to the next.
     let report = burn_swap::report(&device).unwrap();
     assert_eq!(report.period, Some(true_period as usize));
     assert!(!report.iteration_peaks.is_empty());
+
+    // The loop has ended: the model and Adam's state were dropped, a run of drops that
+    // breaks the period. The last complete iteration is still the one before it.
+    let after = burn_swap::trace(&device).expect("a trace after the loop ended");
+    assert_eq!(after.period, Some(true_period as usize));
+    assert_eq!(after.iteration, t2.iteration);
 }

@@ -41,12 +41,14 @@ pub use trace::Trace;
 
 /// Sets the configuration of a device.
 ///
-/// Takes effect at once when the device is already in use under [`Swap`], else when it is
-/// first used (the environment is then not read). Errors that need the backend (a budget as a
-/// fraction of device memory on a backend that cannot tell it) are returned here when the
-/// device is in use; for a device not used yet they surface when it is first used, as a panic
-/// with the same message.
-pub fn configure<D: DeviceOps>(device: &D, config: SwapConfig) -> Result<(), ConfigError> {
+/// Takes effect at once when the device is already in use under [`Swap`]: a budget below what
+/// is resident offloads at once, so the budget holds from this call on. Otherwise it takes
+/// effect when the device is first used (the environment is then not read). Errors that need
+/// the backend (a budget as a fraction of device memory on a backend that cannot tell it) are
+/// returned here when the device is in use; for a device not used yet they surface when it is
+/// first used, as a panic with the same message. A refused configuration leaves the one in
+/// force.
+pub fn configure<D: DeviceOps>(device: &D, config: SwapConfig) -> Result<(), SwapError> {
     config.validate()?;
     match backend::registry::get(device.id()) {
         Some(control) => control.configure(config),
@@ -60,6 +62,25 @@ pub fn configure<D: DeviceOps>(device: &D, config: SwapConfig) -> Result<(), Con
 /// What burn-swap did on a device, or `None` if the device was never used under [`Swap`].
 pub fn report<D: DeviceOps>(device: &D) -> Option<Report> {
     backend::registry::get(device.id()).map(|c| c.report())
+}
+
+/// Counted bytes of a device right now: cheap enough to call every step (unlike [`report`],
+/// which also analyses the trace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Memory {
+    /// Bytes resident on the device.
+    pub resident_bytes: u64,
+    /// Highest resident bytes since the last [`reset_counters`].
+    pub peak_bytes: u64,
+    /// Bytes offloaded to host memory.
+    pub host_bytes: u64,
+    /// The budget in force, `None` when unlimited.
+    pub budget_bytes: Option<u64>,
+}
+
+/// The counted bytes of a device, or `None` if it was never used under [`Swap`].
+pub fn memory<D: DeviceOps>(device: &D) -> Option<Memory> {
+    backend::registry::get(device.id()).map(|c| c.memory())
 }
 
 /// Starts a new measurement on a device: peaks restart from the current values, counts of

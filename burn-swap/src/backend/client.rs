@@ -161,12 +161,9 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
 }
 
 impl<B: BackendIr> DeviceControl for SwapClient<B> {
-    fn configure(&self, config: SwapConfig) -> Result<(), ConfigError> {
+    fn configure(&self, config: SwapConfig) -> Result<(), SwapError> {
         let budget = resolve_budget::<B>(&config, &self.shared.device)?;
-        let mut engine = self.engine();
-        engine.config = config;
-        engine.budget = budget;
-        Ok(())
+        self.engine().reconfigure(config, budget)
     }
 
     fn report(&self) -> Report {
@@ -199,6 +196,20 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             largest_op_bytes: c.largest_op,
             period,
             iteration_peaks,
+        }
+    }
+
+    fn memory(&self) -> crate::Memory {
+        let engine = self.engine();
+        crate::Memory {
+            resident_bytes: engine.counters.resident,
+            peak_bytes: engine.counters.peak,
+            host_bytes: engine.counters.host,
+            budget_bytes: if engine.config.enabled {
+                engine.budget
+            } else {
+                None
+            },
         }
     }
 

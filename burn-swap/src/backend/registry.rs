@@ -6,14 +6,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use burn_backend::backend::DeviceId;
 
 use crate::config::SwapConfig;
-use crate::error::ConfigError;
+use crate::error::SwapError;
 use crate::report::Report;
 use crate::trace::Trace;
 
 /// What the public functions can do with a device's client, whatever its inner backend.
 pub(crate) trait DeviceControl: Send + Sync {
-    fn configure(&self, config: SwapConfig) -> Result<(), ConfigError>;
+    fn configure(&self, config: SwapConfig) -> Result<(), SwapError>;
     fn report(&self) -> Report;
+    fn memory(&self) -> crate::Memory;
     fn reset_counters(&self);
     fn restart_trace(&self);
     fn trace(&self) -> Option<Trace>;

@@ -428,6 +428,24 @@ impl<B: BackendIr> Engine<B> {
         self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
     }
 
+    /// Applies a new configuration; when the new budget is below what is resident, offloads at
+    /// once so that the budget holds from now on.
+    pub fn reconfigure(
+        &mut self,
+        config: SwapConfig,
+        budget: Option<u64>,
+    ) -> Result<(), SwapError> {
+        self.config = config;
+        self.budget = budget;
+        if let Some(budget) = self.budget()
+            && self.counters.resident > budget
+        {
+            self.inputs.clear();
+            self.make_room(self.counters.resident - budget, false)?;
+        }
+        Ok(())
+    }
+
     /// Makes room for `bytes` new bytes outside any op (a tensor created from data, or arriving
     /// from another device).
     fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {

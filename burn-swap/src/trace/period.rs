@@ -51,6 +51,63 @@ pub fn detect(signatures: &[u64]) -> Option<Periodicity> {
     best
 }
 
+/// A periodic stretch of a signature stream: `s[i] == s[i + period]` for `start <= i` and
+/// `i + period < end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stretch {
+    /// The period, in ops.
+    pub period: usize,
+    /// First index of the stretch.
+    pub start: usize,
+    /// One past its last index.
+    pub end: usize,
+}
+
+impl Stretch {
+    /// Ops the stretch covers.
+    pub fn cover(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+/// Finds the longest periodic stretch that ends at or near the end of the stream: the stream
+/// may end with ops that break the period (the end of training frees the optimizer's state;
+/// an evaluation pass follows), so [`detect`] is tried on the stream without its last `t` ops
+/// for `t` = 0, 1, 2, 4, ... while two ops are left, each stretch is extended as far as it
+/// still holds, and the one that covers the most ops wins (the shortest period on ties).
+///
+/// Runs in `O(n log n)`.
+pub fn detect_recent(signatures: &[u64]) -> Option<Stretch> {
+    let n = signatures.len();
+    let mut best: Option<Stretch> = None;
+    let mut trim = 0;
+    while trim + 2 <= n {
+        if let Some(found) = detect(&signatures[..n - trim]) {
+            let p = found.period;
+            let mut end = n - trim;
+            while end < n && signatures[end] == signatures[end - p] {
+                end += 1;
+            }
+            let stretch = Stretch {
+                period: p,
+                start: found.start,
+                end,
+            };
+            let better = match best {
+                None => true,
+                Some(b) => {
+                    stretch.cover() > b.cover() || (stretch.cover() == b.cover() && p < b.period)
+                }
+            };
+            if better {
+                best = Some(stretch);
+            }
+        }
+        trim = if trim == 0 { 1 } else { trim * 2 };
+    }
+    best
+}
+
 /// `z[i]` is the length of the longest common prefix of `s` and `s[i..]` (`z[0] = n`).
 fn z_function(s: &[u64]) -> Vec<usize> {
     let n = s.len();
@@ -166,6 +223,30 @@ mod tests {
                 .collect();
             assert_eq!(detect(&s), naive(&s), "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_tail_that_breaks_the_period_is_left_out() {
+        // Four iterations, then the end of training frees state: a run of identical drops.
+        let iteration = [1u64, 2, 3, 4, 5, 6, 7];
+        let mut s = vec![0u64, 0];
+        for _ in 0..4 {
+            s.extend_from_slice(&iteration);
+        }
+        let periodic_end = s.len();
+        s.extend(std::iter::repeat_n(99u64, 20));
+        // The plain suffix detector sees only the drops.
+        assert_eq!(detect(&s).map(|p| p.period), Some(1));
+        let stretch = detect_recent(&s).unwrap();
+        assert_eq!(stretch.period, iteration.len());
+        assert_eq!(stretch.end, periodic_end);
+        assert_eq!(stretch.start, 2);
+        // Without a tail it is the suffix.
+        let stretch = detect_recent(&s[..periodic_end]).unwrap();
+        assert_eq!(
+            (stretch.period, stretch.start, stretch.end),
+            (7, 2, periodic_end)
+        );
     }
 
     #[test]

@@ -87,6 +87,16 @@ struct Schedule {
     first_iteration: u64,
     /// Global op index from which the stream is periodic.
     periodic_from: u64,
+    /// One past the last global op index known to keep the period.
+    verified_end: u64,
+}
+
+impl Schedule {
+    /// Ops of the window that the periodic stretch covers.
+    fn cover(&self, base: u64) -> u64 {
+        self.verified_end
+            .saturating_sub(self.periodic_from.max(base))
+    }
 }
 
 /// The op log of one device.
@@ -103,7 +113,12 @@ pub(crate) struct Recorder {
     peaks: Vec<IterationPeak>,
     /// Global index up to which iterations were summarised into `peaks`.
     summarised_to: u64,
+    /// Window length at which the next analysis runs while no schedule holds.
+    next_analysis: usize,
 }
+
+/// Ops before the first analysis.
+const FIRST_ANALYSIS: usize = 64;
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -124,6 +139,7 @@ impl Recorder {
             schedule: None,
             peaks: Vec::new(),
             summarised_to: 0,
+            next_analysis: FIRST_ANALYSIS,
         }
     }
 
@@ -194,9 +210,36 @@ impl Recorder {
             live_before: c.live_before,
             resident_during: c.resident_during,
         });
+        self.verify_last();
+        if self.ops.len() >= self.next_analysis && !self.healthy() {
+            self.analyse();
+            self.next_analysis = (self.ops.len() * 2).min(self.window);
+        }
         if self.ops.len() >= self.window {
             self.compact();
         }
+    }
+
+    /// Extends the schedule's verified stretch by the op just recorded when it keeps the
+    /// period (one comparison per op).
+    fn verify_last(&mut self) {
+        let Some(s) = self.schedule.as_mut() else {
+            return;
+        };
+        let last = self.base + self.ops.len() as u64 - 1;
+        if s.verified_end != last {
+            return;
+        }
+        let local = self.ops.len() - 1;
+        if local >= s.period && self.ops[local].signature == self.ops[local - s.period].signature {
+            s.verified_end = last + 1;
+        }
+    }
+
+    /// Whether the schedule still holds up to the last op.
+    fn healthy(&self) -> bool {
+        self.schedule
+            .is_some_and(|s| s.verified_end == self.next_index())
     }
 
     /// Sets the wall time of the op recorded last.
@@ -206,39 +249,48 @@ impl Recorder {
         }
     }
 
-    /// Finds the period and the iteration boundaries over the current window.
+    /// Finds the period and the iteration boundaries over the current window, keeping the
+    /// schedule in force unless a longer periodic stretch is found.
     pub(crate) fn analyse(&mut self) {
-        let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
-        let Some(found) = period::detect(&signatures) else {
-            return;
-        };
-        let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
-        let periodic_from = self.base + found.start as u64;
-        // Keep the numbering of a schedule that still holds: same period, same phase, and a
-        // periodic stretch that reaches back to it.
-        if let Some(s) = self.schedule
-            && s.period == found.period
-            && periodic_from <= s.anchor.max(self.base) + s.period as u64
-        {
-            self.schedule = Some(Schedule {
-                periodic_from: periodic_from.min(s.periodic_from),
-                ..s
-            });
+        if self.healthy() {
             return;
         }
-        let boundary = period::phase(found, &live);
+        let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
+        let Some(found) = period::detect_recent(&signatures) else {
+            return;
+        };
+        let (start, end) = (self.base + found.start as u64, self.base + found.end as u64);
+        if let Some(s) = self.schedule.as_mut() {
+            if s.period == found.period && start <= s.verified_end && end >= s.verified_end {
+                // The same period, continuing the stretch in force: keep its numbering.
+                s.verified_end = end;
+                return;
+            }
+            if found.cover() as u64 <= s.cover(self.base) {
+                return;
+            }
+        }
+        let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
+        let boundary = period::phase(
+            period::Periodicity {
+                period: found.period,
+                start: found.start,
+            },
+            &live,
+        );
         let schedule = Schedule {
             period: found.period,
             anchor: self.base + boundary as u64,
             first_iteration: 0,
-            periodic_from,
+            periodic_from: start,
+            verified_end: end,
         };
         tracing::debug!(
             period = found.period,
             anchor = schedule.anchor,
             "burn-swap: training loop period found"
         );
-        self.summarised_to = self.summarised_to.max(schedule.anchor);
+        self.summarised_to = schedule.anchor;
         self.peaks.clear();
         self.schedule = Some(schedule);
     }
@@ -246,7 +298,7 @@ impl Recorder {
     /// The period and the global range of the last complete iteration in the window.
     fn last_complete(&self) -> Option<(Schedule, u64, Range<u64>)> {
         let s = self.schedule?;
-        let end = self.next_index();
+        let end = s.verified_end;
         if end < s.anchor + s.period as u64 {
             return None;
         }
@@ -264,7 +316,7 @@ impl Recorder {
             return;
         };
         let p = s.period as u64;
-        let end = self.next_index();
+        let end = s.verified_end;
         let mut start = self.summarised_to.max(s.anchor);
         // Align to a boundary.
         let offset = (start - s.anchor) % p;
@@ -298,6 +350,7 @@ impl Recorder {
     fn compact(&mut self) {
         self.analyse();
         self.summarise();
+        let newer_half = self.base + (self.ops.len() / 2) as u64;
         let keep_from = match self.last_complete() {
             Some((s, _, last)) => {
                 if 3 * s.period > self.window {
@@ -305,9 +358,14 @@ impl Recorder {
                     self.window = 4 * s.period;
                     return;
                 }
-                last.start.saturating_sub(s.period as u64).max(self.base)
+                // Keep the last two complete iterations, unless the stream left the period
+                // long ago (then the schedule is stale and the newer half is kept).
+                last.start
+                    .saturating_sub(s.period as u64)
+                    .max(self.base)
+                    .min(newer_half)
             }
-            None => self.base + (self.ops.len() / 2) as u64,
+            None => newer_half,
         };
         let cut = (keep_from - self.base) as usize;
         if cut == 0 {
@@ -321,6 +379,7 @@ impl Recorder {
             .map(|t| t.dims.start)
             .unwrap_or(self.dims.len() as u32);
         self.ops.drain(..cut);
+        self.next_analysis = self.next_analysis.saturating_sub(cut).max(FIRST_ANALYSIS);
         self.tensors.drain(..tensor_cut as usize);
         self.dims.drain(..dims_cut as usize);
         for op in &mut self.ops {

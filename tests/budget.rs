@@ -1,0 +1,38 @@
+//! The budget holds from the moment it is set, and values survive the moves it causes.
+
+use burn::backend::Flex;
+use burn::backend::flex::FlexDevice;
+use burn::tensor::{Tensor, TensorData};
+use burn_swap::{Swap, SwapConfig};
+
+type S = Swap<Flex>;
+
+#[test]
+fn budget_never_exceeded_after_lowering_it() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let tensors: Vec<Tensor<S, 1>> = (0..8)
+        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 256], [256]), &device))
+        .collect();
+    let before = burn_swap::memory(&device).unwrap().resident_bytes;
+    assert!(before >= 8 * 1024);
+
+    // Lowering the budget below what is resident offloads at once.
+    burn_swap::configure(&device, SwapConfig::budget_bytes(3 * 1024)).unwrap();
+    burn_swap::reset_counters(&device);
+    let memory = burn_swap::memory(&device).unwrap();
+    assert!(memory.resident_bytes <= 3 * 1024, "{memory:?}");
+    assert!(memory.host_bytes >= 5 * 1024, "{memory:?}");
+
+    // Reading every tensor (offloaded ones from host memory) keeps the budget and the values.
+    for (i, t) in tensors.iter().enumerate() {
+        let doubled: Vec<f32> = (t.clone() * 2.0).into_data().to_vec().unwrap();
+        assert_eq!(doubled, vec![2.0 * i as f32; 256]);
+    }
+    let report = burn_swap::report(&device).unwrap();
+    assert!(report.peak_bytes <= 3 * 1024, "{report}");
+    assert!(report.fetches > 0);
+    drop(tensors);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
