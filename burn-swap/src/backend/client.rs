@@ -115,6 +115,32 @@ fn resolve_budget<B: BackendIr>(
 impl<B: BackendIr> RunnerClient for SwapClient<B> {
     type Device = B::Device;
 
+    /// Builds the output tensors in the engine's own pass over the op's outputs (Burn's
+    /// default walks them once more).
+    fn register(&self, op: OperationIr) -> Vec<RouterTensor<Self>> {
+        let mut outputs = Vec::new();
+        let result = {
+            let mut engine = self.engine();
+            let result = engine.run_op_with(op, |t| {
+                outputs.push(RouterTensor::new(
+                    t.id,
+                    t.shape.clone(),
+                    t.dtype,
+                    self.clone(),
+                ))
+            });
+            if result.is_err() {
+                engine.abandon_op();
+            }
+            result
+        };
+        if let Err(error) = result {
+            fail(error)
+        }
+        outputs
+    }
+
+    #[inline]
     fn register_op(&self, op: OperationIr) {
         let result = {
             let mut engine = self.engine();

@@ -7,13 +7,14 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 use burn_std::future::DynFut;
 
-use super::residency::{Entry, Residency, State};
+use super::residency::{Dims, Entry, Residency, State};
 use super::{bytes_of, host};
 use crate::config::SwapConfig;
 use crate::error::SwapError;
 use crate::plan::reactive::{self, Candidate, LinkModel};
 use crate::report::Counters;
 use crate::trace::recorder::{OpCounters, Recorder};
+use crate::trace::signature;
 
 /// The engine of one device: the inner backend's runner, the residency table, the counters,
 /// the recorder, and the configuration in force.
@@ -30,7 +31,7 @@ pub(crate) struct Engine<B: BackendIr> {
     now: u64,
     // Scratch space reused by every op, so that the per-op path does not allocate.
     inputs: Vec<(TensorId, TensorStatus)>,
-    outputs: Vec<(TensorId, Shape, DType)>,
+    outputs: Vec<(TensorId, Dims, DType, u64)>,
     candidates: Vec<Candidate>,
     /// Resident bytes when the native op in progress was prepared, and its outputs' bytes.
     native_base: u64,
@@ -69,34 +70,107 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Runs one operation on the inner backend, first making room and fetching its inputs.
+    ///
+    /// The hot path: one pass over the op's inputs and one over its outputs feed both the
+    /// books and the recorder; nothing is allocated once the scratch vectors have grown.
+    #[inline]
     pub fn run_op(&mut self, op: OperationIr) -> Result<(), SwapError> {
+        self.run_op_with(op, |_| {})
+    }
+
+    /// [`Engine::run_op`], calling `on_output` with each output as it passes (so that the
+    /// router client builds its output tensors in the same pass).
+    #[inline]
+    pub fn run_op_with(
+        &mut self,
+        op: OperationIr,
+        mut on_output: impl FnMut(&TensorIr),
+    ) -> Result<(), SwapError> {
+        let tracing = self.tracing();
+        let live_before = self.counters.resident + self.counters.host;
+        if tracing {
+            let key = signature::kind_key(&op);
+            self.recorder.begin(key, || signature::kind_name(&op));
+        }
         if let OperationIr::Drop(tensor) = &op {
             let id = tensor.id;
-            self.record(&op, 0);
+            if tracing {
+                self.recorder
+                    .input(tensor, bytes_of(&tensor.shape, tensor.dtype));
+                self.recorder.outputs_follow();
+                self.recorder.end(OpCounters {
+                    nanos: 0,
+                    live_before,
+                    resident_during: self.counters.resident,
+                });
+            }
             self.drop_tensor(id, op);
             self.counters.ops += 1;
             self.now += 1;
             return Ok(());
         }
 
-        let (input_bytes, fetch_bytes) = self.gather_inputs(op.inputs());
+        // What the op reads and makes, in one pass each.
+        self.inputs.clear();
+        let (mut input_bytes, mut fetch_bytes) = (0, 0);
+        for t in op.inputs() {
+            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
+            self.inputs.push((t.id, t.status));
+            let bytes = match self.residency.get(&t.id) {
+                Some(entry) => {
+                    if !seen {
+                        input_bytes += entry.bytes;
+                        if let State::Offloaded(_) = entry.state {
+                            fetch_bytes += entry.bytes;
+                        }
+                    }
+                    entry.bytes
+                }
+                None => bytes_of(&t.shape, t.dtype),
+            };
+            if tracing {
+                self.recorder.input(t, bytes);
+            }
+        }
+        if tracing {
+            self.recorder.outputs_follow();
+        }
         self.outputs.clear();
         let mut output_bytes = 0;
         for t in op.outputs() {
+            on_output(t);
+            let bytes = bytes_of(&t.shape, t.dtype);
             if self.residency.get(&t.id).is_none() {
-                output_bytes += bytes_of(&t.shape, t.dtype);
+                output_bytes += bytes;
             }
-            self.outputs.push((t.id, t.shape.clone(), t.dtype));
+            if tracing {
+                self.recorder.output(t, bytes);
+            }
+            self.outputs
+                .push((t.id, Dims::from_slice(t.shape.as_slice()), t.dtype, bytes));
         }
-        self.fit(input_bytes, fetch_bytes, output_bytes, || {
-            crate::trace::signature::kind_name(&op)
-        })?;
+        if let Err(error) = self.fit(input_bytes, fetch_bytes, output_bytes, || {
+            signature::kind_name(&op)
+        }) {
+            if tracing {
+                self.recorder.abort();
+            }
+            return Err(error);
+        }
 
         let during = self.counters.resident + output_bytes;
         self.counters.note_resident(during);
-        let measure = self.tracing();
-        self.record(&op, during);
-        let start = measure.then(Instant::now);
+        let start = if tracing {
+            let timed = self.recorder.timing();
+            self.recorder.end(OpCounters {
+                nanos: 0,
+                live_before,
+                resident_during: during,
+            });
+            timed.then(Instant::now)
+        } else {
+            None
+        };
         self.runner.register_op(op);
         if let Some(start) = start {
             self.recorder
@@ -115,18 +189,17 @@ impl<B: BackendIr> Engine<B> {
                 entry.last_use = now;
             }
         }
-        for (id, shape, dtype) in self.outputs.drain(..) {
+        for (id, dims, dtype, bytes) in self.outputs.drain(..) {
             if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
                 continue;
             }
-            let bytes = bytes_of(&shape, dtype);
             self.counters.resident += bytes;
             self.residency.insert(
                 id,
                 Entry {
                     bytes,
-                    shape,
+                    dims,
                     dtype,
                     last_use: now,
                     state: State::Resident,
@@ -265,7 +338,7 @@ impl<B: BackendIr> Engine<B> {
                     self.counters.resident -= entry.bytes;
                     self.runner.register_op(OperationIr::Drop(TensorIr {
                         id,
-                        shape: entry.shape,
+                        shape: entry.dims.to_shape(),
                         status: TensorStatus::ReadWrite,
                         dtype: entry.dtype,
                     }));
@@ -276,34 +349,25 @@ impl<B: BackendIr> Engine<B> {
         self.inputs.clear();
     }
 
-    fn record(&mut self, op: &OperationIr, resident_during: u64) {
-        if self.tracing() {
-            let live_before = self.counters.resident + self.counters.host;
-            self.recorder.record(
-                op,
-                OpCounters {
-                    nanos: 0,
-                    live_before,
-                    resident_during: resident_during.max(self.counters.resident),
-                },
-            );
-        }
-    }
-
     fn record_named(&mut self, name: &'static str, inputs: &[&TensorIr], outputs: &[&TensorIr]) {
-        if self.tracing() {
-            let live_before = self.counters.resident + self.counters.host;
-            self.recorder.record_named(
-                name,
-                inputs,
-                outputs,
-                OpCounters {
-                    nanos: 0,
-                    live_before,
-                    resident_during: self.counters.resident,
-                },
-            );
+        if !self.tracing() {
+            return;
         }
+        let live_before = self.counters.resident + self.counters.host;
+        self.recorder
+            .begin(signature::name_key(name), || name.to_string());
+        for t in inputs {
+            self.recorder.input(t, bytes_of(&t.shape, t.dtype));
+        }
+        self.recorder.outputs_follow();
+        for t in outputs {
+            self.recorder.output(t, bytes_of(&t.shape, t.dtype));
+        }
+        self.recorder.end(OpCounters {
+            nanos: 0,
+            live_before,
+            resident_during: self.counters.resident,
+        });
     }
 
     fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
@@ -388,7 +452,7 @@ impl<B: BackendIr> Engine<B> {
         match host::offload(&self.runner, id, entry) {
             Ok(data) => {
                 if let Some(entry) = self.residency.get_mut(&id) {
-                    entry.state = State::Offloaded(data);
+                    entry.state = State::Offloaded(Box::new(data));
                 }
                 self.counters.resident -= bytes;
                 self.counters.host += bytes;
@@ -420,7 +484,7 @@ impl<B: BackendIr> Engine<B> {
         let bytes = entry.bytes;
         let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        host::fetch(&self.runner, id, data);
+        host::fetch(&self.runner, id, *data);
         self.counters.host -= bytes;
         self.counters.resident += bytes;
         self.counters.fetches += 1;
@@ -475,7 +539,7 @@ impl<B: BackendIr> Engine<B> {
             id,
             Entry {
                 bytes,
-                shape,
+                dims: Dims::from_slice(shape.as_slice()),
                 dtype,
                 last_use: self.now,
                 state: State::Resident,
@@ -570,14 +634,14 @@ impl<B: BackendIr> Engine<B> {
                         ..
                     }) => {
                         self.counters.host -= bytes;
-                        data
+                        *data
                     }
                     _ => unreachable!("checked offloaded above"),
                 }
             } else {
                 self.consume_if_last(&tensor);
                 match self.residency.get(&tensor.id).map(|e| &e.state) {
-                    Some(State::Offloaded(data)) => data.clone(),
+                    Some(State::Offloaded(data)) => TensorData::clone(data),
                     _ => unreachable!("checked offloaded above"),
                 }
             };

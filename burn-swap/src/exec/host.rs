@@ -25,7 +25,7 @@ pub(crate) fn offload<B: BackendIr>(
     }
     let ir = TensorIr {
         id,
-        shape: entry.shape.clone(),
+        shape: entry.dims.to_shape(),
         status: TensorStatus::ReadOnly,
         dtype: entry.dtype,
     };

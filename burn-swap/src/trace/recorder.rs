@@ -8,7 +8,8 @@ use super::model::{
 use super::period;
 use super::signature;
 use burn_backend::DType;
-use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_ir::{TensorId, TensorIr, TensorStatus};
+use core::hash::Hasher;
 use hashbrown::HashMap;
 use std::ops::Range;
 
@@ -48,6 +49,15 @@ pub(crate) struct OpCounters {
     pub resident_during: u64,
 }
 
+/// The op being recorded.
+#[derive(Default)]
+struct Draft {
+    kind: u32,
+    hasher: signature::FxHasher,
+    inputs: Range<u32>,
+    outputs_start: u32,
+}
+
 /// Interned kind names.
 #[derive(Default)]
 struct KindTable {
@@ -56,22 +66,13 @@ struct KindTable {
 }
 
 impl KindTable {
-    fn intern(&mut self, key: u64, op: &OperationIr) -> u32 {
+    #[inline]
+    fn intern(&mut self, key: u64, name: impl FnOnce() -> String) -> u32 {
         if let Some(&id) = self.ids.get(&key) {
             return id;
         }
         let id = self.names.len() as u32;
-        self.names.push(signature::kind_name(op));
-        self.ids.insert(key, id);
-        id
-    }
-
-    fn intern_named(&mut self, key: u64, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(name.to_string());
+        self.names.push(name());
         self.ids.insert(key, id);
         id
     }
@@ -115,10 +116,20 @@ pub(crate) struct Recorder {
     summarised_to: u64,
     /// Window length at which the next analysis runs while no schedule holds.
     next_analysis: usize,
+    draft: Draft,
+    /// Ops are timed up to this global index (exclusive) while the period holds.
+    timed_until: u64,
+    /// Global index of the next iteration boundary while the period holds.
+    next_boundary: u64,
+    /// The latest time measured for each op slot of the iteration.
+    slot_nanos: Vec<u64>,
 }
 
 /// Ops before the first analysis.
 const FIRST_ANALYSIS: usize = 64;
+/// Once the period holds, one iteration in this many has its ops timed (the others reuse the
+/// times of their slot): the profiled iterations of seed 004, kept fresh.
+const TIMED_ITERATION_EVERY: u64 = 16;
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -140,6 +151,10 @@ impl Recorder {
             peaks: Vec::new(),
             summarised_to: 0,
             next_analysis: FIRST_ANALYSIS,
+            draft: Draft::default(),
+            timed_until: 0,
+            next_boundary: 0,
+            slot_nanos: Vec::new(),
         }
     }
 
@@ -148,69 +163,84 @@ impl Recorder {
         self.base + self.ops.len() as u64
     }
 
-    /// Records an operation that went through the runner.
-    pub(crate) fn record(&mut self, op: &OperationIr, counters: OpCounters) {
-        let key = signature::kind_key(op);
-        let kind = self.kinds.intern(key, op);
-        let sig = signature::signature(key, op.inputs(), op.outputs());
-        let inputs = self.push_tensors(op.inputs());
-        let outputs = self.push_tensors(op.outputs());
-        self.push(kind, sig, inputs, outputs, counters);
-    }
-
-    /// Records a pseudo-op that is not an `OperationIr`: a read of a tensor's data (`Read`)
-    /// or the arrival of a tensor from another device (`Arrive`).
-    pub(crate) fn record_named(
-        &mut self,
-        name: &'static str,
-        inputs: &[&TensorIr],
-        outputs: &[&TensorIr],
-        counters: OpCounters,
-    ) {
-        let mut h = signature::FxHasher::default();
-        core::hash::Hasher::write(&mut h, name.as_bytes());
-        let key = core::hash::Hasher::finish(&h);
-        let kind = self.kinds.intern_named(key, name);
-        let sig = signature::signature(key, inputs.iter().copied(), outputs.iter().copied());
-        let inputs = self.push_tensors(inputs.iter().copied());
-        let outputs = self.push_tensors(outputs.iter().copied());
-        self.push(kind, sig, inputs, outputs, counters);
-    }
-
-    fn push_tensors<'a>(&mut self, tensors: impl Iterator<Item = &'a TensorIr>) -> Range<u32> {
+    /// Starts recording an op of kind `key`; `name` is called only the first time the kind
+    /// is seen. Follow with [`Recorder::input`]s, [`Recorder::outputs_follow`],
+    /// [`Recorder::output`]s and [`Recorder::end`].
+    #[inline]
+    pub(crate) fn begin(&mut self, key: u64, name: impl FnOnce() -> String) {
+        let kind = self.kinds.intern(key, name);
         let start = self.tensors.len() as u32;
-        for t in tensors {
-            let dims_start = self.dims.len() as u32;
-            self.dims.extend_from_slice(t.shape.as_slice());
-            self.tensors.push(TensorRef {
-                id: t.id,
-                dtype: t.dtype,
-                bytes: crate::exec::bytes_of(&t.shape, t.dtype),
-                dims: dims_start..self.dims.len() as u32,
-                last_use: t.status == TensorStatus::ReadWrite,
-            });
-        }
-        start..self.tensors.len() as u32
+        let mut hasher = signature::FxHasher::default();
+        hasher.write_u64(key);
+        self.draft = Draft {
+            kind,
+            hasher,
+            inputs: start..start,
+            outputs_start: start,
+        };
     }
 
-    fn push(
-        &mut self,
-        kind: u32,
-        signature: u64,
-        inputs: Range<u32>,
-        outputs: Range<u32>,
-        c: OpCounters,
-    ) {
-        self.ops.push(OpRecord {
-            kind,
-            signature,
-            inputs,
-            outputs,
+    #[inline]
+    fn push_tensor(&mut self, t: &TensorIr, bytes: u64) {
+        let dims = t.shape.as_slice();
+        signature::hash_tensor(&mut self.draft.hasher, t.dtype, dims);
+        let dims_start = self.dims.len() as u32;
+        self.dims.extend_from_slice(dims);
+        self.tensors.push(TensorRef {
+            id: t.id,
+            dtype: t.dtype,
+            bytes,
+            dims: dims_start..self.dims.len() as u32,
+            last_use: t.status == TensorStatus::ReadWrite,
+        });
+    }
+
+    /// Records an input of the op begun last.
+    #[inline]
+    pub(crate) fn input(&mut self, t: &TensorIr, bytes: u64) {
+        self.push_tensor(t, bytes);
+    }
+
+    /// Marks the end of the inputs.
+    #[inline]
+    pub(crate) fn outputs_follow(&mut self) {
+        let end = self.tensors.len() as u32;
+        self.draft.inputs.end = end;
+        self.draft.outputs_start = end;
+        self.draft.hasher.write_u8(0xff);
+    }
+
+    /// Records an output of the op begun last.
+    #[inline]
+    pub(crate) fn output(&mut self, t: &TensorIr, bytes: u64) {
+        self.push_tensor(t, bytes);
+    }
+
+    /// Drops the op begun last (it failed and never ran).
+    pub(crate) fn abort(&mut self) {
+        let start = self.draft.inputs.start as usize;
+        if let Some(first) = self.tensors.get(start) {
+            self.dims.truncate(first.dims.start as usize);
+        }
+        self.tensors.truncate(start);
+    }
+
+    /// Ends the op begun last.
+    #[inline]
+    pub(crate) fn end(&mut self, c: OpCounters) {
+        let draft = &self.draft;
+        let op = OpRecord {
+            kind: draft.kind,
+            signature: core::hash::Hasher::finish(&draft.hasher),
+            inputs: draft.inputs.clone(),
+            outputs: draft.outputs_start..self.tensors.len() as u32,
             nanos: c.nanos,
             live_before: c.live_before,
             resident_during: c.resident_during,
-        });
+        };
+        self.ops.push(op);
         self.verify_last();
+        self.track_boundary();
         if self.ops.len() >= self.next_analysis && !self.healthy() {
             self.analyse();
             self.next_analysis = (self.ops.len() * 2).min(self.window);
@@ -242,10 +272,49 @@ impl Recorder {
             .is_some_and(|s| s.verified_end == self.next_index())
     }
 
+    /// Whether the op about to be recorded should be timed: every op until the period is
+    /// known and holds, then the ops of one iteration in [`TIMED_ITERATION_EVERY`].
+    #[inline]
+    pub(crate) fn timing(&self) -> bool {
+        !self.healthy() || self.next_index() < self.timed_until
+    }
+
     /// Sets the wall time of the op recorded last.
     pub(crate) fn set_last_nanos(&mut self, nanos: u64) {
+        let index = self.next_index().saturating_sub(1);
         if let Some(op) = self.ops.last_mut() {
             op.nanos = nanos;
+        }
+        if let Some(s) = self.schedule
+            && index >= s.anchor
+        {
+            let slot = ((index - s.anchor) % s.period as u64) as usize;
+            if self.slot_nanos.len() != s.period {
+                self.slot_nanos = vec![0; s.period];
+            }
+            self.slot_nanos[slot] = nanos;
+        }
+    }
+
+    /// At each iteration boundary, decides whether the next iteration is timed.
+    #[inline]
+    fn track_boundary(&mut self) {
+        let index = self.next_index();
+        if index < self.next_boundary {
+            return;
+        }
+        let Some(s) = self.schedule else {
+            return;
+        };
+        let p = s.period as u64;
+        if index < s.anchor {
+            self.next_boundary = s.anchor;
+            return;
+        }
+        let k = (index - s.anchor) / p;
+        self.next_boundary = s.anchor + (k + 1) * p;
+        if k.is_multiple_of(TIMED_ITERATION_EVERY) || self.slot_nanos.len() != s.period {
+            self.timed_until = s.anchor + (k + 1) * p;
         }
     }
 
@@ -292,6 +361,8 @@ impl Recorder {
         );
         self.summarised_to = schedule.anchor;
         self.peaks.clear();
+        self.slot_nanos.clear();
+        self.next_boundary = 0;
         self.schedule = Some(schedule);
     }
 
@@ -476,13 +547,22 @@ impl Recorder {
                 tensors.push(self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i)));
                 index_of.insert(t.id, tensors.len() - 1);
             }
+            let nanos = match (op.nanos, self.schedule) {
+                (0, Some(s))
+                    if self.slot_nanos.len() == s.period && range.start + i as u64 >= s.anchor =>
+                {
+                    self.slot_nanos
+                        [((range.start + i as u64 - s.anchor) % s.period as u64) as usize]
+                }
+                (nanos, _) => nanos,
+            };
             ops.push(OpTrace {
                 index: i,
                 kind: self.kinds.names[op.kind as usize].clone(),
                 signature: op.signature,
                 inputs,
                 outputs,
-                nanos: op.nanos,
+                nanos,
                 resident_bytes: op.resident_during,
             });
         }

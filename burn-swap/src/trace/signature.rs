@@ -1,7 +1,8 @@
 //! What identifies an operation across iterations: its kind and its tensors' dtypes and
 //! shapes, never their ids.
 
-use burn_ir::{OperationIr, TensorIr};
+use burn_backend::DType;
+use burn_ir::OperationIr;
 use core::hash::{Hash, Hasher};
 use core::mem::discriminant;
 
@@ -75,30 +76,24 @@ pub(crate) fn kind_key(op: &OperationIr) -> u64 {
     h.finish()
 }
 
-/// The signature of one operation: its kind key, and the dtype and shape of every input and
-/// output in order.
-pub(crate) fn signature<'a>(
-    kind_key: u64,
-    inputs: impl Iterator<Item = &'a TensorIr>,
-    outputs: impl Iterator<Item = &'a TensorIr>,
-) -> u64 {
+/// Adds one tensor's dtype and shape to an op's signature.
+#[inline]
+pub(crate) fn hash_tensor(h: &mut FxHasher, dtype: DType, dims: &[usize]) {
+    discriminant(&dtype).hash(h);
+    if let DType::Bool(store) = dtype {
+        discriminant(&store).hash(h);
+    }
+    h.write_usize(dims.len());
+    for &d in dims {
+        h.write_usize(d);
+    }
+}
+
+/// The key of a pseudo-op that is not an `OperationIr` (`Read`, `Arrive`, a native op).
+pub(crate) fn name_key(name: &str) -> u64 {
     let mut h = FxHasher::default();
-    h.write_u64(kind_key);
-    for tensor in inputs {
-        tensor.dtype.hash(&mut h);
-        h.write_usize(tensor.shape.num_dims());
-        for &d in tensor.shape.iter() {
-            h.write_usize(d);
-        }
-    }
-    h.write_u8(0xff);
-    for tensor in outputs {
-        tensor.dtype.hash(&mut h);
-        h.write_usize(tensor.shape.num_dims());
-        for &d in tensor.shape.iter() {
-            h.write_usize(d);
-        }
-    }
+    h.write(name.as_bytes());
+    h.write_u8(0xfe);
     h.finish()
 }
 
