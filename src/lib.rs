@@ -7,6 +7,7 @@ pub mod cli;
 pub mod data;
 pub mod models;
 pub mod train;
+pub mod trainers;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
