@@ -42,9 +42,12 @@ where
 
 fn step(c: &mut Criterion) {
     burn_swap::configure(&FlexDevice, SwapConfig::default()).unwrap();
-    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex");
-    bench_backend::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex");
-    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_again");
+    // Interleaved, so that drift of the machine shows as a difference between the two runs
+    // of the same backend rather than as an overhead.
+    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_1");
+    bench_backend::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_1");
+    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_2");
+    bench_backend::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_2");
 }
 
 criterion_group! {

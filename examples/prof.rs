@@ -1,5 +1,6 @@
 //! Instruction counts per op for the book: run under `valgrind --tool=callgrind`.
-//! Usage: prof flex|router|traced|untraced (17 ops per loop, 20,000 loops)
+//! Usage: prof flex|router|traced|untraced (17 ops per loop, 20,000 loops), or
+//! prof step-flex|step-swap (3 training steps of the bench's MLP: width 1024, batch 256)
 use burn::backend::Flex;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
@@ -46,11 +47,34 @@ impl<B: burn_ir::BackendIr> burn_router::RunnerChannel for Bare<B> {
         client.register_tensor(handle, shape, dtype, client.clone())
     }
 }
+fn steps<B: burn::tensor::backend::AutodiffBackend>() {
+    use burn_swap_suite::models::{Mlp, MlpConfig};
+    let config = MlpConfig {
+        d_in: 1024,
+        hidden: 1024,
+        depth: 4,
+        d_out: 16,
+        batch: 256,
+        seed: 5,
+    };
+    let device = Default::default();
+    let model = burn_swap_suite::train::init_mlp::<B>(&config, &device, 1);
+    let (_m, losses) = burn_swap_suite::train::train_loop(
+        model,
+        3,
+        1e-4,
+        |m: &Mlp<B>, s| m.loss(&config, s, &device),
+        |_, _| {},
+    );
+    std::hint::black_box(losses);
+}
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     let device = burn::backend::flex::FlexDevice;
     match mode.as_str() {
         "flex" => run::<Flex>(),
+        "step-flex" => steps::<burn::backend::Autodiff<Flex>>(),
+        "step-swap" => steps::<burn::backend::Autodiff<burn_swap::Swap<Flex>>>(),
         "router" => run::<burn_router::BackendRouter<Bare<Flex>>>(),
         "untraced" => {
             burn_swap::configure(&device, burn_swap::SwapConfig::default().with_trace(false))

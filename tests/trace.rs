@@ -171,3 +171,73 @@ fn period_is_the_iteration_length_despite_a_different_first_iteration() {
     assert_eq!(after.period, Some(true_period as usize));
     assert_eq!(after.iteration, t2.iteration);
 }
+
+/// Trains `steps` steps of the small MLP, running `extra` on the loss of the steps it
+/// selects; returns the ops of each step and, after each step from the third on, the period
+/// and number of the trace's iteration.
+#[allow(clippy::type_complexity)]
+fn train_with_extra_ops(
+    steps: usize,
+    extra: impl Fn(usize) -> bool,
+) -> (Vec<u64>, Vec<Option<(Option<usize>, u64)>>) {
+    let device = FlexDevice;
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let config = MlpConfig::small();
+    let model = init_mlp::<Autodiff<S>>(&config, &device, 2);
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    let mut ops_after_step = Vec::new();
+    let mut iterations = Vec::new();
+    train_loop(
+        model,
+        steps,
+        1e-3,
+        |m: &burn_swap_suite::models::Mlp<Autodiff<S>>, step| {
+            let loss = m.loss(&config, step, &device);
+            if extra(step) {
+                let _ = (loss.clone() * 2.0).into_data();
+            }
+            loss
+        },
+        |step, _| {
+            ops_after_step.push(burn_swap::report(&device).unwrap().ops);
+            if step >= 2 {
+                iterations.push(burn_swap::trace(&device).map(|t| (t.period, t.iteration)));
+            }
+        },
+    );
+    let lengths = ops_after_step.windows(2).map(|w| w[1] - w[0]).collect();
+    (lengths, iterations)
+}
+
+#[test]
+fn a_one_off_insertion_keeps_the_step_period() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    let (lengths, iterations) = train_with_extra_ops(14, |step| step == 7);
+    let step_period = lengths[1];
+    assert!(
+        lengths.iter().any(|&l| l != step_period),
+        "step 7 is longer: {lengths:?}"
+    );
+    let report = burn_swap::report(&FlexDevice).unwrap();
+    assert_eq!(report.period, Some(step_period as usize));
+    // The trace stays available through the insertion, and the numbering moves on.
+    let numbers: Vec<u64> = iterations.iter().flatten().map(|(_, k)| *k).collect();
+    assert!(
+        iterations[4..]
+            .iter()
+            .all(|i| i.is_some_and(|(p, _)| p == Some(step_period as usize)))
+    );
+    assert!(numbers.windows(2).all(|w| w[1] >= w[0]), "{numbers:?}");
+    assert!(numbers.last() > numbers.first(), "{numbers:?}");
+}
+
+#[test]
+fn work_recurring_every_few_steps_makes_the_period_span_them() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    // A log every five steps: the stream repeats every five steps plus the log's ops.
+    let (lengths, _) = train_with_extra_ops(16, |step| step % 5 == 4);
+    let five_steps: u64 = lengths[lengths.len() - 5..].iter().sum();
+    let report = burn_swap::report(&FlexDevice).unwrap();
+    assert_eq!(report.period, Some(five_steps as usize));
+}

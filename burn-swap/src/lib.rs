@@ -25,6 +25,8 @@
 
 pub mod backend;
 pub mod config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod error;
 pub(crate) mod exec;
 pub mod plan;

@@ -73,7 +73,8 @@ impl Stretch {
 /// Finds the longest periodic stretch that ends at or near the end of the stream: the stream
 /// may end with ops that break the period (the end of training frees the optimizer's state;
 /// an evaluation pass follows), so [`detect`] is tried on the stream without its last `t` ops
-/// for `t` = 0, 1, 2, 4, ... while two ops are left, each stretch is extended as far as it
+/// for `t` = 0, 1, 2, 4, ... while two ops are left (or until a stretch covers 90% of the
+/// stream), each stretch is extended as far as it
 /// still holds, and the one that covers the most ops wins (the shortest period on ties).
 ///
 /// Runs in `O(n log n)`.
@@ -102,6 +103,10 @@ pub fn detect_recent(signatures: &[u64]) -> Option<Stretch> {
             if better {
                 best = Some(stretch);
             }
+        }
+        // A stretch over 90% of the stream: shorter streams cannot do meaningfully better.
+        if best.is_some_and(|b| b.cover() * 10 >= n * 9) {
+            break;
         }
         trim = if trim == 0 { 1 } else { trim * 2 };
     }

@@ -114,8 +114,11 @@ pub(crate) struct Recorder {
     peaks: Vec<IterationPeak>,
     /// Global index up to which iterations were summarised into `peaks`.
     summarised_to: u64,
-    /// Window length at which the next analysis runs while no schedule holds.
-    next_analysis: usize,
+    /// Global index and window length at the last analysis.
+    analysed_at: u64,
+    analysed_len: usize,
+    /// Global index where the current run of ops matching the op one period earlier began.
+    run_start: u64,
     draft: Draft,
     /// Ops are timed up to this global index (exclusive) while the period holds.
     timed_until: u64,
@@ -150,7 +153,9 @@ impl Recorder {
             schedule: None,
             peaks: Vec::new(),
             summarised_to: 0,
-            next_analysis: FIRST_ANALYSIS,
+            analysed_at: 0,
+            analysed_len: 0,
+            run_start: 0,
             draft: Draft::default(),
             timed_until: 0,
             next_boundary: 0,
@@ -241,9 +246,8 @@ impl Recorder {
         self.ops.push(op);
         self.verify_last();
         self.track_boundary();
-        if self.ops.len() >= self.next_analysis && !self.healthy() {
+        if self.needs_analysis() {
             self.analyse();
-            self.next_analysis = (self.ops.len() * 2).min(self.window);
         }
         if self.ops.len() >= self.window {
             self.compact();
@@ -251,19 +255,76 @@ impl Recorder {
     }
 
     /// Extends the schedule's verified stretch by the op just recorded when it keeps the
-    /// period (one comparison per op).
+    /// period (one comparison per op). After a break (an op inserted once, such as a
+    /// periodic log read), the schedule resynchronises as soon as one full period matches
+    /// again: the boundary moves with the inserted ops and the numbering continues.
     fn verify_last(&mut self) {
         let Some(s) = self.schedule.as_mut() else {
             return;
         };
         let last = self.base + self.ops.len() as u64 - 1;
-        if s.verified_end != last {
-            return;
-        }
         let local = self.ops.len() - 1;
-        if local >= s.period && self.ops[local].signature == self.ops[local - s.period].signature {
-            s.verified_end = last + 1;
+        let p = s.period;
+        if local >= p && self.ops[local].signature == self.ops[local - p].signature {
+            if s.verified_end == last {
+                s.verified_end = last + 1;
+            } else if last + 1 - self.run_start >= p as u64 {
+                self.resync(last + 1);
+            }
+        } else {
+            self.run_start = last + 1;
         }
+    }
+
+    /// Re-anchors a broken schedule on the period that has matched again up to `end`.
+    fn resync(&mut self, end: u64) {
+        let Some(s) = self.schedule else {
+            return;
+        };
+        let p = s.period;
+        let start = (end - self.base) as usize - p;
+        let live: Vec<u64> = self.ops[start..start + p]
+            .iter()
+            .map(|o| o.live_before)
+            .collect();
+        let boundary = period::phase(
+            period::Periodicity {
+                period: p,
+                start: 0,
+            },
+            &live,
+        );
+        let done = if s.verified_end >= s.anchor + p as u64 {
+            (s.verified_end - s.anchor) / p as u64
+        } else {
+            0
+        };
+        let anchor = self.base + (start + boundary) as u64;
+        tracing::debug!(
+            period = p,
+            anchor,
+            "burn-swap: training loop period resumed"
+        );
+        self.schedule = Some(Schedule {
+            period: p,
+            anchor,
+            first_iteration: s.first_iteration + done,
+            periodic_from: self.run_start,
+            verified_end: end,
+        });
+        self.summarised_to = anchor;
+        self.slot_nanos.clear();
+        self.next_boundary = 0;
+    }
+
+    /// Whether a full analysis is due on the per-op path: while the schedule does not hold
+    /// (none yet, or broken: a one-off break resynchronises by itself, a wrong period found too
+    /// early is replaced here), and at least as many ops have passed since the last analysis as
+    /// the window held then, so that analyses cost `O(log n)` per op amortised.
+    #[inline]
+    fn needs_analysis(&self) -> bool {
+        !self.healthy()
+            && self.next_index() - self.analysed_at >= self.analysed_len.max(FIRST_ANALYSIS) as u64
     }
 
     /// Whether the schedule still holds up to the last op.
@@ -324,6 +385,8 @@ impl Recorder {
         if self.healthy() {
             return;
         }
+        self.analysed_at = self.next_index();
+        self.analysed_len = self.ops.len();
         let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
         let Some(found) = period::detect_recent(&signatures) else {
             return;
@@ -363,6 +426,7 @@ impl Recorder {
         self.peaks.clear();
         self.slot_nanos.clear();
         self.next_boundary = 0;
+        self.run_start = start;
         self.schedule = Some(schedule);
     }
 
@@ -450,7 +514,6 @@ impl Recorder {
             .map(|t| t.dims.start)
             .unwrap_or(self.dims.len() as u32);
         self.ops.drain(..cut);
-        self.next_analysis = self.next_analysis.saturating_sub(cut).max(FIRST_ANALYSIS);
         self.tensors.drain(..tensor_cut as usize);
         self.dims.drain(..dims_cut as usize);
         for op in &mut self.ops {
@@ -463,22 +526,29 @@ impl Recorder {
         self.base = keep_from;
     }
 
+    /// Analyses when the schedule does not hold; queries call this.
+    fn refresh(&mut self) {
+        if !self.healthy() {
+            self.analyse();
+        }
+    }
+
     /// The detected period, if any.
     pub(crate) fn period(&mut self) -> Option<usize> {
-        self.analyse();
+        self.refresh();
         self.schedule.map(|s| s.period)
     }
 
     /// Peaks of the complete iterations seen so far (the last few).
     pub(crate) fn iteration_peaks(&mut self) -> Vec<IterationPeak> {
-        self.analyse();
+        self.refresh();
         self.summarise();
         self.peaks.clone()
     }
 
     /// The trace of the last complete iteration, or `None` before two iterations were seen.
     pub(crate) fn trace(&mut self) -> Option<Trace> {
-        self.analyse();
+        self.refresh();
         let (s, iteration, range) = self.last_complete()?;
         Some(self.trace_of(range, Some(s.period), iteration, s.periodic_from))
     }
@@ -486,7 +556,7 @@ impl Recorder {
     /// The trace of every op in the window, without iteration structure (for dynamic graphs,
     /// and for tests of hand-built graphs).
     pub(crate) fn trace_all(&mut self) -> Trace {
-        self.analyse();
+        self.refresh();
         let period = self.schedule.map(|s| s.period);
         let periodic_from = self.schedule.map(|s| s.periodic_from).unwrap_or(0);
         self.trace_of(self.base..self.next_index(), period, 0, periodic_from)
