@@ -7,57 +7,15 @@
 //!
 //! burn-swap's own cost per op is `swap - router`. Target: ≤ 300 ns per op in all.
 
-use core::marker::PhantomData;
-
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Shape, Tensor};
-use burn_ir::{BackendIr, TensorIr};
-use burn_router::{BackendRouter, RouterTensor, Runner, RunnerChannel};
-use burn_swap::{Swap, SwapBridge, SwapConfig};
+use burn_swap::{Swap, SwapConfig};
+use burn_swap_suite::baseline::BareRouter;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const OPS: u64 = 64;
-
-/// burn-router with no decorator: its runner is the client.
-struct Bare<B>(PhantomData<fn() -> B>);
-
-impl<B> Clone for Bare<B> {
-    fn clone(&self) -> Self {
-        Self(PhantomData)
-    }
-}
-
-impl<B: BackendIr> RunnerChannel for Bare<B> {
-    type Device = B::Device;
-    type Bridge = SwapBridge<B>;
-    type Client = Runner<B>;
-    type FloatElem = B::FloatElem;
-    type IntElem = B::IntElem;
-    type BoolElem = B::BoolElem;
-
-    fn name(device: &Self::Device) -> String {
-        format!("router<{}>", B::name(device))
-    }
-
-    fn init_client(device: &Self::Device) -> Self::Client {
-        Runner::new(device.clone())
-    }
-
-    fn get_tensor_handle(tensor: &TensorIr, client: &Self::Client) -> B::Handle {
-        client.get_tensor_handle(tensor)
-    }
-
-    fn register_tensor(
-        client: &Self::Client,
-        handle: B::Handle,
-        shape: Shape,
-        dtype: DType,
-    ) -> RouterTensor<Self::Client> {
-        client.register_tensor(handle, shape, dtype, client.clone())
-    }
-}
 
 fn chain<B: Backend>(x: &Tensor<B, 1>) -> Tensor<B, 1> {
     let mut y = x.clone();
@@ -79,7 +37,7 @@ fn bench<B: Backend>(c: &mut Criterion, name: &str) {
 fn intercept(c: &mut Criterion) {
     let device = FlexDevice;
     bench::<Flex>(c, "flex");
-    bench::<BackendRouter<Bare<Flex>>>(c, "router_flex");
+    bench::<BareRouter<Flex>>(c, "router_flex");
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     bench::<Swap<Flex>>(c, "swap_flex_traced");
     burn_swap::configure(&device, SwapConfig::default().with_trace(false)).unwrap();

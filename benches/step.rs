@@ -12,27 +12,19 @@ use burn_swap_suite::models::{Mlp, MlpConfig};
 use burn_swap_suite::train::init_mlp;
 use criterion::{Criterion, criterion_group, criterion_main};
 
-const CONFIG: MlpConfig = MlpConfig {
-    d_in: 1024,
-    hidden: 1024,
-    depth: 4,
-    d_out: 16,
-    batch: 256,
-    seed: 5,
-};
-
 fn bench_backend<B: AutodiffBackend>(c: &mut Criterion, name: &str)
 where
     Mlp<B>: AutodiffModule<B>,
 {
+    let config = MlpConfig::bench();
     let device = Default::default();
-    let mut model = Some(init_mlp::<B>(&CONFIG, &device, 1));
+    let mut model = Some(init_mlp::<B>(&config, &device, 1));
     let mut optimizer = AdamConfig::new().init::<B, Mlp<B>>();
     let mut step = 0;
     c.bench_function(name, |b| {
         b.iter(|| {
             let m = model.take().unwrap();
-            let loss = m.loss(&CONFIG, step, &device);
+            let loss = m.loss(&config, step, &device);
             let grads = GradientsParams::from_grads(loss.backward(), &m);
             model = Some(optimizer.step(1e-4, m, grads));
             step += 1;

@@ -3,6 +3,7 @@
 //! backend, so that a run on `Autodiff<B>` and one on `Autodiff<Swap<B>>` can be compared bit
 //! for bit.
 
+pub mod baseline;
 pub mod cli;
 pub mod data;
 pub mod models;

@@ -40,6 +40,19 @@ impl MlpConfig {
         }
     }
 
+    /// The benches' MLP, of realistic size for the CPU: input 1024, four hidden layers of
+    /// 1024, batch 256 (a training step of tens of milliseconds).
+    pub fn bench() -> Self {
+        Self {
+            d_in: 1024,
+            hidden: 1024,
+            depth: 4,
+            d_out: 16,
+            batch: 256,
+            seed: 5,
+        }
+    }
+
     /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
     pub fn init<B: Backend>(&self, device: &B::Device) -> Mlp<B> {
         let mut layers = Vec::with_capacity(self.depth + 1);

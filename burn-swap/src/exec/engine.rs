@@ -182,9 +182,7 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.inputs.len() {
             let (id, status) = self.inputs[i];
             if status == TensorStatus::ReadWrite {
-                if let Some(entry) = self.residency.remove(&id) {
-                    self.counters.resident -= entry.bytes;
-                }
+                self.forget(&id);
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
             }
@@ -328,25 +326,28 @@ impl<B: BackendIr> Engine<B> {
             if status != TensorStatus::ReadWrite {
                 continue;
             }
-            match self.residency.remove(&id) {
-                Some(Entry {
-                    bytes,
-                    state: State::Offloaded(_),
-                    ..
-                }) => self.counters.host -= bytes,
-                Some(entry) => {
-                    self.counters.resident -= entry.bytes;
-                    self.runner.register_op(OperationIr::Drop(TensorIr {
-                        id,
-                        shape: entry.dims.to_shape(),
-                        status: TensorStatus::ReadWrite,
-                        dtype: entry.dtype,
-                    }));
-                }
-                None => {}
+            if let Some(entry) = self.forget(&id)
+                && matches!(entry.state, State::Resident)
+            {
+                self.runner.register_op(OperationIr::Drop(TensorIr {
+                    id,
+                    shape: entry.dims.to_shape(),
+                    status: TensorStatus::ReadWrite,
+                    dtype: entry.dtype,
+                }));
             }
         }
         self.inputs.clear();
+    }
+
+    /// Removes a tensor from the books, taking its bytes off the resident or host count.
+    fn forget(&mut self, id: &TensorId) -> Option<Entry> {
+        let entry = self.residency.remove(id)?;
+        match entry.state {
+            State::Resident => self.counters.resident -= entry.bytes,
+            State::Offloaded(_) => self.counters.host -= entry.bytes,
+        }
+        Some(entry)
     }
 
     fn record_named(&mut self, name: &'static str, inputs: &[&TensorIr], outputs: &[&TensorIr]) {
@@ -371,17 +372,15 @@ impl<B: BackendIr> Engine<B> {
     }
 
     fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
-        match self.residency.remove(&id) {
+        // An offloaded tensor has nothing left on the device to drop.
+        if !matches!(
+            self.forget(&id),
             Some(Entry {
-                bytes,
                 state: State::Offloaded(_),
                 ..
-            }) => self.counters.host -= bytes,
-            Some(entry) => {
-                self.counters.resident -= entry.bytes;
-                self.runner.register_op(op);
-            }
-            None => self.runner.register_op(op),
+            })
+        ) {
+            self.runner.register_op(op);
         }
     }
 
@@ -607,12 +606,7 @@ impl<B: BackendIr> Engine<B> {
 
     fn consume_if_last(&mut self, tensor: &TensorIr) {
         if tensor.status == TensorStatus::ReadWrite {
-            if let Some(entry) = self.residency.remove(&tensor.id) {
-                match entry.state {
-                    State::Resident => self.counters.resident -= entry.bytes,
-                    State::Offloaded(_) => self.counters.host -= entry.bytes,
-                }
-            }
+            self.forget(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
             entry.last_use = self.now;
         }
@@ -626,16 +620,8 @@ impl<B: BackendIr> Engine<B> {
         self.counters.ops += 1;
         if self.residency.is_offloaded(&tensor.id) {
             let data = if tensor.status == TensorStatus::ReadWrite {
-                let entry = self.residency.remove(&tensor.id);
-                match entry {
-                    Some(Entry {
-                        bytes,
-                        state: State::Offloaded(data),
-                        ..
-                    }) => {
-                        self.counters.host -= bytes;
-                        *data
-                    }
+                match self.forget(&tensor.id).map(|e| e.state) {
+                    Some(State::Offloaded(data)) => *data,
                     _ => unreachable!("checked offloaded above"),
                 }
             } else {
