@@ -365,3 +365,36 @@ fn random_ops_match() {
 fn data_in_and_out_match() {
     check("data", data_in_out::<Flex>, data_in_out::<S>);
 }
+
+/// Moving a tensor between devices takes its handle out of one swap client and registers it
+/// with another (here the same Flex device, the only one the CPU has, through the channel's
+/// move path that `to_device` takes between distinct devices): values, books and trace agree.
+#[test]
+fn moving_a_tensor_through_the_channel_keeps_values_and_books() {
+    use burn::tensor::TensorPrimitive;
+    use burn_router::RunnerChannel;
+    use burn_swap::SwapChannel;
+
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let values = TensorData::new(XorShift::new(9).vec_f32(64, 1.0), [8, 8]);
+    let t = Tensor::<S, 2>::from_data(values.clone(), &device);
+    let before = burn_swap::memory(&device).unwrap().resident_bytes;
+    burn_swap::restart_trace(&device);
+
+    let primitive = t.into_primitive().tensor();
+    let moved = SwapChannel::<Flex>::change_client_backend(primitive, &device);
+    let t = Tensor::<S, 2>::from_primitive(TensorPrimitive::Float(moved));
+    assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, before);
+
+    let kinds: Vec<String> = burn_swap::trace_window(&device)
+        .unwrap()
+        .ops
+        .iter()
+        .map(|o| o.kind.clone())
+        .collect();
+    assert_eq!(kinds, ["Depart", "Arrive"]);
+    let back = t.into_data();
+    assert_eq!(&back.bytes[..], &values.bytes[..]);
+}
