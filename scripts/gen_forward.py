@@ -225,7 +225,9 @@ def native(trait, name, generics, params, ret, where):
         return None
     sig = ", ".join(f"{pat}: {ty}" for pat, ty, _ in args)
     out = [f"    fn {name}{generics}({sig})" + (f" -> {selfify(ret)}" if ret else "") + (f" {where}" if where else "") + " {"]
-    out.append(f'        let mut op = NativeOp::new("{name}", {client});')
+    has_inputs = any(k in ("one", "opt", "vec") for _, _, (k, _) in args)
+    binding = "let mut op" if has_inputs else "let op"
+    out.append(f'        {binding} = NativeOp::new("{name}", {client});')
     for pat, ty, (k, kind) in args:
         if k == "one":
             out.append(f"        let {pat} = op.ir({pat});")
@@ -233,33 +235,34 @@ def native(trait, name, generics, params, ret, where):
             out.append(f"        let {pat} = {pat}.map(|t| op.ir(t));")
         elif k == "vec":
             out.append(f"        let {pat}: Vec<_> = {pat}.into_iter().map(|t| op.ir(t)).collect();")
-    out.append("        op.prepare();")
+    out.append("        op.run(|ctx| {")
     for pat, ty, (k, kind) in args:
         if k == "one":
-            out.append(f"        let {pat} = op.{kind}({pat});")
+            out.append(f"            let {pat} = ctx.{kind}({pat});")
         elif k == "opt":
-            out.append(f"        let {pat} = {pat}.map(|t| op.{kind}(t));")
+            out.append(f"            let {pat} = {pat}.map(|t| ctx.{kind}(t));")
         elif k == "vec":
-            out.append(f"        let {pat}: Vec<_> = {pat}.into_iter().map(|t| op.{kind}(t)).collect();")
+            out.append(f"            let {pat}: Vec<_> = {pat}.into_iter().map(|t| ctx.{kind}(t)).collect();")
     call_args = ", ".join(pat for pat, _, _ in args)
-    out.append(f"        let out = <I as {trait}<I>>::{name}({call_args});")
+    out.append(f"            let out = <I as {trait}<I>>::{name}({call_args});")
     kind, kinds = plan
     if kind == "one":
-        out.append(f"        let out = op.{kinds[0]}_out(out);")
+        out.append(f"            ctx.{kinds[0]}_out(out)")
     elif kind == "tuple":
         names = [f"o{i}" for i in range(len(kinds))]
-        out.append(f"        let ({', '.join(names)}) = out;")
-        out.append("        let out = (" + ", ".join(f"op.{k}_out({n})" for k, n in zip(kinds, names)) + ");")
+        out.append(f"            let ({', '.join(names)}) = out;")
+        out.append("            (" + ", ".join(f"ctx.{k}_out({n})" for k, n in zip(kinds, names)) + ")")
     elif kind == "vec":
-        out.append(f"        let out = out.into_iter().map(|t| op.{kinds[0]}_out(t)).collect();")
+        out.append(f"            out.into_iter().map(|t| ctx.{kinds[0]}_out(t)).collect()")
     elif kind == "struct":
         name, fields = kinds
         conv = []
         for f, (k, fk) in fields:
-            conv.append(f"{f}: op.{fk}_out(out.{f})" if k == "one" else f"{f}: out.{f}.map(|t| op.{fk}_out(t))")
-        out.append(f"        let out = {name} {{ " + ", ".join(conv) + " };")
-    out.append("        op.finish();")
-    out.append("        out")
+            conv.append(f"{f}: ctx.{fk}_out(out.{f})" if k == "one" else f"{f}: out.{f}.map(|t| ctx.{fk}_out(t))")
+        out.append(f"            {name} {{ " + ", ".join(conv) + " }")
+    else:
+        out.append("            out")
+    out.append("        })")
     out.append("    }")
     return "\n".join(out)
 

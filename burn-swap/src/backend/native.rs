@@ -1,20 +1,27 @@
 //! Ops that burn-router would decompose: they run natively on the inner backend, with their
 //! inputs and outputs kept in the swap client's books.
 
-use burn_backend::{ExecutionError, TensorData, TensorMetadata};
+use burn_backend::{DType, ExecutionError, Shape, TensorData, TensorMetadata};
 use burn_ir::{BackendIr, TensorHandle, TensorIr, TensorStatus};
 use burn_router::{RouterTensor, RunnerClient};
 use burn_std::future::DynFut;
 
 use super::SwapClient;
+use crate::exec::engine::Engine;
 
-/// One native op in progress: collect the inputs ([`NativeOp::ir`]), make them resident and
-/// make room ([`NativeOp::prepare`]), take the inner tensors, run, register the outputs, and
-/// [`NativeOp::finish`] to record it in the trace.
+/// One native op: collect the inputs from Burn ([`NativeOp::ir`]), then [`NativeOp::run`] the
+/// inner backend's op with the device's engine locked throughout, as for any other op, so that
+/// no other thread can move an input between the moment it is made resident and its use.
 pub(crate) struct NativeOp<I: BackendIr> {
     name: &'static str,
     client: SwapClient<I>,
     inputs: Vec<TensorIr>,
+}
+
+/// The op in progress: turns inputs into the inner backend's tensors and registers outputs.
+pub(crate) struct NativeCtx<'a, I: BackendIr> {
+    engine: &'a mut Engine<I>,
+    client: &'a SwapClient<I>,
     outputs: Vec<TensorIr>,
 }
 
@@ -24,7 +31,6 @@ impl<I: BackendIr> NativeOp<I> {
             name,
             client,
             inputs: Vec::new(),
-            outputs: Vec::new(),
         }
     }
 
@@ -35,51 +41,54 @@ impl<I: BackendIr> NativeOp<I> {
         ir
     }
 
-    /// Fetches the inputs and makes room for the outputs; fails the op like any other when
-    /// the budget cannot hold it.
-    pub fn prepare(&mut self) {
-        let result = {
-            let mut engine = self.client.engine();
-            let result = engine.native_prepare(self.name, &self.inputs);
-            if result.is_err() {
-                engine.abandon_op();
-            }
-            result
-        };
-        if let Err(error) = result {
+    /// Fetches the inputs and makes room for the outputs (failing the op like any other when
+    /// the budget cannot hold it), runs `f`, and records the op.
+    pub fn run<R>(self, f: impl FnOnce(&mut NativeCtx<'_, I>) -> R) -> R {
+        let mut engine = self.client.engine();
+        if let Err(error) = engine.native_prepare(self.name, &self.inputs) {
+            engine.abandon_op();
+            drop(engine);
             super::client::fail(error)
         }
+        let mut ctx = NativeCtx {
+            engine: &mut engine,
+            client: &self.client,
+            outputs: Vec::new(),
+        };
+        let out = f(&mut ctx);
+        let outputs = ctx.outputs;
+        engine.native_finish(self.name, &self.inputs, &outputs);
+        out
     }
+}
 
-    fn handle(&self, ir: &TensorIr) -> TensorHandle<I::Handle> {
+impl<I: BackendIr> NativeCtx<'_, I> {
+    fn handle(&mut self, ir: &TensorIr) -> TensorHandle<I::Handle> {
         TensorHandle {
-            handle: self.client.engine().native_take(ir),
+            handle: self.engine.native_take(ir),
             shape: ir.shape.clone(),
         }
     }
 
-    pub fn float(&self, ir: TensorIr) -> I::FloatTensorPrimitive {
+    pub fn float(&mut self, ir: TensorIr) -> I::FloatTensorPrimitive {
         I::float_tensor(self.handle(&ir))
     }
 
-    pub fn int(&self, ir: TensorIr) -> I::IntTensorPrimitive {
+    pub fn int(&mut self, ir: TensorIr) -> I::IntTensorPrimitive {
         I::int_tensor(self.handle(&ir))
     }
 
-    pub fn bool(&self, ir: TensorIr) -> I::BoolTensorPrimitive {
+    pub fn bool(&mut self, ir: TensorIr) -> I::BoolTensorPrimitive {
         I::bool_tensor(self.handle(&ir))
     }
 
     fn output(
         &mut self,
         handle: I::Handle,
-        shape: burn_backend::Shape,
-        dtype: burn_backend::DType,
+        shape: Shape,
+        dtype: DType,
     ) -> RouterTensor<SwapClient<I>> {
-        let id = self
-            .client
-            .engine()
-            .native_output(handle, shape.clone(), dtype);
+        let id = self.engine.native_output(handle, shape.clone(), dtype);
         self.outputs.push(TensorIr {
             id,
             shape: shape.clone(),
@@ -102,13 +111,6 @@ impl<I: BackendIr> NativeOp<I> {
     pub fn bool_out(&mut self, tensor: I::BoolTensorPrimitive) -> RouterTensor<SwapClient<I>> {
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
         self.output(I::bool_tensor_handle(tensor), shape, dtype)
-    }
-
-    /// Records the op in the trace.
-    pub fn finish(self) {
-        self.client
-            .engine()
-            .native_finish(self.name, &self.inputs, &self.outputs);
     }
 }
 

@@ -63,22 +63,20 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_clamp_min", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_clamp_min(tensor, min);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_clamp_min(tensor, min);
+            ctx.float_out(out)
+        })
     }
     fn float_clamp_max(tensor: FloatTensor<Self>, max: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_clamp_max", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_clamp_max(tensor, max);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_clamp_max(tensor, max);
+            ctx.float_out(out)
+        })
     }
     fn float_clamp(tensor: FloatTensor<Self>, min: Scalar, max: Scalar) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_clamp(tensor, min, max)
@@ -116,12 +114,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_neg", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_neg(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_neg(tensor);
+            ctx.float_out(out)
+        })
     }
     fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_recip(tensor)
@@ -129,12 +126,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_transpose", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_transpose(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_transpose(tensor);
+            ctx.float_out(out)
+        })
     }
     fn float_swap_dims(tensor: FloatTensor<Self>, dim1: usize, dim2: usize) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, dim1, dim2)
@@ -185,13 +181,12 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         let mut op = NativeOp::new("float_not_equal", lhs.client.clone());
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
-        op.prepare();
-        let lhs = op.float(lhs);
-        let rhs = op.float(rhs);
-        let out = <I as FloatTensorOps<I>>::float_not_equal(lhs, rhs, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.float(lhs);
+            let rhs = ctx.float(rhs);
+            let out = <I as FloatTensorOps<I>>::float_not_equal(lhs, rhs, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_equal_elem(lhs, rhs, out_dtype)
@@ -199,12 +194,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone());
         let lhs = op.ir(lhs);
-        op.prepare();
-        let lhs = op.float(lhs);
-        let out = <I as FloatTensorOps<I>>::float_not_equal_elem(lhs, rhs, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.float(lhs);
+            let out = <I as FloatTensorOps<I>>::float_not_equal_elem(lhs, rhs, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_greater(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_greater(lhs, rhs, out_dtype)
@@ -233,22 +227,20 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_detach", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_detach(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_detach(tensor);
+            ctx.float_out(out)
+        })
     }
     fn float_set_require_grad(tensor: FloatTensor<Self>, _require_grad: bool) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_set_require_grad", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_set_require_grad(tensor, _require_grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_set_require_grad(tensor, _require_grad);
+            ctx.float_out(out)
+        })
     }
     fn float_sum(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_sum(tensor)
@@ -301,12 +293,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_powi_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_powi_scalar", lhs.client.clone());
         let lhs = op.ir(lhs);
-        op.prepare();
-        let lhs = op.float(lhs);
-        let out = <I as FloatTensorOps<I>>::float_powi_scalar(lhs, rhs);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.float(lhs);
+            let out = <I as FloatTensorOps<I>>::float_powi_scalar(lhs, rhs);
+            ctx.float_out(out)
+        })
     }
     fn float_powi_scalar_impl(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_powi_scalar_impl(lhs, rhs)
@@ -314,12 +305,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_powf_scalar(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_powf_scalar", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_powf_scalar(tensor, value);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_powf_scalar(tensor, value);
+            ctx.float_out(out)
+        })
     }
     fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_powf_scalar_impl(tensor, value)
@@ -420,72 +410,65 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_max_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_max_abs", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_max_abs(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_max_abs(tensor);
+            ctx.float_out(out)
+        })
     }
     fn float_max_abs_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_max_abs_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_max_abs_dim(tensor, dim);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_max_abs_dim(tensor, dim);
+            ctx.float_out(out)
+        })
     }
     fn float_any(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_any", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_any(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_any(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_any_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_any_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_any_dim(tensor, dim, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_any_dim(tensor, dim, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_all(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_all", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_all(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_all(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_all_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_all_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_all_dim(tensor, dim, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_all_dim(tensor, dim, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_sign", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_sign(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_sign(tensor);
+            ctx.float_out(out)
+        })
     }
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_expand(tensor, shape)
@@ -493,45 +476,41 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_sort", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_sort(tensor, dim, descending);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_sort(tensor, dim, descending);
+            ctx.float_out(out)
+        })
     }
     fn float_sort_with_indices(tensor: FloatTensor<Self>, dim: usize, descending: bool, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
         let mut op = NativeOp::new("float_sort_with_indices", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_sort_with_indices(tensor, dim, descending, indices_dtype);
-        let (o0, o1) = out;
-        let out = (op.float_out(o0), op.int_out(o1));
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_sort_with_indices(tensor, dim, descending, indices_dtype);
+            let (o0, o1) = out;
+            (ctx.float_out(o0), ctx.int_out(o1))
+        })
     }
     fn float_argsort(tensor: FloatTensor<Self>, dim: usize, descending: bool, out_dtype: IntDType) -> IntTensor<Self> {
         let mut op = NativeOp::new("float_argsort", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_argsort(tensor, dim, descending, out_dtype);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_argsort(tensor, dim, descending, out_dtype);
+            ctx.int_out(out)
+        })
     }
     fn float_grid_sample_2d(tensor: FloatTensor<Self>, grid: FloatTensor<Self>, options: GridSampleOptions) -> FloatTensor<Self> {
         let mut op = NativeOp::new("float_grid_sample_2d", tensor.client.clone());
         let tensor = op.ir(tensor);
         let grid = op.ir(grid);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let grid = op.float(grid);
-        let out = <I as FloatTensorOps<I>>::float_grid_sample_2d(tensor, grid, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let grid = ctx.float(grid);
+            let out = <I as FloatTensorOps<I>>::float_grid_sample_2d(tensor, grid, options);
+            ctx.float_out(out)
+        })
     }
     fn float_unfold(tensor: FloatTensor<Self>, dim: usize, size: usize, step: usize) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_unfold(tensor, dim, size, step)
@@ -539,22 +518,20 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_is_nan", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_is_nan(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_is_nan(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("float_is_inf", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as FloatTensorOps<I>>::float_is_inf(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as FloatTensorOps<I>>::float_is_inf(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
 }
 
@@ -623,13 +600,12 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         let mut op = NativeOp::new("int_not_equal", lhs.client.clone());
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
-        op.prepare();
-        let lhs = op.int(lhs);
-        let rhs = op.int(rhs);
-        let out = <I as IntTensorOps<I>>::int_not_equal(lhs, rhs, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.int(lhs);
+            let rhs = ctx.int(rhs);
+            let out = <I as IntTensorOps<I>>::int_not_equal(lhs, rhs, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_equal_elem(lhs, rhs, out_dtype)
@@ -637,12 +613,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_not_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone());
         let lhs = op.ir(lhs);
-        op.prepare();
-        let lhs = op.int(lhs);
-        let out = <I as IntTensorOps<I>>::int_not_equal_elem(lhs, rhs, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.int(lhs);
+            let out = <I as IntTensorOps<I>>::int_not_equal_elem(lhs, rhs, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_greater(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_greater(lhs, rhs, out_dtype)
@@ -680,12 +655,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_powi_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_powi_scalar", lhs.client.clone());
         let lhs = op.ir(lhs);
-        op.prepare();
-        let lhs = op.int(lhs);
-        let out = <I as IntTensorOps<I>>::int_powi_scalar(lhs, rhs);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.int(lhs);
+            let out = <I as IntTensorOps<I>>::int_powi_scalar(lhs, rhs);
+            ctx.int_out(out)
+        })
     }
     fn int_powi_scalar_impl(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_powi_scalar_impl(lhs, rhs)
@@ -693,22 +667,20 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_clamp_min(tensor: IntTensor<Self>, min: Scalar) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_clamp_min", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_clamp_min(tensor, min);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_clamp_min(tensor, min);
+            ctx.int_out(out)
+        })
     }
     fn int_clamp_max(tensor: IntTensor<Self>, max: Scalar) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_clamp_max", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_clamp_max(tensor, max);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_clamp_max(tensor, max);
+            ctx.int_out(out)
+        })
     }
     fn int_clamp(tensor: IntTensor<Self>, min: Scalar, max: Scalar) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_clamp(tensor, min, max)
@@ -743,12 +715,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_neg(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_neg", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_neg(tensor);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_neg(tensor);
+            ctx.int_out(out)
+        })
     }
     fn int_zeros(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_zeros(shape, device, dtype)
@@ -757,12 +728,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_ones(shape, device, dtype)
     }
     fn int_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let mut op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device));
-        op.prepare();
-        let out = <I as IntTensorOps<I>>::int_full(shape, fill_value, device, dtype);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device));
+        op.run(|ctx| {
+            let out = <I as IntTensorOps<I>>::int_full(shape, fill_value, device, dtype);
+            ctx.int_out(out)
+        })
     }
     fn int_sum(tensor: IntTensor<Self>) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_sum(tensor)
@@ -836,12 +806,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_transpose(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_transpose", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_transpose(tensor);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_transpose(tensor);
+            ctx.int_out(out)
+        })
     }
     fn int_swap_dims(tensor: IntTensor<Self>, dim1: usize, dim2: usize) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, dim1, dim2)
@@ -856,70 +825,63 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_random(shape, distribution, device, dtype)
     }
     fn int_arange_step(range: Range<i64>, step: usize, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let mut op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device));
-        op.prepare();
-        let out = <I as IntTensorOps<I>>::int_arange_step(range, step, device, dtype);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device));
+        op.run(|ctx| {
+            let out = <I as IntTensorOps<I>>::int_arange_step(range, step, device, dtype);
+            ctx.int_out(out)
+        })
     }
     fn int_arange(range: Range<i64>, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let mut op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device));
-        op.prepare();
-        let out = <I as IntTensorOps<I>>::int_arange(range, device, dtype);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device));
+        op.run(|ctx| {
+            let out = <I as IntTensorOps<I>>::int_arange(range, device, dtype);
+            ctx.int_out(out)
+        })
     }
     fn int_any(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("int_any", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_any(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_any(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_any_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("int_any_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_any_dim(tensor, dim, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_any_dim(tensor, dim, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_all(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("int_all", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_all(tensor, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_all(tensor, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_all_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let mut op = NativeOp::new("int_all_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_all_dim(tensor, dim, out_dtype);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_all_dim(tensor, dim, out_dtype);
+            ctx.bool_out(out)
+        })
     }
     fn int_sign(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_sign", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_sign(tensor);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_sign(tensor);
+            ctx.int_out(out)
+        })
     }
     fn int_expand(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_expand(tensor, shape)
@@ -927,33 +889,30 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_sort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_sort", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_sort(tensor, dim, descending);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_sort(tensor, dim, descending);
+            ctx.int_out(out)
+        })
     }
     fn int_sort_with_indices(tensor: IntTensor<Self>, dim: usize, descending: bool) -> (IntTensor<Self>, IntTensor<Self>) {
         let mut op = NativeOp::new("int_sort_with_indices", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_sort_with_indices(tensor, dim, descending);
-        let (o0, o1) = out;
-        let out = (op.int_out(o0), op.int_out(o1));
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_sort_with_indices(tensor, dim, descending);
+            let (o0, o1) = out;
+            (ctx.int_out(o0), ctx.int_out(o1))
+        })
     }
     fn int_argsort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
         let mut op = NativeOp::new("int_argsort", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.int(tensor);
-        let out = <I as IntTensorOps<I>>::int_argsort(tensor, dim, descending);
-        let out = op.int_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.int(tensor);
+            let out = <I as IntTensorOps<I>>::int_argsort(tensor, dim, descending);
+            ctx.int_out(out)
+        })
     }
     fn bitwise_and(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::bitwise_and(lhs, rhs)
@@ -1064,13 +1023,12 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         let mut op = NativeOp::new("bool_not_equal", lhs.client.clone());
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
-        op.prepare();
-        let lhs = op.bool(lhs);
-        let rhs = op.bool(rhs);
-        let out = <I as BoolTensorOps<I>>::bool_not_equal(lhs, rhs);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.bool(lhs);
+            let rhs = ctx.bool(rhs);
+            let out = <I as BoolTensorOps<I>>::bool_not_equal(lhs, rhs);
+            ctx.bool_out(out)
+        })
     }
     fn bool_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
         <R<I> as BoolTensorOps<R<I>>>::bool_equal_elem(lhs, rhs)
@@ -1078,12 +1036,11 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     fn bool_not_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_not_equal_elem", lhs.client.clone());
         let lhs = op.ir(lhs);
-        op.prepare();
-        let lhs = op.bool(lhs);
-        let out = <I as BoolTensorOps<I>>::bool_not_equal_elem(lhs, rhs);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.bool(lhs);
+            let out = <I as BoolTensorOps<I>>::bool_not_equal_elem(lhs, rhs);
+            ctx.bool_out(out)
+        })
     }
     fn bool_not(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
         <R<I> as BoolTensorOps<R<I>>>::bool_not(tensor)
@@ -1098,23 +1055,21 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         let mut op = NativeOp::new("bool_xor", lhs.client.clone());
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
-        op.prepare();
-        let lhs = op.bool(lhs);
-        let rhs = op.bool(rhs);
-        let out = <I as BoolTensorOps<I>>::bool_xor(lhs, rhs);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let lhs = ctx.bool(lhs);
+            let rhs = ctx.bool(rhs);
+            let out = <I as BoolTensorOps<I>>::bool_xor(lhs, rhs);
+            ctx.bool_out(out)
+        })
     }
     fn bool_transpose(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_transpose", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.bool(tensor);
-        let out = <I as BoolTensorOps<I>>::bool_transpose(tensor);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.bool(tensor);
+            let out = <I as BoolTensorOps<I>>::bool_transpose(tensor);
+            ctx.bool_out(out)
+        })
     }
     fn bool_swap_dims(tensor: BoolTensor<Self>, dim1: usize, dim2: usize) -> BoolTensor<Self> {
         <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, dim1, dim2)
@@ -1128,42 +1083,38 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     fn bool_any(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_any", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.bool(tensor);
-        let out = <I as BoolTensorOps<I>>::bool_any(tensor);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.bool(tensor);
+            let out = <I as BoolTensorOps<I>>::bool_any(tensor);
+            ctx.bool_out(out)
+        })
     }
     fn bool_any_dim(tensor: BoolTensor<Self>, dim: usize) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_any_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.bool(tensor);
-        let out = <I as BoolTensorOps<I>>::bool_any_dim(tensor, dim);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.bool(tensor);
+            let out = <I as BoolTensorOps<I>>::bool_any_dim(tensor, dim);
+            ctx.bool_out(out)
+        })
     }
     fn bool_all(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_all", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.bool(tensor);
-        let out = <I as BoolTensorOps<I>>::bool_all(tensor);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.bool(tensor);
+            let out = <I as BoolTensorOps<I>>::bool_all(tensor);
+            ctx.bool_out(out)
+        })
     }
     fn bool_all_dim(tensor: BoolTensor<Self>, dim: usize) -> BoolTensor<Self> {
         let mut op = NativeOp::new("bool_all_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.bool(tensor);
-        let out = <I as BoolTensorOps<I>>::bool_all_dim(tensor, dim);
-        let out = op.bool_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.bool(tensor);
+            let out = <I as BoolTensorOps<I>>::bool_all_dim(tensor, dim);
+            ctx.bool_out(out)
+        })
     }
     fn bool_expand(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
         <R<I> as BoolTensorOps<R<I>>>::bool_expand(tensor, shape)
@@ -1178,27 +1129,25 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let mut op = NativeOp::new("embedding", weights.client.clone());
         let weights = op.ir(weights);
         let indices = op.ir(indices);
-        op.prepare();
-        let weights = op.float(weights);
-        let indices = op.int(indices);
-        let out = <I as ModuleOps<I>>::embedding(weights, indices);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let weights = ctx.float(weights);
+            let indices = ctx.int(indices);
+            let out = <I as ModuleOps<I>>::embedding(weights, indices);
+            ctx.float_out(out)
+        })
     }
     fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("embedding_backward", weights.client.clone());
         let weights = op.ir(weights);
         let output_grad = op.ir(output_grad);
         let indices = op.ir(indices);
-        op.prepare();
-        let weights = op.float(weights);
-        let output_grad = op.float(output_grad);
-        let indices = op.int(indices);
-        let out = <I as ModuleOps<I>>::embedding_backward(weights, output_grad, indices);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let weights = ctx.float(weights);
+            let output_grad = ctx.float(output_grad);
+            let indices = ctx.int(indices);
+            let out = <I as ModuleOps<I>>::embedding_backward(weights, output_grad, indices);
+            ctx.float_out(out)
+        })
     }
     fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self> {
         <R<I> as ModuleOps<R<I>>>::linear(x, weight, bias)
@@ -1262,41 +1211,38 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone());
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose1d_x_backward(weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose1d_x_backward(weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose1d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose1d_weight_backward(x, weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose1d_weight_backward(x, weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose1d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let bias = op.float(bias);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose1d_bias_backward(x, bias, output_grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let bias = ctx.float(bias);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose1d_bias_backward(x, bias, output_grad);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
         <R<I> as ModuleOps<R<I>>>::conv_transpose2d(x, weight, bias, options)
@@ -1305,41 +1251,38 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone());
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose2d_x_backward(weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose2d_x_backward(weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose2d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose2d_weight_backward(x, weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose2d_weight_backward(x, weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose2d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let bias = op.float(bias);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose2d_bias_backward(x, bias, output_grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let bias = ctx.float(bias);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose2d_bias_backward(x, bias, output_grad);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
         <R<I> as ModuleOps<R<I>>>::conv_transpose3d(x, weight, bias, options)
@@ -1348,51 +1291,47 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone());
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose3d_x_backward(weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose3d_x_backward(weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose3d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let weight = op.float(weight);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose3d_weight_backward(x, weight, output_grad, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let weight = ctx.float(weight);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose3d_weight_backward(x, weight, output_grad, options);
+            ctx.float_out(out)
+        })
     }
     fn conv_transpose3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("conv_transpose3d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
         let output_grad = op.ir(output_grad);
-        op.prepare();
-        let x = op.float(x);
-        let bias = op.float(bias);
-        let output_grad = op.float(output_grad);
-        let out = <I as ModuleOps<I>>::conv_transpose3d_bias_backward(x, bias, output_grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let bias = ctx.float(bias);
+            let output_grad = ctx.float(output_grad);
+            let out = <I as ModuleOps<I>>::conv_transpose3d_bias_backward(x, bias, output_grad);
+            ctx.float_out(out)
+        })
     }
     fn unfold4d(x: FloatTensor<Self>, kernel_size: [usize; 2], options: UnfoldOptions) -> FloatTensor<Self> {
         let mut op = NativeOp::new("unfold4d", x.client.clone());
         let x = op.ir(x);
-        op.prepare();
-        let x = op.float(x);
-        let out = <I as ModuleOps<I>>::unfold4d(x, kernel_size, options);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let out = <I as ModuleOps<I>>::unfold4d(x, kernel_size, options);
+            ctx.float_out(out)
+        })
     }
     fn avg_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self> {
         <R<I> as ModuleOps<R<I>>>::avg_pool1d(x, kernel_size, stride, padding, count_include_pad, ceil_mode)
@@ -1454,14 +1393,13 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let tensor = op.ir(tensor);
         let gamma = op.ir(gamma);
         let beta = beta.map(|t| op.ir(t));
-        op.prepare();
-        let tensor = op.float(tensor);
-        let gamma = op.float(gamma);
-        let beta = beta.map(|t| op.float(t));
-        let out = <I as ModuleOps<I>>::layer_norm(tensor, gamma, beta, epsilon);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let gamma = ctx.float(gamma);
+            let beta = beta.map(|t| ctx.float(t));
+            let out = <I as ModuleOps<I>>::layer_norm(tensor, gamma, beta, epsilon);
+            ctx.float_out(out)
+        })
     }
     fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("ctc_loss", log_probs.client.clone());
@@ -1469,15 +1407,14 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let targets = op.ir(targets);
         let input_lengths = op.ir(input_lengths);
         let target_lengths = op.ir(target_lengths);
-        op.prepare();
-        let log_probs = op.float(log_probs);
-        let targets = op.int(targets);
-        let input_lengths = op.int(input_lengths);
-        let target_lengths = op.int(target_lengths);
-        let out = <I as ModuleOps<I>>::ctc_loss(log_probs, targets, input_lengths, target_lengths, blank);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let log_probs = ctx.float(log_probs);
+            let targets = ctx.int(targets);
+            let input_lengths = ctx.int(input_lengths);
+            let target_lengths = ctx.int(target_lengths);
+            let out = <I as ModuleOps<I>>::ctc_loss(log_probs, targets, input_lengths, target_lengths, blank);
+            ctx.float_out(out)
+        })
     }
     fn ctc_loss_backward(_log_probs: FloatTensor<Self>, _targets: IntTensor<Self>, _input_lengths: IntTensor<Self>, _target_lengths: IntTensor<Self>, _grad_loss: FloatTensor<Self>, _blank: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("ctc_loss_backward", _log_probs.client.clone());
@@ -1486,16 +1423,15 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         let _input_lengths = op.ir(_input_lengths);
         let _target_lengths = op.ir(_target_lengths);
         let _grad_loss = op.ir(_grad_loss);
-        op.prepare();
-        let _log_probs = op.float(_log_probs);
-        let _targets = op.int(_targets);
-        let _input_lengths = op.int(_input_lengths);
-        let _target_lengths = op.int(_target_lengths);
-        let _grad_loss = op.float(_grad_loss);
-        let out = <I as ModuleOps<I>>::ctc_loss_backward(_log_probs, _targets, _input_lengths, _target_lengths, _grad_loss, _blank);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let _log_probs = ctx.float(_log_probs);
+            let _targets = ctx.int(_targets);
+            let _input_lengths = ctx.int(_input_lengths);
+            let _target_lengths = ctx.int(_target_lengths);
+            let _grad_loss = ctx.float(_grad_loss);
+            let out = <I as ModuleOps<I>>::ctc_loss_backward(_log_probs, _targets, _input_lengths, _target_lengths, _grad_loss, _blank);
+            ctx.float_out(out)
+        })
     }
     fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>) {
         <R<I> as ModuleOps<R<I>>>::rfft(signal, dim, n)
@@ -1509,152 +1445,138 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
     fn leaky_relu(tensor: FloatTensor<Self>, negative_slope: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("leaky_relu", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::leaky_relu(tensor, negative_slope);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::leaky_relu(tensor, negative_slope);
+            ctx.float_out(out)
+        })
     }
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("relu", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::relu(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::relu(tensor);
+            ctx.float_out(out)
+        })
     }
     fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("relu_backward", output.client.clone());
         let output = op.ir(output);
         let grad = op.ir(grad);
-        op.prepare();
-        let output = op.float(output);
-        let grad = op.float(grad);
-        let out = <I as ActivationOps<I>>::relu_backward(output, grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let output = ctx.float(output);
+            let grad = ctx.float(grad);
+            let out = <I as ActivationOps<I>>::relu_backward(output, grad);
+            ctx.float_out(out)
+        })
     }
     fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("gelu", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::gelu(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::gelu(tensor);
+            ctx.float_out(out)
+        })
     }
     fn prelu(tensor: FloatTensor<Self>, alpha: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("prelu", tensor.client.clone());
         let tensor = op.ir(tensor);
         let alpha = op.ir(alpha);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let alpha = op.float(alpha);
-        let out = <I as ActivationOps<I>>::prelu(tensor, alpha);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let alpha = ctx.float(alpha);
+            let out = <I as ActivationOps<I>>::prelu(tensor, alpha);
+            ctx.float_out(out)
+        })
     }
     fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("gelu_backward", x.client.clone());
         let x = op.ir(x);
         let grad = op.ir(grad);
-        op.prepare();
-        let x = op.float(x);
-        let grad = op.float(grad);
-        let out = <I as ActivationOps<I>>::gelu_backward(x, grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let grad = ctx.float(grad);
+            let out = <I as ActivationOps<I>>::gelu_backward(x, grad);
+            ctx.float_out(out)
+        })
     }
     fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::sigmoid(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::sigmoid(tensor);
+            ctx.float_out(out)
+        })
     }
     fn sigmoid_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("sigmoid_backward", output.client.clone());
         let output = op.ir(output);
         let grad = op.ir(grad);
-        op.prepare();
-        let output = op.float(output);
-        let grad = op.float(grad);
-        let out = <I as ActivationOps<I>>::sigmoid_backward(output, grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let output = ctx.float(output);
+            let grad = ctx.float(grad);
+            let out = <I as ActivationOps<I>>::sigmoid_backward(output, grad);
+            ctx.float_out(out)
+        })
     }
     fn hard_sigmoid(tensor: FloatTensor<Self>, alpha: Scalar, beta: Scalar) -> FloatTensor<Self> {
         let mut op = NativeOp::new("hard_sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::hard_sigmoid(tensor, alpha, beta);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::hard_sigmoid(tensor, alpha, beta);
+            ctx.float_out(out)
+        })
     }
     fn log_sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("log_sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::log_sigmoid(tensor);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::log_sigmoid(tensor);
+            ctx.float_out(out)
+        })
     }
     fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("softmax", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::softmax(tensor, dim);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::softmax(tensor, dim);
+            ctx.float_out(out)
+        })
     }
     fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("log_softmax", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::log_softmax(tensor, dim);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::log_softmax(tensor, dim);
+            ctx.float_out(out)
+        })
     }
     fn softmin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let mut op = NativeOp::new("softmin", tensor.client.clone());
         let tensor = op.ir(tensor);
-        op.prepare();
-        let tensor = op.float(tensor);
-        let out = <I as ActivationOps<I>>::softmin(tensor, dim);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as ActivationOps<I>>::softmin(tensor, dim);
+            ctx.float_out(out)
+        })
     }
     fn log_sigmoid_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let mut op = NativeOp::new("log_sigmoid_backward", x.client.clone());
         let x = op.ir(x);
         let grad = op.ir(grad);
-        op.prepare();
-        let x = op.float(x);
-        let grad = op.float(grad);
-        let out = <I as ActivationOps<I>>::log_sigmoid_backward(x, grad);
-        let out = op.float_out(out);
-        op.finish();
-        out
+        op.run(|ctx| {
+            let x = ctx.float(x);
+            let grad = ctx.float(grad);
+            let out = <I as ActivationOps<I>>::log_sigmoid_backward(x, grad);
+            ctx.float_out(out)
+        })
     }
 }
 
