@@ -1,5 +1,8 @@
 //! Planners: pure functions that decide what to keep and what to move. None touches a device.
 //!
 //! - [`reactive`]: the choice of victims when an op would exceed the budget.
+//! - [`simulate`]: seed 004's reference-count memory simulation, which predicts the peak of a
+//!   plan, fragmentation included.
 
 pub mod reactive;
+pub mod simulate;

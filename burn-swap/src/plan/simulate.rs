@@ -1,0 +1,252 @@
+//! Seed 004, claims 1 and 2: predict the memory a plan needs by simulating its allocations.
+//!
+//! Reference counts start at each tensor's number of consumers; ops are walked in order; each
+//! output gets a free block whose size is within `ratio` times its own (searched over 1, 2, 4,
+//! 8 and 16), else a new block; after the op, inputs' counts are decremented and a tensor whose
+//! count reaches zero returns its block to the free list. The result is the peak of the pool
+//! (blocks are never returned to the system, so fragmentation shows) and the peak of live
+//! bytes (what burn-swap counts).
+//!
+//! A pure function of the tensors' lifetimes: [`lifetimes`] derives them from a trace for the
+//! plan that keeps everything resident; other plans (offload, recompute) hand in lifetimes
+//! split where their tensors leave the device.
+
+use crate::trace::{AccessKind, EndKind, Trace};
+
+/// The free-block size ratios that claim 2 searches.
+pub const RATIOS: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// One stretch of device residency of one tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    /// Bytes.
+    pub bytes: u64,
+    /// The op that makes it resident (its producer, or the op a fetch lands before);
+    /// `None` when it is resident when the iteration starts.
+    pub from: Option<usize>,
+    /// The op at whose completion its reference count reaches zero: claim 1 (a) counts one
+    /// reference per consumer, and Burn adds one for an explicit drop, so this is its last
+    /// consumer or its drop. `None` when it lives past the iteration.
+    pub until: Option<usize>,
+}
+
+/// What a simulation predicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Simulation {
+    /// The size-ratio bound used.
+    pub ratio: u32,
+    /// Peak of the block pool: the memory the allocator would have reserved, fragmentation
+    /// included.
+    pub peak_pool_bytes: u64,
+    /// Peak of live bytes (inputs and outputs of an op counted together, as burn-swap
+    /// counts).
+    pub peak_live_bytes: u64,
+    /// Blocks allocated.
+    pub blocks: usize,
+    /// The op at which the live peak occurs (`None`: before the first op).
+    pub peak_op: Option<usize>,
+}
+
+/// The lifetimes of the plan that keeps every tensor of the trace resident from its
+/// producer (or the iteration's start) to its end (or past the iteration).
+pub fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
+    trace
+        .tensors
+        .iter()
+        .map(|t| {
+            // A tensor consumed by its last use is freed by it; one dropped explicitly is
+            // freed by the drop, which holds one more reference than its readers.
+            debug_assert!(t.end.is_none_or(|e| {
+                e.kind == EndKind::Drop
+                    || t.accesses
+                        .last()
+                        .is_some_and(|a| a.kind == AccessKind::LastUse)
+            }));
+            Lifetime {
+                bytes: t.bytes,
+                from: t.producer,
+                until: t.end.map(|e| e.op),
+            }
+        })
+        .collect()
+}
+
+/// The simulated allocator: blocks are kept once made; freed blocks are reused.
+struct Pool {
+    ratio: u64,
+    /// Free blocks as (size, id), sorted by size.
+    free: Vec<(u64, usize)>,
+    sizes: Vec<u64>,
+    reserved: u64,
+}
+
+impl Pool {
+    /// Claim 1 (c): the smallest free block whose size is within `ratio` times the tensor's,
+    /// else a new block.
+    fn allocate(&mut self, bytes: u64) -> usize {
+        let at = self.free.partition_point(|&(size, _)| size < bytes);
+        match self.free.get(at) {
+            Some(&(size, id)) if size <= bytes.saturating_mul(self.ratio) => {
+                self.free.remove(at);
+                id
+            }
+            _ => {
+                self.sizes.push(bytes);
+                self.reserved += bytes;
+                self.sizes.len() - 1
+            }
+        }
+    }
+
+    /// Claim 1 (d): a freed tensor's block joins the free list.
+    fn release(&mut self, block: usize) {
+        let size = self.sizes[block];
+        let at = self.free.partition_point(|&(s, _)| s < size);
+        self.free.insert(at, (size, block));
+    }
+}
+
+/// Simulates the allocations of `lifetimes` over `ops` ops with blocks reused within
+/// `ratio` times a tensor's size.
+pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
+    let ratio = ratio.max(1);
+    let mut pool = Pool {
+        ratio: ratio as u64,
+        free: Vec::new(),
+        sizes: Vec::new(),
+        reserved: 0,
+    };
+    // Per op, the lifetimes that start and end there.
+    let mut starts: Vec<Vec<usize>> = vec![Vec::new(); ops];
+    let mut ends: Vec<Vec<usize>> = vec![Vec::new(); ops];
+    let mut block_of: Vec<Option<usize>> = vec![None; lifetimes.len()];
+    let mut live = 0u64;
+    for (i, l) in lifetimes.iter().enumerate() {
+        match l.from {
+            None => {
+                block_of[i] = Some(pool.allocate(l.bytes));
+                live += l.bytes;
+            }
+            Some(op) if op < ops => starts[op].push(i),
+            Some(_) => {}
+        }
+        if let Some(op) = l.until
+            && op < ops
+        {
+            ends[op].push(i);
+        }
+    }
+    let mut sim = Simulation {
+        ratio,
+        peak_pool_bytes: pool.reserved,
+        peak_live_bytes: live,
+        blocks: 0,
+        peak_op: None,
+    };
+    for op in 0..ops {
+        for &i in &starts[op] {
+            block_of[i] = Some(pool.allocate(lifetimes[i].bytes));
+            live += lifetimes[i].bytes;
+        }
+        if live > sim.peak_live_bytes {
+            sim.peak_live_bytes = live;
+            sim.peak_op = Some(op);
+        }
+        sim.peak_pool_bytes = sim.peak_pool_bytes.max(pool.reserved);
+        // The op is done: tensors whose last reference it held are freed.
+        for &i in &ends[op] {
+            live -= lifetimes[i].bytes;
+            if let Some(block) = block_of[i].take() {
+                pool.release(block);
+            }
+        }
+    }
+    sim.blocks = pool.sizes.len();
+    sim
+}
+
+/// Claim 2: the simulation with the bound among [`RATIOS`] that gives the lowest pool peak
+/// (the smallest bound on ties).
+pub fn simulate_best(lifetimes: &[Lifetime], ops: usize) -> Simulation {
+    RATIOS
+        .iter()
+        .map(|&r| simulate(lifetimes, ops, r))
+        .min_by_key(|s| (s.peak_pool_bytes, s.ratio))
+        .expect("RATIOS is not empty")
+}
+
+/// The simulation of the keep-everything plan of a trace.
+pub fn simulate_trace(trace: &Trace) -> Simulation {
+    simulate_best(&lifetimes(trace), trace.ops.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(bytes: u64, from: Option<usize>, until: Option<usize>) -> Lifetime {
+        Lifetime { bytes, from, until }
+    }
+
+    #[test]
+    fn chain_reuses_freed_blocks_of_equal_size() {
+        // a (carried in) -> op0 -> b -> op1 -> c -> op2 -> d, each 100 bytes, each freed by
+        // its consumer: at most two are live at once (an op's input and output).
+        let lifetimes = [
+            l(100, None, Some(0)),
+            l(100, Some(0), Some(1)),
+            l(100, Some(1), Some(2)),
+            l(100, Some(2), None),
+        ];
+        let sim = simulate(&lifetimes, 3, 1);
+        assert_eq!(sim.peak_live_bytes, 200);
+        // op0 makes b while a lives: two blocks; op1 reuses a's block for c; op2 b's for d.
+        assert_eq!(sim.peak_pool_bytes, 200);
+        assert_eq!(sim.blocks, 2);
+        assert_eq!(sim.peak_op, Some(0));
+    }
+
+    #[test]
+    fn the_ratio_bound_decides_whether_a_larger_block_is_reused() {
+        // A 400-byte tensor dies at op 0; a 100-byte one is born at op 1.
+        let lifetimes = [
+            l(400, None, Some(0)),
+            l(100, Some(0), Some(1)),
+            l(100, Some(1), None),
+        ];
+        // Ratio 1: the 400-byte block does not fit a 100-byte tensor exactly: new blocks.
+        let exact = simulate(&lifetimes, 2, 1);
+        assert_eq!((exact.peak_pool_bytes, exact.blocks), (600, 3));
+        // Ratio 4: it is reused.
+        let loose = simulate(&lifetimes, 2, 4);
+        assert_eq!((loose.peak_pool_bytes, loose.blocks), (500, 2));
+        assert_eq!(exact.peak_live_bytes, 500);
+        assert_eq!(simulate_best(&lifetimes, 2).ratio, 4);
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_eligible_block() {
+        // Blocks of 300 and 150 are free when a 120-byte tensor comes: ratio 4 allows both;
+        // the 150 one is taken, leaving the 300 one for a 250-byte tensor.
+        let lifetimes = [
+            l(300, None, Some(0)),
+            l(150, None, Some(0)),
+            l(120, Some(1), None),
+            l(250, Some(2), None),
+        ];
+        let sim = simulate(&lifetimes, 3, 4);
+        assert_eq!((sim.peak_pool_bytes, sim.blocks), (450, 2));
+    }
+
+    #[test]
+    fn tensors_that_outlive_the_iteration_are_never_freed() {
+        let lifetimes = [
+            l(50, None, None),
+            l(70, Some(0), None),
+            l(30, Some(1), Some(1)),
+        ];
+        let sim = simulate(&lifetimes, 2, 16);
+        assert_eq!(sim.peak_live_bytes, 150);
+        assert_eq!(sim.peak_pool_bytes, 150);
+    }
+}

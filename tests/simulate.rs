@@ -1,0 +1,51 @@
+//! The memory simulator (seed 004, claims 1–2) predicts the counted peak of a real run from
+//! its trace: for the plan that keeps everything, its live peak must match burn-swap's counted
+//! peak of the same iteration within 5%. The figures are printed.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn_swap::plan::simulate;
+use burn_swap::{Swap, SwapConfig, Trace};
+use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
+use burn_swap_suite::train::{train_convnet, train_mlp};
+
+type B = Autodiff<Swap<Flex>>;
+
+fn check(name: &str, trace: &Trace) {
+    let sim = simulate::simulate_trace(trace);
+    let counted = trace.peak_bytes;
+    let error = (sim.peak_live_bytes as f64 - counted as f64).abs() / counted as f64;
+    println!(
+        "{name}: counted peak {counted} B, simulated live peak {} B ({:+.2}%), pool peak {} B \
+         with ratio {} ({} blocks) over {} ops",
+        sim.peak_live_bytes,
+        100.0 * (sim.peak_live_bytes as f64 / counted as f64 - 1.0),
+        sim.peak_pool_bytes,
+        sim.ratio,
+        sim.blocks,
+        trace.ops.len()
+    );
+    assert!(
+        error <= 0.05,
+        "{name}: simulated {} vs counted {counted}",
+        sim.peak_live_bytes
+    );
+    assert!(sim.peak_pool_bytes >= sim.peak_live_bytes);
+}
+
+#[test]
+fn simulated_peak_matches_the_counted_peak_of_real_runs() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+
+    burn_swap::restart_trace(&device);
+    train_mlp::<B>(&MlpConfig::small(), &device, 6);
+    let trace = burn_swap::trace(&device).expect("an MLP iteration");
+    check("mlp", &trace);
+
+    burn_swap::restart_trace(&device);
+    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
+    let trace = burn_swap::trace(&device).expect("a conv net iteration");
+    check("convnet", &trace);
+}
