@@ -282,6 +282,9 @@ impl Recorder {
             return;
         };
         let p = s.period;
+        if end < self.base + p as u64 {
+            return;
+        }
         let start = (end - self.base) as usize - p;
         let live: Vec<u64> = self.ops[start..start + p]
             .iter()
@@ -487,26 +490,21 @@ impl Recorder {
         self.summarise();
         let newer_half = self.base + (self.ops.len() / 2) as u64;
         let keep_from = match self.last_complete() {
-            Some((s, _, last)) => {
-                if 3 * s.period > self.window {
-                    // Grow the window so that it always holds three periods.
-                    self.window = 4 * s.period;
-                    return;
-                }
-                // Keep the last two complete iterations, unless the stream left the period
-                // long ago (then the schedule is stale and the newer half is kept).
-                last.start
-                    .saturating_sub(s.period as u64)
-                    .max(self.base)
-                    .min(newer_half)
+            Some((s, _, _)) if 3 * s.period > self.window => {
+                // Grow the window so that it always holds three periods.
+                self.window = 4 * s.period;
+                return;
             }
+            // Keep the last two complete iterations (and at least the newer half), unless
+            // the stream left the period long ago: then the schedule is stale and only the
+            // newer half is kept.
+            Some((s, _, last)) => match last.start.saturating_sub(s.period as u64) {
+                from if from > self.base => from.min(newer_half),
+                _ => newer_half,
+            },
             None => newer_half,
         };
         let cut = (keep_from - self.base) as usize;
-        if cut == 0 {
-            self.window *= 2;
-            return;
-        }
         let tensor_cut = self.ops[cut].inputs.start;
         let dims_cut = self
             .tensors
@@ -551,6 +549,12 @@ impl Recorder {
         self.refresh();
         let (s, iteration, range) = self.last_complete()?;
         Some(self.trace_of(range, Some(s.period), iteration, s.periodic_from))
+    }
+
+    /// Ops in the window.
+    #[cfg(test)]
+    pub(crate) fn window_len(&self) -> usize {
+        self.ops.len()
     }
 
     /// The trace of every op in the window, without iteration structure (for dynamic graphs,
@@ -657,6 +661,86 @@ impl Recorder {
             producer,
             accesses: Vec::new(),
             end: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn_backend::Shape;
+
+    /// Records one op of "kind" `kind` reading one tensor and making one, of `dims` floats.
+    fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
+        r.begin(kind, || format!("k{kind}"));
+        let input = TensorIr {
+            id: TensorId::new(*id),
+            shape: Shape::from(vec![dims]),
+            status: TensorStatus::ReadWrite,
+            dtype: DType::F32,
+        };
+        r.input(&input, 4 * dims as u64);
+        r.outputs_follow();
+        *id += 1;
+        let output = TensorIr {
+            id: TensorId::new(*id),
+            shape: Shape::from(vec![dims]),
+            status: TensorStatus::NotInit,
+            dtype: DType::F32,
+        };
+        r.output(&output, 4 * dims as u64);
+        r.end(OpCounters {
+            nanos: 0,
+            live_before: 4 * dims as u64,
+            resident_during: 8 * dims as u64,
+        });
+    }
+
+    #[test]
+    fn long_runs_stay_bounded_and_keep_their_schedule() {
+        let mut r = Recorder::with_window(256);
+        let mut id = 0;
+        // 400 iterations of 20 ops, with one extra op every 37 iterations.
+        for k in 0..400u64 {
+            for i in 0..20 {
+                op(&mut r, &mut id, i, 4 + i as usize);
+            }
+            if k % 37 == 36 {
+                op(&mut r, &mut id, 99, 3);
+            }
+            assert!(r.window_len() <= 2 * 256, "the window stays bounded");
+        }
+        assert_eq!(r.period(), Some(20));
+        let trace = r.trace().expect("the last complete iteration");
+        assert_eq!(trace.ops.len(), 20);
+        assert!(
+            trace.iteration > 300,
+            "numbering went on through resyncs: {}",
+            trace.iteration
+        );
+        let peaks = r.iteration_peaks();
+        assert!(!peaks.is_empty() && peaks.len() <= KEPT_ITERATION_PEAKS);
+        assert!(peaks.windows(2).all(|w| w[0].iteration < w[1].iteration));
+    }
+
+    #[test]
+    fn a_stream_that_stops_repeating_stays_bounded() {
+        let mut r = Recorder::with_window(256);
+        let mut id = 0;
+        for _ in 0..20 {
+            for i in 0..10 {
+                op(&mut r, &mut id, i, 8);
+            }
+        }
+        assert_eq!(r.period(), Some(10));
+        // Then no repetition at all, for a long time.
+        let mut x = 1u64;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            op(&mut r, &mut id, 1000 + (x >> 33), 8);
+            assert!(r.window_len() <= 2 * 256);
         }
     }
 }
