@@ -108,6 +108,14 @@ pub fn restart_trace<D: DeviceOps>(device: &D) {
     }
 }
 
+/// The profile of the last complete training iteration (seed 004's trial run): per op its
+/// time and bytes, and the copy throughput between the device and host memory, measured on
+/// the first call with a few temporary tensors that fit in the budget's headroom. `None`
+/// before the loop's period was detected.
+pub fn profile<D: DeviceOps>(device: &D) -> Option<plan::profile::Profile> {
+    backend::registry::get(device.id()).and_then(|c| c.profile())
+}
+
 /// The trace of every op still kept in the device's window (the last iterations), without
 /// cutting it into iterations: for graphs that do not repeat, and for inspection.
 pub fn trace_window<D: DeviceOps>(device: &D) -> Option<Trace> {

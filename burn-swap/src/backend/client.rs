@@ -247,6 +247,13 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
         self.engine().recorder = Default::default();
     }
 
+    fn profile(&self) -> Option<crate::plan::profile::Profile> {
+        let mut engine = self.engine();
+        let trace = engine.recorder.trace()?;
+        let links = engine.links();
+        Some(crate::plan::profile::Profile::new(&trace, links))
+    }
+
     fn trace(&self) -> Option<Trace> {
         self.engine().recorder.trace()
     }

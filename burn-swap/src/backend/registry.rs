@@ -18,6 +18,7 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn reset_counters(&self);
     fn restart_trace(&self);
     fn trace(&self) -> Option<Trace>;
+    fn profile(&self) -> Option<crate::plan::profile::Profile>;
     fn trace_window(&self) -> Trace;
 }
 

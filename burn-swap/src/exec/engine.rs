@@ -33,6 +33,8 @@ pub(crate) struct Engine<B: BackendIr> {
     inputs: Vec<(TensorId, TensorStatus)>,
     outputs: Vec<(TensorId, Dims, DType, u64)>,
     candidates: Vec<Candidate>,
+    /// The measured copy throughput, once measured.
+    links: Option<crate::plan::profile::Links>,
     /// Resident bytes when the native op in progress was prepared, and its outputs' bytes.
     native_base: u64,
     native_out: u64,
@@ -54,6 +56,7 @@ impl<B: BackendIr> Engine<B> {
             candidates: Vec::new(),
             native_base: 0,
             native_out: 0,
+            links: None,
         }
     }
 
@@ -307,13 +310,27 @@ impl<B: BackendIr> Engine<B> {
         id
     }
 
-    /// Records a native op once it ran.
-    pub fn native_finish(&mut self, name: &'static str, inputs: &[TensorIr], outputs: &[TensorIr]) {
+    /// Whether the next op is to be timed (the trace's profiled iterations).
+    pub fn times_next_op(&self) -> bool {
+        self.tracing() && self.recorder.timing()
+    }
+
+    /// Records a native op once it ran, with its wall time when it was timed.
+    pub fn native_finish(
+        &mut self,
+        name: &'static str,
+        inputs: &[TensorIr],
+        outputs: &[TensorIr],
+        nanos: Option<u64>,
+    ) {
         let during = self.native_base + self.native_out;
         self.counters.note_resident(during);
         let inputs: Vec<&TensorIr> = inputs.iter().collect();
         let outputs: Vec<&TensorIr> = outputs.iter().collect();
         self.record_named(name, &inputs, &outputs);
+        if let (Some(nanos), true) = (nanos, self.tracing()) {
+            self.recorder.set_last_nanos(nanos);
+        }
         self.counters.ops += 1;
         self.now += 1;
     }
@@ -489,6 +506,38 @@ impl<B: BackendIr> Engine<B> {
         self.counters.fetches += 1;
         self.counters.fetched_bytes += bytes;
         self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+    }
+
+    /// The copy throughput between device and host, measured on first request with
+    /// temporary tensors of 64 KiB, 1 MiB and 8 MiB (those that fit in half the budget's
+    /// headroom); the fitted model then scores the reactive policy's choices. `None` when
+    /// fewer than two sizes fit or the measurement failed.
+    pub fn links(&mut self) -> Option<crate::plan::profile::Links> {
+        if self.links.is_none() {
+            let headroom = self
+                .budget()
+                .map_or(u64::MAX, |b| b.saturating_sub(self.counters.resident));
+            let sizes: Vec<u64> = [64u64 << 10, 1 << 20, 8 << 20]
+                .into_iter()
+                .filter(|&s| s <= headroom / 2)
+                .collect();
+            if sizes.len() < 2 {
+                return None;
+            }
+            match host::measure_links(&self.runner, &sizes) {
+                Ok(links) => {
+                    if let Some(model) = links.link_model() {
+                        self.link = model;
+                    }
+                    self.links = Some(links);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "burn-swap: could not measure copy throughput");
+                    return None;
+                }
+            }
+        }
+        self.links.clone()
     }
 
     /// Applies a new configuration; when the new budget is below what is resident, offloads at

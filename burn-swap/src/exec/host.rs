@@ -63,3 +63,58 @@ pub(crate) mod faults {
             .is_ok()
     }
 }
+
+/// Measures copy throughput to and from the device with temporary tensors of each size
+/// (the fastest of three runs each) along the paths offload and fetch take, outside the books:
+/// the caller makes sure they fit.
+pub(crate) fn measure_links<B: BackendIr>(
+    runner: &Runner<B>,
+    sizes: &[u64],
+) -> Result<crate::plan::profile::Links, ExecutionError> {
+    use crate::plan::profile::{CopySample, Links};
+    use std::time::Instant;
+
+    let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
+    let mut links = Links {
+        to_host: Vec::new(),
+        to_device: Vec::new(),
+    };
+    for &bytes in sizes {
+        let elements = (bytes / 4) as usize;
+        let data = TensorData::new(vec![0f32; elements], [elements]);
+        let (mut up, mut down) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..3 {
+            let input = data.clone();
+            let start = Instant::now();
+            let ir = runner.register_tensor_data_desc(input);
+            runner.sync()?;
+            up = up.min(start.elapsed().as_secs_f64());
+
+            // The same path as an offload: a read-only read, then the device copy dropped.
+            let start = Instant::now();
+            let read = TensorIr {
+                status: TensorStatus::ReadOnly,
+                ..ir
+            };
+            let back =
+                try_read_sync(runner.read_tensor_async(read.clone())).ok_or_else(|| {
+                    ExecutionError::WithContext {
+                        reason: "burn-swap: this platform cannot block on a read".into(),
+                    }
+                })??;
+            runner.register_op(OperationIr::Drop(TensorIr {
+                status: TensorStatus::ReadWrite,
+                ..read
+            }));
+            down = down.min(start.elapsed().as_secs_f64());
+            drop(back);
+        }
+        let bytes = 4 * elements as u64;
+        links.to_device.push(CopySample { bytes, seconds: up });
+        links.to_host.push(CopySample {
+            bytes,
+            seconds: down,
+        });
+    }
+    Ok(links)
+}

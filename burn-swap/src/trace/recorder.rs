@@ -126,6 +126,10 @@ pub(crate) struct Recorder {
     next_boundary: u64,
     /// The latest time measured for each op slot of the iteration.
     slot_nanos: Vec<u64>,
+    /// Start of the iteration being timed, and whether one full iteration has been timed
+    /// under the current schedule.
+    timing_from: u64,
+    profiled: bool,
 }
 
 /// Ops before the first analysis.
@@ -160,6 +164,8 @@ impl Recorder {
             timed_until: 0,
             next_boundary: 0,
             slot_nanos: Vec::new(),
+            timing_from: 0,
+            profiled: false,
         }
     }
 
@@ -316,8 +322,7 @@ impl Recorder {
             verified_end: end,
         });
         self.summarised_to = anchor;
-        self.slot_nanos.clear();
-        self.next_boundary = 0;
+        self.reset_timing(p);
     }
 
     /// Whether a full analysis is due on the per-op path: while the schedule does not hold
@@ -351,16 +356,15 @@ impl Recorder {
         }
         if let Some(s) = self.schedule
             && index >= s.anchor
+            && self.slot_nanos.len() == s.period
         {
-            let slot = ((index - s.anchor) % s.period as u64) as usize;
-            if self.slot_nanos.len() != s.period {
-                self.slot_nanos = vec![0; s.period];
-            }
-            self.slot_nanos[slot] = nanos;
+            self.slot_nanos[((index - s.anchor) % s.period as u64) as usize] = nanos;
         }
     }
 
-    /// At each iteration boundary, decides whether the next iteration is timed.
+    /// At each iteration boundary, decides whether the next iteration is timed: until one
+    /// full iteration has been timed under the current schedule, then one in
+    /// [`TIMED_ITERATION_EVERY`].
     #[inline]
     fn track_boundary(&mut self) {
         let index = self.next_index();
@@ -376,10 +380,32 @@ impl Recorder {
             return;
         }
         let k = (index - s.anchor) / p;
-        self.next_boundary = s.anchor + (k + 1) * p;
-        if k.is_multiple_of(TIMED_ITERATION_EVERY) || self.slot_nanos.len() != s.period {
-            self.timed_until = s.anchor + (k + 1) * p;
+        let boundary = s.anchor + k * p;
+        self.next_boundary = boundary + p;
+        if self.timed_until == boundary
+            && self.timing_from.checked_add(p) == Some(boundary)
+            && self.healthy()
+        {
+            self.profiled = true;
         }
+        if k.is_multiple_of(TIMED_ITERATION_EVERY) || !self.profiled {
+            // An iteration counts as timed only when timing covered it from its first op
+            // (a schedule found mid-iteration times the rest of it, but that is partial).
+            self.timing_from = if index == boundary {
+                boundary
+            } else {
+                u64::MAX
+            };
+            self.timed_until = boundary + p;
+        }
+    }
+
+    /// Forgets the op times of a schedule that no longer holds.
+    fn reset_timing(&mut self, period: usize) {
+        self.slot_nanos.clear();
+        self.slot_nanos.resize(period, 0);
+        self.next_boundary = 0;
+        self.profiled = false;
     }
 
     /// Finds the period and the iteration boundaries over the current window, keeping the
@@ -427,8 +453,7 @@ impl Recorder {
         );
         self.summarised_to = schedule.anchor;
         self.peaks.clear();
-        self.slot_nanos.clear();
-        self.next_boundary = 0;
+        self.reset_timing(found.period);
         self.run_start = start;
         self.schedule = Some(schedule);
     }

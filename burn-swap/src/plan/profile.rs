@@ -1,0 +1,194 @@
+//! Seed 004, claim 4: the profiled iteration that planners read: per op its time and bytes,
+//! and the measured copy throughput between device and host, both directions.
+//!
+//! Plain data: the times come from the trace (ops are timed in profiled iterations), the
+//! copy samples from the executor, which measures them on the device.
+
+use serde::{Deserialize, Serialize};
+
+use super::reactive::LinkModel;
+use crate::trace::Trace;
+
+/// One timed copy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CopySample {
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Seconds it took (the fastest of a few repetitions).
+    pub seconds: f64,
+}
+
+/// The fitted cost of copies in one direction: `seconds = latency + bytes / bandwidth`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinkFit {
+    /// Bytes per second.
+    pub bandwidth: f64,
+    /// Fixed seconds per copy.
+    pub latency: f64,
+}
+
+impl LinkFit {
+    /// Least-squares fit of `seconds = latency + bytes / bandwidth` to the samples; `None`
+    /// with fewer than two distinct sizes. A negative intercept (measurement noise) is
+    /// clamped to zero.
+    pub fn fit(samples: &[CopySample]) -> Option<Self> {
+        let n = samples.len() as f64;
+        let mean_x = samples.iter().map(|s| s.bytes as f64).sum::<f64>() / n;
+        let mean_y = samples.iter().map(|s| s.seconds).sum::<f64>() / n;
+        let sxx: f64 = samples
+            .iter()
+            .map(|s| (s.bytes as f64 - mean_x).powi(2))
+            .sum();
+        if samples.len() < 2 || sxx == 0.0 {
+            return None;
+        }
+        let sxy: f64 = samples
+            .iter()
+            .map(|s| (s.bytes as f64 - mean_x) * (s.seconds - mean_y))
+            .sum();
+        let slope = sxy / sxx;
+        if slope <= 0.0 {
+            return None;
+        }
+        Some(Self {
+            bandwidth: 1.0 / slope,
+            latency: (mean_y - slope * mean_x).max(0.0),
+        })
+    }
+
+    /// Seconds to copy `bytes`.
+    pub fn seconds(&self, bytes: u64) -> f64 {
+        self.latency + bytes as f64 / self.bandwidth
+    }
+}
+
+/// Copy throughput between the device and host memory, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Links {
+    /// Device to host (an offload).
+    pub to_host: Vec<CopySample>,
+    /// Host to device (a fetch).
+    pub to_device: Vec<CopySample>,
+}
+
+impl Links {
+    /// The fit of each direction.
+    pub fn fits(&self) -> (Option<LinkFit>, Option<LinkFit>) {
+        (LinkFit::fit(&self.to_host), LinkFit::fit(&self.to_device))
+    }
+
+    /// The round-trip cost model the reactive policy scores with: the slower direction's
+    /// bandwidth and the sum of latencies, halved per copy.
+    pub fn link_model(&self) -> Option<LinkModel> {
+        let (out, back) = self.fits();
+        let (out, back) = (out?, back?);
+        Some(LinkModel {
+            bandwidth: out.bandwidth.min(back.bandwidth),
+            latency: (out.latency + back.latency) / 2.0,
+        })
+    }
+}
+
+/// The profile of one iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Wall time of each op of the iteration, in nanoseconds.
+    pub op_nanos: Vec<u64>,
+    /// Bytes each op reads and writes (its distinct inputs and outputs).
+    pub op_bytes: Vec<u64>,
+    /// The copy throughput, when it could be measured.
+    pub links: Option<Links>,
+}
+
+impl Profile {
+    /// The profile of a traced iteration with the given copy measurements.
+    pub fn new(trace: &Trace, links: Option<Links>) -> Self {
+        let bytes_of = |id: &u64| trace.tensor(*id).map_or(0, |t| t.bytes);
+        let op_bytes = trace
+            .ops
+            .iter()
+            .map(|op| {
+                let mut ids: Vec<u64> = op.inputs.iter().chain(&op.outputs).copied().collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids.iter().map(bytes_of).sum()
+            })
+            .collect();
+        Self {
+            op_nanos: trace.ops.iter().map(|o| o.nanos).collect(),
+            op_bytes,
+            links,
+        }
+    }
+
+    /// Seconds of compute between the end of op `from` and the start of op `to`: the time a
+    /// copy started after `from` has before `to` needs its result (seed 004, claim 5: a
+    /// tensor is worth swapping when this gap hides the copy).
+    pub fn gap_seconds(&self, from: usize, to: usize) -> f64 {
+        if to <= from + 1 {
+            return 0.0;
+        }
+        self.op_nanos[from + 1..to].iter().sum::<u64>() as f64 * 1e-9
+    }
+
+    /// Total compute time of the iteration, in seconds.
+    pub fn iteration_seconds(&self) -> f64 {
+        self.op_nanos.iter().sum::<u64>() as f64 * 1e-9
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_bandwidth_and_latency() {
+        // 10 µs + bytes / 5 GB/s.
+        let samples: Vec<CopySample> = [1u64 << 16, 1 << 20, 1 << 24]
+            .iter()
+            .map(|&bytes| CopySample {
+                bytes,
+                seconds: 10e-6 + bytes as f64 / 5e9,
+            })
+            .collect();
+        let fit = LinkFit::fit(&samples).unwrap();
+        assert!((fit.bandwidth - 5e9).abs() / 5e9 < 1e-9);
+        assert!((fit.latency - 10e-6).abs() < 1e-12);
+        assert!((fit.seconds(1 << 20) - samples[1].seconds).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fit_needs_two_sizes_and_a_positive_slope() {
+        let one = CopySample {
+            bytes: 100,
+            seconds: 1.0,
+        };
+        assert_eq!(LinkFit::fit(&[one]), None);
+        assert_eq!(LinkFit::fit(&[one, one]), None);
+        let faster_when_larger = CopySample {
+            bytes: 200,
+            seconds: 0.5,
+        };
+        assert_eq!(LinkFit::fit(&[one, faster_when_larger]), None);
+    }
+
+    #[test]
+    fn link_model_takes_the_slower_direction() {
+        let samples = |bw: f64| -> Vec<CopySample> {
+            [1u64 << 20, 1 << 22]
+                .iter()
+                .map(|&b| CopySample {
+                    bytes: b,
+                    seconds: 2e-6 + b as f64 / bw,
+                })
+                .collect()
+        };
+        let links = Links {
+            to_host: samples(4e9),
+            to_device: samples(8e9),
+        };
+        let model = links.link_model().unwrap();
+        assert!((model.bandwidth - 4e9).abs() / 4e9 < 1e-9);
+        assert!((model.latency - 2e-6).abs() < 1e-12);
+    }
+}
