@@ -138,12 +138,14 @@ impl<B: BackendIr> Engine<B> {
         if tracing {
             self.recorder.outputs_follow();
         }
+        // Only an `Init` op's output is already in the books (registered with its data).
+        let registered = matches!(op, OperationIr::Init(_));
         self.outputs.clear();
         let mut output_bytes = 0;
         for t in op.outputs() {
             on_output(t);
             let bytes = bytes_of(&t.shape, t.dtype);
-            if self.residency.get(&t.id).is_none() {
+            if !registered {
                 output_bytes += bytes;
             }
             if tracing {
@@ -191,8 +193,10 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         for (id, dims, dtype, bytes) in self.outputs.drain(..) {
-            if let Some(entry) = self.residency.get_mut(&id) {
-                entry.last_use = now;
+            if registered {
+                if let Some(entry) = self.residency.get_mut(&id) {
+                    entry.last_use = now;
+                }
                 continue;
             }
             self.counters.resident += bytes;

@@ -58,22 +58,45 @@ struct Draft {
     outputs_start: u32,
 }
 
-/// Interned kind names.
-#[derive(Default)]
+/// Slots of the direct-mapped cache in front of the kind table.
+const KIND_CACHE: usize = 64;
+
+/// Interned kind names, with a small direct-mapped cache in front of the map: a training
+/// loop uses a few dozen kinds, so most lookups cost one compare.
 struct KindTable {
     ids: HashMap<u64, u32>,
     names: Vec<String>,
+    cache: [(u64, u32); KIND_CACHE],
+}
+
+impl Default for KindTable {
+    fn default() -> Self {
+        Self {
+            ids: HashMap::new(),
+            names: Vec::new(),
+            cache: [(0, u32::MAX); KIND_CACHE],
+        }
+    }
 }
 
 impl KindTable {
     #[inline]
     fn intern(&mut self, key: u64, name: impl FnOnce() -> String) -> u32 {
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
+        let slot = (key >> 58) as usize % KIND_CACHE;
+        let (cached_key, cached_id) = self.cache[slot];
+        if cached_key == key && cached_id != u32::MAX {
+            return cached_id;
         }
-        let id = self.names.len() as u32;
-        self.names.push(name());
-        self.ids.insert(key, id);
+        let id = match self.ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(name());
+                self.ids.insert(key, id);
+                id
+            }
+        };
+        self.cache[slot] = (key, id);
         id
     }
 }
