@@ -1,0 +1,493 @@
+//! Seed 001: a segment plan for device memory, evolved by a genetic algorithm to move as few
+//! bytes as possible.
+//!
+//! The budget is carved into segments sized by the largest memory objects that fit together
+//! (claim 1); every other object is assigned to a segment at least its size, and objects of
+//! one segment take turns in it. When an object is accessed while another live object holds
+//! its segment, that one migrates out, and an object that had migrated out migrates back in:
+//! those bytes are the cost. Random assignments are evolved (claims 2–7): crossover gives a
+//! child one segment's objects from the other parent, mutation swaps two objects across
+//! segments where both still fit, with a rate rising over the rounds, the best plans are kept
+//! and fresh random ones added each round, until a round limit, a time limit, or stagnation.
+//! Claim 8 first merges consecutive accesses of one object and small objects used together.
+//!
+//! Pure and deterministic under a seed; it never touches a device.
+
+use std::time::{Duration, Instant};
+
+use crate::trace::Trace;
+
+/// A memory object: one tensor, or several small ones always used together (claim 8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// Bytes.
+    pub bytes: u64,
+    /// Op indices of its accesses (production included), in order, consecutive accesses with
+    /// no other object's in between merged into one.
+    pub accesses: Vec<usize>,
+    /// The trace tensors it stands for (indices into `Trace::tensors`).
+    pub tensors: Vec<usize>,
+}
+
+/// The genetic algorithm's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaConfig {
+    /// Plans per round.
+    pub population: usize,
+    /// The best plans kept from one round to the next (claim 2).
+    pub elite: usize,
+    /// Fresh random plans added each round (claim 2).
+    pub fresh: usize,
+    /// Round limit (claim 7).
+    pub rounds: usize,
+    /// Time limit (claim 7).
+    pub time_limit: Duration,
+    /// Stop when the best cost has not improved for this many rounds (claim 7).
+    pub stagnation: usize,
+    /// Mutation probability in the first and the last round; it rises linearly (claim 6).
+    pub mutation: (f64, f64),
+    /// Objects smaller than this may be merged with others used in the same stretch (claim 8).
+    pub small_object_bytes: u64,
+    /// Seed of the random generator.
+    pub seed: u64,
+}
+
+impl Default for GaConfig {
+    fn default() -> Self {
+        Self {
+            population: 32,
+            elite: 8,
+            fresh: 4,
+            rounds: 200,
+            time_limit: Duration::from_millis(100),
+            stagnation: 30,
+            mutation: (0.1, 0.6),
+            small_object_bytes: 4096,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// A segment plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentPlan {
+    /// Segment sizes; their sum is at most the budget.
+    pub segments: Vec<u64>,
+    /// The segment of each object.
+    pub assignment: Vec<usize>,
+    /// Bytes migrated out and back in over one iteration.
+    pub migrated_bytes: u64,
+    /// Rounds the algorithm ran.
+    pub rounds: usize,
+}
+
+/// The memory objects of a trace: its tensors, each accessed at its producer (if in the
+/// iteration) and at every op that reads it, with claim 8's merges.
+pub fn objects(trace: &Trace, small_object_bytes: u64) -> Vec<Object> {
+    let mut objects: Vec<Object> = trace
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut accesses: Vec<usize> = t.producer.into_iter().collect();
+            accesses.extend(t.accesses.iter().map(|a| a.op));
+            Object {
+                bytes: t.bytes,
+                accesses,
+                tensors: vec![i],
+            }
+        })
+        .filter(|o| !o.accesses.is_empty() && o.bytes > 0)
+        .collect();
+    merge(&mut objects, small_object_bytes);
+    objects
+}
+
+/// Claim 8: merges small objects whose accesses all fall within one stretch in which no other
+/// object is accessed, then merges consecutive accesses of one object with no other object's
+/// access in between (no other object can claim its segment there).
+fn merge(objects: &mut Vec<Object>, small: u64) {
+    // The global access order, and the stretches of events that touch small objects only.
+    let mut events: Vec<(usize, usize)> = objects
+        .iter()
+        .enumerate()
+        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
+        .collect();
+    events.sort_unstable();
+    let mut stretch_of: Vec<Option<usize>> = vec![None; objects.len()];
+    let mut single_stretch = vec![true; objects.len()];
+    let mut stretch = 0;
+    let mut in_stretch = false;
+    for &(_, o) in &events {
+        if objects[o].bytes < small {
+            if !in_stretch {
+                stretch += 1;
+                in_stretch = true;
+            }
+            match stretch_of[o] {
+                None => stretch_of[o] = Some(stretch),
+                Some(s) if s != stretch => single_stretch[o] = false,
+                Some(_) => {}
+            }
+        } else {
+            in_stretch = false;
+        }
+    }
+    // Members of one stretch that are accessed nowhere else form one object.
+    let mut group_of: Vec<usize> = (0..objects.len()).collect();
+    let mut first_of_stretch: Vec<Option<usize>> = vec![None; stretch + 1];
+    for o in 0..objects.len() {
+        if let (Some(s), true) = (stretch_of[o], single_stretch[o]) {
+            group_of[o] = *first_of_stretch[s].get_or_insert(o);
+        }
+    }
+    let mut merged: Vec<Object> = Vec::new();
+    let mut index_of: Vec<Option<usize>> = vec![None; objects.len()];
+    for o in 0..objects.len() {
+        let at = *index_of[group_of[o]].get_or_insert_with(|| {
+            merged.push(Object {
+                bytes: 0,
+                accesses: Vec::new(),
+                tensors: Vec::new(),
+            });
+            merged.len() - 1
+        });
+        let target = &mut merged[at];
+        target.bytes += objects[o].bytes;
+        target.accesses.extend(&objects[o].accesses);
+        target.tensors.extend(&objects[o].tensors);
+    }
+    // Consecutive accesses of one object with no other object accessed in between.
+    let mut events: Vec<(usize, usize)> = merged
+        .iter()
+        .enumerate()
+        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
+        .collect();
+    events.sort_unstable();
+    events.dedup();
+    for obj in merged.iter_mut() {
+        obj.accesses.clear();
+    }
+    let mut last_owner: Option<usize> = None;
+    for (op, o) in events {
+        if last_owner != Some(o) {
+            merged[o].accesses.push(op);
+        }
+        last_owner = Some(o);
+    }
+    *objects = merged;
+}
+
+/// The bytes migrated over one iteration when objects share segments as `assignment` says:
+/// walking the accesses in order, an object accessed while another live object holds its
+/// segment evicts it (its bytes go out) and, if it was evicted before, comes back in.
+pub fn migrated_bytes(objects: &[Object], assignment: &[usize], segments: usize) -> u64 {
+    let mut events: Vec<(usize, usize)> = objects
+        .iter()
+        .enumerate()
+        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
+        .collect();
+    events.sort_unstable();
+    migrated_bytes_of(objects, &events, assignment, segments)
+}
+
+fn migrated_bytes_of(
+    objects: &[Object],
+    events: &[(usize, usize)],
+    assignment: &[usize],
+    segments: usize,
+) -> u64 {
+    let mut occupant: Vec<Option<usize>> = vec![None; segments];
+    let mut away = vec![false; objects.len()];
+    let mut moved = 0;
+    for &(op, x) in events {
+        let s = assignment[x];
+        match occupant[s] {
+            Some(y) if y == x => continue,
+            Some(y) => {
+                // The occupant must leave; it migrates out only if it is used again.
+                if objects[y].accesses.last().is_some_and(|&last| last > op) {
+                    moved += objects[y].bytes;
+                    away[y] = true;
+                }
+            }
+            None => {}
+        }
+        if away[x] {
+            moved += objects[x].bytes;
+            away[x] = false;
+        }
+        occupant[s] = Some(x);
+    }
+    moved
+}
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// Plans the segments for `objects` under `budget` bytes. `None` when the largest object
+/// alone exceeds the budget.
+pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<SegmentPlan> {
+    let start = Instant::now();
+    let mut rng = Rng(config.seed);
+    // Claim 1: order by size (largest first; by first access on ties), carve the budget into
+    // segments sized by the largest objects that fit together.
+    let mut order: Vec<usize> = (0..objects.len()).collect();
+    order.sort_by_key(|&o| {
+        (
+            std::cmp::Reverse(objects[o].bytes),
+            objects[o].accesses.first().copied(),
+        )
+    });
+    let mut segments = Vec::new();
+    let mut used = 0u64;
+    for &o in &order {
+        if used + objects[o].bytes > budget {
+            break;
+        }
+        used += objects[o].bytes;
+        segments.push(objects[o].bytes);
+    }
+    if segments.is_empty() && !objects.is_empty() {
+        return None;
+    }
+    let pinned = segments.len();
+    // For each remaining object, the segments it fits (all that are at least its size: the
+    // segments are sorted largest first).
+    let fits: Vec<usize> = (0..objects.len())
+        .map(|o| segments.partition_point(|&s| s >= objects[o].bytes))
+        .collect();
+    let mut events: Vec<(usize, usize)> = objects
+        .iter()
+        .enumerate()
+        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
+        .collect();
+    events.sort_unstable();
+    let cost = |a: &[usize]| migrated_bytes_of(objects, &events, a, segments.len());
+
+    let random_plan = |rng: &mut Rng| -> Vec<usize> {
+        let mut a = vec![0; objects.len()];
+        for (rank, &o) in order.iter().enumerate() {
+            a[o] = if rank < pinned {
+                rank
+            } else {
+                rng.below(fits[o])
+            };
+        }
+        a
+    };
+    let mut population: Vec<(u64, Vec<usize>)> = (0..config.population.max(2))
+        .map(|_| {
+            let a = random_plan(&mut rng);
+            (cost(&a), a)
+        })
+        .collect();
+    population.sort_by_key(|(c, _)| *c);
+    let (mut best_cost, mut stale, mut rounds) = (population[0].0, 0, 0);
+
+    while rounds < config.rounds
+        && stale < config.stagnation
+        && start.elapsed() < config.time_limit
+        && best_cost > 0
+    {
+        let progress = rounds as f64 / config.rounds.max(1) as f64;
+        let mutation = config.mutation.0 + (config.mutation.1 - config.mutation.0) * progress;
+        let mut next: Vec<(u64, Vec<usize>)> =
+            population[..config.elite.min(population.len())].to_vec();
+        while next.len() + config.fresh < config.population.max(2) {
+            // Parents from the better half.
+            let half = population.len().div_ceil(2);
+            let (pa, pb) = (
+                &population[rng.below(half)].1,
+                &population[rng.below(half)].1,
+            );
+            let mut child = pa.clone();
+            // Claim 3: the child takes one segment's objects from the other parent; objects
+            // that parent put elsewhere stay where the first parent had them.
+            let s = rng.below(segments.len());
+            for o in 0..objects.len() {
+                if pb[o] == s && s < fits[o] {
+                    child[o] = s;
+                }
+            }
+            // Claims 4–6: swap two objects of different segments where both fit.
+            if rng.chance(mutation) && objects.len() > pinned + 1 {
+                let x = order[pinned + rng.below(objects.len() - pinned)];
+                let y = order[pinned + rng.below(objects.len() - pinned)];
+                let (sx, sy) = (child[x], child[y]);
+                if sx != sy && sy < fits[x] && sx < fits[y] {
+                    child[x] = sy;
+                    child[y] = sx;
+                } else if sx == sy {
+                    // Same segment: move one of them to a random segment it fits.
+                    child[x] = rng.below(fits[x]);
+                }
+            }
+            next.push((cost(&child), child));
+        }
+        for _ in 0..config.fresh {
+            let a = random_plan(&mut rng);
+            next.push((cost(&a), a));
+        }
+        next.sort_by_key(|(c, _)| *c);
+        population = next;
+        rounds += 1;
+        if population[0].0 < best_cost {
+            best_cost = population[0].0;
+            stale = 0;
+        } else {
+            stale += 1;
+        }
+    }
+    tracing::debug!(
+        rounds,
+        migrated = best_cost,
+        elapsed_ms = start.elapsed().as_millis() as u64,
+        "burn-swap: segment plan"
+    );
+    let (migrated_bytes, assignment) = population.swap_remove(0);
+    Some(SegmentPlan {
+        segments,
+        assignment,
+        migrated_bytes,
+        rounds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(bytes: u64, accesses: &[usize]) -> Object {
+        Object {
+            bytes,
+            accesses: accesses.to_vec(),
+            tensors: vec![],
+        }
+    }
+
+    #[test]
+    fn claim_8_merges_small_objects_of_one_stretch_and_consecutive_accesses() {
+        let mut objects = vec![
+            obj(1000, &[0, 10]),
+            obj(10, &[1, 2]),  // small, only in the stretch 1..=3
+            obj(20, &[2, 3]),  // small, only in the stretch 1..=3
+            obj(30, &[3, 12]), // small, but also accessed after op 10: not merged
+            obj(500, &[4, 5, 6]),
+        ];
+        merge(&mut objects, 100);
+        assert_eq!(objects.len(), 4);
+        let group = objects
+            .iter()
+            .find(|o| o.bytes == 30 && o.tensors.is_empty())
+            .unwrap();
+        assert_eq!(group.accesses, vec![1]);
+        // The 500-byte object's accesses at 4, 5, 6 have nothing in between: one access.
+        assert_eq!(
+            objects.iter().find(|o| o.bytes == 500).unwrap().accesses,
+            vec![4]
+        );
+        // The large object keeps both accesses; the lone small one too.
+        assert_eq!(
+            objects.iter().find(|o| o.bytes == 1000).unwrap().accesses,
+            vec![0, 10]
+        );
+        assert_eq!(objects.iter().filter(|o| o.bytes == 30).count(), 2);
+    }
+
+    #[test]
+    fn migration_is_counted_when_live_objects_share_a_segment() {
+        // a: ops 0 and 4; b: ops 1 and 3 (both 100 bytes), one segment.
+        let objects = [obj(100, &[0, 4]), obj(100, &[1, 3])];
+        // Sharing: b evicts a at op 1 (100 out); a comes back at op 4 (100 in); b is dead by
+        // then, so it does not migrate.
+        assert_eq!(migrated_bytes(&objects, &[0, 0], 1), 200);
+        // Separate segments: nothing moves.
+        assert_eq!(migrated_bytes(&objects, &[0, 1], 2), 0);
+        // Disjoint lifetimes share for free.
+        let disjoint = [obj(100, &[0, 1]), obj(100, &[2, 3])];
+        assert_eq!(migrated_bytes(&disjoint, &[0, 0], 1), 0);
+    }
+
+    #[test]
+    fn the_algorithm_finds_the_assignment_that_moves_nothing() {
+        // Budget for two 100-byte segments. Four more objects: two pairs with disjoint
+        // lifetimes, each pair overlapping one of the pinned objects' lifetimes.
+        //   seg0 pinned: A [0..10]    seg1 pinned: B [20..30]
+        //   c [12..18], d [32..38]: both fit next to A without overlap (A dead by 10) ...
+        //   e [2..8] overlaps A, so must go with B; f [22..28] overlaps B, so must go with A.
+        let objects = [
+            obj(100, &[0, 10]),
+            obj(100, &[20, 30]),
+            obj(60, &[2, 8]),
+            obj(60, &[22, 28]),
+            obj(50, &[12, 18]),
+            obj(50, &[32, 38]),
+        ];
+        let plan = plan(&objects, 200, &GaConfig::default()).unwrap();
+        assert_eq!(plan.segments, vec![100, 100]);
+        assert_eq!(plan.migrated_bytes, 0, "{plan:?}");
+        assert_ne!(plan.assignment[2], plan.assignment[0], "e overlaps A");
+        assert_ne!(plan.assignment[3], plan.assignment[1], "f overlaps B");
+        assert_eq!(migrated_bytes(&objects, &plan.assignment, 2), 0);
+    }
+
+    #[test]
+    fn deterministic_and_within_sizes() {
+        let objects: Vec<Object> = (0..40)
+            .map(|i| obj(16 + (i as u64 * 37) % 200, &[i, i + 7 + i % 5, i + 20]))
+            .collect();
+        let config = GaConfig {
+            time_limit: Duration::from_secs(60),
+            ..GaConfig::default()
+        };
+        let a = plan(&objects, 1200, &config).unwrap();
+        let b = plan(&objects, 1200, &config).unwrap();
+        assert_eq!(a, b, "same seed, same plan");
+        assert!(a.segments.iter().sum::<u64>() <= 1200);
+        for (o, &s) in a.assignment.iter().enumerate() {
+            assert!(
+                objects[o].bytes <= a.segments[s],
+                "object {o} in a smaller segment"
+            );
+        }
+        // Evolution never does worse than the best random start.
+        let random_best = plan(
+            &objects,
+            1200,
+            &GaConfig {
+                rounds: 0,
+                ..config.clone()
+            },
+        )
+        .unwrap();
+        assert!(a.migrated_bytes <= random_best.migrated_bytes);
+    }
+
+    #[test]
+    fn everything_fits_means_nothing_moves_and_too_small_a_budget_is_refused() {
+        let objects = [obj(10, &[0, 3]), obj(20, &[1, 2]), obj(30, &[0, 2])];
+        let plan_all = plan(&objects, 60, &GaConfig::default()).unwrap();
+        assert_eq!(plan_all.migrated_bytes, 0);
+        assert_eq!(plan_all.segments.len(), 3);
+        assert_eq!(plan(&objects, 29, &GaConfig::default()), None);
+    }
+}
