@@ -204,14 +204,12 @@ fn migrated_bytes_of(
         let s = assignment[x];
         match occupant[s] {
             Some(y) if y == x => continue,
-            Some(y) => {
-                // The occupant must leave; it migrates out only if it is used again.
-                if objects[y].accesses.last().is_some_and(|&last| last > op) {
-                    moved += objects[y].bytes;
-                    away[y] = true;
-                }
+            // The occupant must leave; it migrates out only if it is used again.
+            Some(y) if objects[y].accesses.last().is_some_and(|&last| last > op) => {
+                moved += objects[y].bytes;
+                away[y] = true;
             }
-            None => {}
+            _ => {}
         }
         if away[x] {
             moved += objects[x].bytes;
