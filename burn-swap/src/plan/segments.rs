@@ -108,12 +108,7 @@ pub fn objects(trace: &Trace, small_object_bytes: u64) -> Vec<Object> {
 /// access in between (no other object can claim its segment there).
 fn merge(objects: &mut Vec<Object>, small: u64) {
     // The global access order, and the stretches of events that touch small objects only.
-    let mut events: Vec<(usize, usize)> = objects
-        .iter()
-        .enumerate()
-        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
-        .collect();
-    events.sort_unstable();
+    let events = access_events(objects);
     let mut stretch_of: Vec<Option<usize>> = vec![None; objects.len()];
     let mut single_stretch = vec![true; objects.len()];
     let mut stretch = 0;
@@ -158,12 +153,7 @@ fn merge(objects: &mut Vec<Object>, small: u64) {
         target.tensors.extend(&objects[o].tensors);
     }
     // Consecutive accesses of one object with no other object accessed in between.
-    let mut events: Vec<(usize, usize)> = merged
-        .iter()
-        .enumerate()
-        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
-        .collect();
-    events.sort_unstable();
+    let mut events = access_events(&merged);
     events.dedup();
     for obj in merged.iter_mut() {
         obj.accesses.clear();
@@ -182,13 +172,18 @@ fn merge(objects: &mut Vec<Object>, small: u64) {
 /// walking the accesses in order, an object accessed while another live object holds its
 /// segment evicts it (its bytes go out) and, if it was evicted before, comes back in.
 pub fn migrated_bytes(objects: &[Object], assignment: &[usize], segments: usize) -> u64 {
+    migrated_bytes_of(objects, &access_events(objects), assignment, segments)
+}
+
+/// Every access as `(op, object)`, in op order.
+fn access_events(objects: &[Object]) -> Vec<(usize, usize)> {
     let mut events: Vec<(usize, usize)> = objects
         .iter()
         .enumerate()
         .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
         .collect();
     events.sort_unstable();
-    migrated_bytes_of(objects, &events, assignment, segments)
+    events
 }
 
 fn migrated_bytes_of(
@@ -273,12 +268,7 @@ pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<Segmen
     let fits: Vec<usize> = (0..objects.len())
         .map(|o| segments.partition_point(|&s| s >= objects[o].bytes))
         .collect();
-    let mut events: Vec<(usize, usize)> = objects
-        .iter()
-        .enumerate()
-        .flat_map(|(o, obj)| obj.accesses.iter().map(move |&op| (op, o)))
-        .collect();
-    events.sort_unstable();
+    let events = access_events(objects);
     let cost = |a: &[usize]| migrated_bytes_of(objects, &events, a, segments.len());
 
     let random_plan = |rng: &mut Rng| -> Vec<usize> {
