@@ -46,24 +46,6 @@ pub(crate) fn fetch<B: BackendIr>(runner: &Runner<B>, id: burn_ir::TensorId, dat
     runner.register_tensor_data_id(id, data);
 }
 
-/// Fault injection for the engine's own tests: the next `n` offloads fail before reading.
-#[cfg(test)]
-pub(crate) mod faults {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static FAIL_NEXT: AtomicUsize = AtomicUsize::new(0);
-
-    pub fn fail_next(n: usize) {
-        FAIL_NEXT.store(n, Ordering::SeqCst);
-    }
-
-    pub fn take() -> bool {
-        FAIL_NEXT
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    }
-}
-
 /// Measures copy throughput to and from the device with temporary tensors of each size
 /// (the fastest of three runs each) along the paths offload and fetch take, outside the books:
 /// the caller makes sure they fit.
@@ -117,4 +99,22 @@ pub(crate) fn measure_links<B: BackendIr>(
         });
     }
     Ok(links)
+}
+
+/// Fault injection for the engine's own tests: the next `n` offloads fail before reading.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static FAIL_NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    pub fn fail_next(n: usize) {
+        FAIL_NEXT.store(n, Ordering::SeqCst);
+    }
+
+    pub fn take() -> bool {
+        FAIL_NEXT
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
 }
