@@ -49,3 +49,35 @@ fn simulated_peak_matches_the_counted_peak_of_real_runs() {
     let trace = burn_swap::trace(&device).expect("a conv net iteration");
     check("convnet", &trace);
 }
+
+#[test]
+fn checkpoint_selection_on_real_iterations() {
+    use burn_swap::plan::checkpoint;
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
+    let trace = burn_swap::trace(&device).unwrap();
+    let profile = burn_swap::profile(&device).unwrap();
+
+    let keep_all = simulate::simulate_trace(&trace);
+    let candidates = checkpoint::candidates(&trace, &profile, 8);
+    let plan = checkpoint::select(&trace, &candidates, 8);
+    println!(
+        "convnet: {} candidates ({} swappable); {} checkpoints, {} recomputed ({:.1} µs); \
+         simulated pool peak {} B -> {} B (live {} B -> {} B), threshold {:.0}",
+        candidates.len(),
+        candidates.iter().filter(|c| c.swappable).count(),
+        plan.checkpoints.len(),
+        plan.recomputed.len(),
+        plan.recompute_seconds * 1e6,
+        keep_all.peak_pool_bytes,
+        plan.simulation.peak_pool_bytes,
+        keep_all.peak_live_bytes,
+        plan.simulation.peak_live_bytes,
+        plan.threshold
+    );
+    assert!(plan.simulation.peak_pool_bytes <= keep_all.peak_pool_bytes);
+    assert!(!candidates.is_empty());
+}

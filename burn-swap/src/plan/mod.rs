@@ -3,11 +3,14 @@
 //! - [`reactive`]: the choice of victims when an op would exceed the budget.
 //! - [`simulate`]: seed 004's reference-count memory simulation, which predicts the peak of a
 //!   plan, fragmentation included.
+//! - [`checkpoint`]: seed 004's candidates (recompute or swap) and threshold-block checkpoint
+//!   selection, judged by the simulator.
 //! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
 //!   bytes as possible.
 //! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
 //!   planners read.
 
+pub mod checkpoint;
 pub mod profile;
 pub mod reactive;
 pub mod segments;
