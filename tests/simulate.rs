@@ -81,3 +81,38 @@ fn checkpoint_selection_on_real_iterations() {
     assert!(plan.simulation.peak_pool_bytes <= keep_all.peak_pool_bytes);
     assert!(!candidates.is_empty());
 }
+
+#[test]
+fn combined_plan_for_half_the_peak_of_a_real_iteration() {
+    use burn_swap::plan::{checkpoint, combine};
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
+    let trace = burn_swap::trace(&device).unwrap();
+    let profile = burn_swap::profile(&device).unwrap();
+
+    let keep_all = simulate::simulate_trace(&trace);
+    let budget = keep_all.peak_pool_bytes / 2;
+    let candidates = checkpoint::candidates(&trace, &profile, 8);
+    let start = std::time::Instant::now();
+    let plan = combine::combine(&trace, &profile, &candidates, budget);
+    let offloads = plan
+        .actions
+        .iter()
+        .filter(|(_, a)| matches!(a, combine::Action::Offload { .. }))
+        .count();
+    println!(
+        "convnet at half its simulated peak ({budget} B): {} offloads, {} recomputes; \
+         predicted pool peak {} B, exposed {:.1} µs, recompute {:.1} µs; planned in {:.2} ms",
+        offloads,
+        plan.actions.len() - offloads,
+        plan.simulation.peak_pool_bytes,
+        plan.exposed_seconds * 1e6,
+        plan.recompute_seconds * 1e6,
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    assert!(plan.feasible);
+    assert!(plan.simulation.peak_pool_bytes <= budget);
+}

@@ -5,12 +5,15 @@
 //!   plan, fragmentation included.
 //! - [`checkpoint`]: seed 004's candidates (recompute or swap) and threshold-block checkpoint
 //!   selection, judged by the simulator.
+//! - [`combine`]: per tensor keep, offload (with its prefetch point) or recompute, so that
+//!   the simulated peak fits the budget at the least exposed time.
 //! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
 //!   bytes as possible.
 //! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
 //!   planners read.
 
 pub mod checkpoint;
+pub mod combine;
 pub mod profile;
 pub mod reactive;
 pub mod segments;

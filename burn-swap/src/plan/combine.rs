@@ -1,0 +1,319 @@
+//! The combiner: per tensor, keep it, offload it to host memory during its gap, or drop it and
+//! recompute it, so that the simulated peak fits the budget at the least exposed time.
+//!
+//! Each candidate ([`super::checkpoint::candidates`]) gets its cheaper way to leave the device
+//! during its gap: an offload costs the part of its round trip that the gap's compute does not
+//! hide; a recomputation costs its producer's time (and is impossible for impure ops). The
+//! candidates are ranked by bytes freed for longer per second of cost, and the shortest prefix
+//! of that ranking whose simulated peak fits the budget is taken (found by bisection over the
+//! prefix length, so planning costs `O(log n)` simulations).
+//!
+//! An offload starts after the access that opens the gap; its prefetch starts at the latest op
+//! from which the compute left before the next use hides the fetch at the profiled bandwidth
+//! (or right after the offload, when nothing can hide it). The other destinations (peers) and
+//! compression come in as further actions here.
+
+use super::checkpoint::Candidate;
+use super::profile::{LinkFit, Profile};
+use super::simulate::{self, Lifetime, Simulation};
+use crate::trace::Trace;
+
+/// What the plan does with a tensor during its gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Offload after op `after`; start the fetch at op `prefetch_at`.
+    Offload {
+        /// The op after which the offload starts.
+        after: usize,
+        /// The op at which the prefetch starts.
+        prefetch_at: usize,
+    },
+    /// Drop after op `after`; recompute before op `before`.
+    Recompute {
+        /// The op after which it is dropped.
+        after: usize,
+        /// The op before which it is recomputed.
+        before: usize,
+    },
+}
+
+/// A plan: the tensors that leave the device, and what it is predicted to cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `(index into Trace::tensors, action)` for every tensor that leaves; the rest are kept.
+    pub actions: Vec<(usize, Action)>,
+    /// The simulated memory of the plan.
+    pub simulation: Simulation,
+    /// Whether the simulated pool peak fits the budget.
+    pub feasible: bool,
+    /// Transfer time not hidden behind compute, per iteration.
+    pub exposed_seconds: f64,
+    /// Recompute time, per iteration.
+    pub recompute_seconds: f64,
+}
+
+/// The cheaper way for one candidate to leave, and its cost in seconds.
+fn choose(
+    c: &Candidate,
+    profile: &Profile,
+    fits: Option<(LinkFit, LinkFit)>,
+) -> Option<(Action, f64)> {
+    let offload = fits.map(|(out, back)| {
+        let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
+        let exposed = (out_s + back_s - c.gap_seconds).max(0.0);
+        // The latest op from which the compute before the next use hides the fetch.
+        let mut prefetch_at = c.gap.1 - 1;
+        let mut hidden = 0.0;
+        while prefetch_at > c.gap.0 + 1 && hidden < back_s {
+            hidden += profile.op_nanos[prefetch_at] as f64 * 1e-9;
+            prefetch_at -= 1;
+        }
+        let action = Action::Offload {
+            after: c.gap.0,
+            prefetch_at: prefetch_at.max(c.gap.0 + 1).min(c.gap.1 - 1),
+        };
+        (action, exposed)
+    });
+    let recompute = c.recomputable.then_some((
+        Action::Recompute {
+            after: c.gap.0,
+            before: c.gap.1,
+        },
+        c.recompute_seconds,
+    ));
+    match (offload, recompute) {
+        (Some(o), Some(r)) => Some(if r.1 < o.1 { r } else { o }),
+        (o, r) => o.or(r),
+    }
+}
+
+/// The lifetimes of a plan: a tensor that leaves lives until its gap opens, then again from
+/// its prefetch (or the op before its recomputed use) to its end.
+pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
+    let mut lifetimes = simulate::lifetimes(trace);
+    for &(tensor, action) in actions {
+        let whole = lifetimes[tensor];
+        let (after, back) = match action {
+            Action::Offload { after, prefetch_at } => (after, prefetch_at),
+            Action::Recompute { after, before } => (after, before.saturating_sub(1)),
+        };
+        lifetimes[tensor].until = Some(after);
+        lifetimes.push(Lifetime {
+            bytes: whole.bytes,
+            from: Some(back),
+            until: whole.until,
+        });
+    }
+    lifetimes
+}
+
+/// Plans for `budget` bytes (judged on the simulated pool peak).
+pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
+    let ops = trace.ops.len();
+    let fits = profile.links.as_ref().and_then(|l| match l.fits() {
+        (Some(out), Some(back)) => Some((out, back)),
+        _ => None,
+    });
+    let mut ranked: Vec<(f64, usize, Action, f64)> = candidates
+        .iter()
+        .filter_map(|c| {
+            let (action, cost) = choose(c, profile, fits)?;
+            let benefit = c.bytes as f64 * (c.gap.1 - c.gap.0) as f64;
+            Some((benefit / (cost + 1e-9), c.tensor, action, cost))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+
+    let plan_of = |k: usize| -> Plan {
+        let actions: Vec<(usize, Action)> = ranked[..k].iter().map(|r| (r.1, r.2)).collect();
+        let simulation = simulate::simulate_best(&lifetimes(trace, &actions), ops);
+        let (mut exposed, mut recompute) = (0.0, 0.0);
+        for r in &ranked[..k] {
+            match r.2 {
+                Action::Offload { .. } => exposed += r.3,
+                Action::Recompute { .. } => recompute += r.3,
+            }
+        }
+        Plan {
+            feasible: simulation.peak_pool_bytes <= budget,
+            actions,
+            simulation,
+            exposed_seconds: exposed,
+            recompute_seconds: recompute,
+        }
+    };
+    let _span =
+        tracing::debug_span!("burn_swap::combine", ops, candidates = ranked.len()).entered();
+    let keep_all = plan_of(0);
+    if keep_all.feasible {
+        return keep_all;
+    }
+    let all = plan_of(ranked.len());
+    if !all.feasible {
+        return all;
+    }
+    // The shortest feasible prefix, by bisection (more drops never raise the peak here).
+    let (mut lo, mut hi) = (0, ranked.len());
+    let mut best = all;
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        let plan = plan_of(mid);
+        if plan.feasible {
+            hi = mid;
+            best = plan;
+        } else {
+            lo = mid;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::checkpoint::candidates;
+    use crate::plan::profile::{CopySample, Links};
+    use crate::trace::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace};
+
+    /// A chain of `layers` layers (see `checkpoint`'s tests) whose forward ops take
+    /// `forward_ns` each and the rest 1 µs; activations of 1000 bytes.
+    fn chain(layers: usize, forward_ns: u64) -> Trace {
+        let ops = 2 * layers + 1;
+        let tensors = (0..layers)
+            .map(|l| {
+                let backward = layers + 1 + (layers - 1 - l);
+                let next = if l + 1 < layers { l + 1 } else { layers };
+                TensorTrace {
+                    id: l as u64,
+                    slot: Slot::Output { op: l, index: 0 },
+                    shape: vec![250],
+                    dtype: "F32".into(),
+                    bytes: 1000,
+                    producer: Some(l),
+                    accesses: vec![
+                        Access {
+                            op: next,
+                            kind: AccessKind::Read,
+                        },
+                        Access {
+                            op: backward,
+                            kind: AccessKind::LastUse,
+                        },
+                    ],
+                    end: Some(End {
+                        op: backward,
+                        kind: EndKind::LastUse,
+                    }),
+                }
+            })
+            .collect();
+        Trace {
+            period: Some(ops),
+            iteration: 0,
+            first_op: 0,
+            periodic_from: 0,
+            peak_bytes: 0,
+            ops: (0..ops)
+                .map(|i| OpTrace {
+                    index: i,
+                    kind: "Float.Matmul".into(),
+                    signature: i as u64,
+                    inputs: vec![],
+                    outputs: vec![],
+                    nanos: if i < layers { forward_ns } else { 1000 },
+                    resident_bytes: 0,
+                })
+                .collect(),
+            tensors,
+        }
+    }
+
+    fn profile(trace: &Trace, bandwidth: f64) -> Profile {
+        let samples = [1u64 << 10, 1 << 20]
+            .iter()
+            .map(|&b| CopySample {
+                bytes: b,
+                seconds: b as f64 / bandwidth,
+            })
+            .collect::<Vec<_>>();
+        Profile::new(
+            trace,
+            Some(Links {
+                to_host: samples.clone(),
+                to_device: samples,
+            }),
+        )
+    }
+
+    #[test]
+    fn a_roomy_budget_keeps_everything() {
+        let trace = chain(8, 1000);
+        let p = profile(&trace, 1e9);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 1 << 20);
+        assert!(plan.feasible && plan.actions.is_empty());
+    }
+
+    #[test]
+    fn recompute_beats_a_slow_link_and_offload_beats_an_expensive_producer() {
+        // Cheap producers (1 µs) and a slow link (1 MB/s: 2 ms per round trip): recompute.
+        let trace = chain(12, 1000);
+        let p = profile(&trace, 1e6);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+        assert!(plan.feasible, "{plan:?}");
+        assert!(!plan.actions.is_empty());
+        assert!(
+            plan.actions
+                .iter()
+                .all(|(_, a)| matches!(a, Action::Recompute { .. }))
+        );
+        assert_eq!(plan.exposed_seconds, 0.0);
+
+        // Expensive producers (1 ms) and a fast link (1 GB/s: 2 µs, hidden by the gap): offload.
+        let trace = chain(12, 1_000_000);
+        let p = profile(&trace, 1e9);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+        assert!(plan.feasible, "{plan:?}");
+        assert!(
+            plan.actions
+                .iter()
+                .all(|(_, a)| matches!(a, Action::Offload { .. }))
+        );
+        assert_eq!(plan.recompute_seconds, 0.0);
+        assert_eq!(plan.exposed_seconds, 0.0, "the gaps hide the copies");
+        assert!(plan.simulation.peak_pool_bytes <= 8000);
+    }
+
+    #[test]
+    fn prefetch_starts_late_enough_to_land_just_in_time() {
+        // Backward ops take 1 µs; a fetch of 1000 bytes at 250 MB/s takes 4 µs, so the
+        // prefetch starts about four ops before the use.
+        let trace = chain(12, 1_000_000);
+        let p = profile(&trace, 2.5e8);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+        for &(tensor, action) in &plan.actions {
+            let Action::Offload { after, prefetch_at } = action else {
+                panic!("expected offloads");
+            };
+            let (_, next_use) = (after, trace.tensors[tensor].accesses[1].op);
+            let hidden =
+                p.gap_seconds(prefetch_at, next_use) + p.op_nanos[prefetch_at] as f64 * 1e-9;
+            assert!(
+                hidden >= 4e-6 - 1e-12,
+                "tensor {tensor}: {hidden} s before its use"
+            );
+            assert!(
+                next_use - prefetch_at <= 6,
+                "not needlessly early: {prefetch_at} for {next_use}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_impossible_budget_is_reported_infeasible() {
+        let trace = chain(6, 1000);
+        let p = profile(&trace, 1e9);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 1000);
+        assert!(!plan.feasible);
+        assert!(plan.simulation.peak_pool_bytes > 1000);
+    }
+}
