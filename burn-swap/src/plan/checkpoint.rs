@@ -4,8 +4,9 @@
 //! - **Candidates** (claim 5). A tensor made in the iteration and needed again after a *gap*
 //!   (the longest stretch between two of its accesses; in training, the gap between forward
 //!   and backward) may be dropped during the gap. For recomputation it is judged by its
-//!   lifetime (the gap), its compute cost (its producer's time) and its size; ops that are not
-//!   pure (random, data reads and arrivals) are never candidates. For swapping, the compute
+//!   lifetime (the gap), its compute cost (its producer's time) and its size; only pure ops
+//!   that travel as Burn's IR may be re-run (not random ops, data reads, arrivals, or native
+//!   ops, which have no IR to replay). For swapping, the compute
 //!   time of the gap must hide a round trip to host memory at the profiled bandwidth.
 //! - **Selection** (claims 6, 7). With a threshold starting at 0, tensors are walked in the
 //!   order they are made; the iteration's first tensor is the first checkpoint and opens the
@@ -27,16 +28,16 @@ use super::profile::Profile;
 use super::simulate::{self, Lifetime, Simulation};
 use crate::trace::Trace;
 
-/// Op kinds that must never be recomputed: their result would differ, or they have effects.
-fn impure(kind: &str) -> bool {
-    let kind = kind.to_ascii_lowercase();
-    kind.contains("random")
-        || kind.contains("dropout")
-        || kind.contains("bernoulli")
-        || matches!(
-            kind.as_str(),
-            "init" | "read" | "arrive" | "depart" | "drop"
-        )
+/// Whether an op may be re-run to recompute its output: only ops that travel as Burn's IR
+/// (named `Family.Op`), which the executor can replay, and only pure ones. Native ops (named
+/// after their method, such as `relu`) have no IR to replay, and random ops, data reads and
+/// arrivals would not give the same values.
+fn replayable(kind: &str) -> bool {
+    let lower = kind.to_ascii_lowercase();
+    kind.contains('.')
+        && !lower.contains("random")
+        && !lower.contains("dropout")
+        && !lower.contains("bernoulli")
 }
 
 /// One candidate for dropping during its gap.
@@ -92,7 +93,7 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
                 gap: (from, to),
                 recompute_seconds: profile.op_nanos[producer] as f64 * 1e-9,
                 gap_seconds,
-                recomputable: !impure(&trace.ops[producer].kind),
+                recomputable: replayable(&trace.ops[producer].kind),
                 swappable: link.is_some_and(|l| l.round_trip(t.bytes) <= gap_seconds),
             })
         })
@@ -285,6 +286,17 @@ mod tests {
                 to_device: samples(bw),
             }),
         )
+    }
+
+    #[test]
+    fn only_pure_ir_ops_are_replayable() {
+        assert!(replayable("Float.Matmul"));
+        assert!(replayable("NumericFloat.Add"));
+        assert!(!replayable("Float.Random"));
+        assert!(!replayable("relu"));
+        assert!(!replayable("Init"));
+        assert!(!replayable("Read"));
+        assert!(!replayable("Arrive"));
     }
 
     #[test]
