@@ -124,9 +124,17 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
 
-    let plan_of = |k: usize| -> Plan {
+    // Probes simulate with one ratio (the keep-everything plan's best); the chosen plan is
+    // then simulated with every ratio. `O(log n)` probes.
+    let keep_all = simulate::simulate_best(&simulate::lifetimes(trace), ops);
+    let probe_ratio = keep_all.ratio;
+    let plan_of = |k: usize, ratio: Option<u32>| -> Plan {
         let actions: Vec<(usize, Action)> = ranked[..k].iter().map(|r| (r.1, r.2)).collect();
-        let simulation = simulate::simulate_best(&lifetimes(trace, &actions), ops);
+        let lifetimes = lifetimes(trace, &actions);
+        let simulation = match ratio {
+            Some(r) => simulate::simulate(&lifetimes, ops, r),
+            None => simulate::simulate_best(&lifetimes, ops),
+        };
         let (mut exposed, mut recompute) = (0.0, 0.0);
         for r in &ranked[..k] {
             match r.2 {
@@ -144,28 +152,24 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
     };
     let _span =
         tracing::debug_span!("burn_swap::combine", ops, candidates = ranked.len()).entered();
-    let keep_all = plan_of(0);
-    if keep_all.feasible {
-        return keep_all;
+    if keep_all.peak_pool_bytes <= budget {
+        return plan_of(0, None);
     }
-    let all = plan_of(ranked.len());
-    if !all.feasible {
-        return all;
+    if !plan_of(ranked.len(), Some(probe_ratio)).feasible {
+        return plan_of(ranked.len(), None);
     }
     // The shortest feasible prefix, by bisection (more drops never raise the peak here).
     let (mut lo, mut hi) = (0, ranked.len());
-    let mut best = all;
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        let plan = plan_of(mid);
-        if plan.feasible {
+        if plan_of(mid, Some(probe_ratio)).feasible {
             hi = mid;
-            best = plan;
         } else {
             lo = mid;
         }
     }
-    best
+    // The best ratio's pool peak is never above the probe ratio's: still feasible.
+    plan_of(hi, None)
 }
 
 #[cfg(test)]

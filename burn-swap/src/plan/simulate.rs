@@ -11,6 +11,8 @@
 //! plan that keeps everything resident; other plans (offload, recompute) hand in lifetimes
 //! split where their tensors leave the device.
 
+use std::collections::BTreeSet;
+
 use crate::trace::{AccessKind, EndKind, Trace};
 
 /// The free-block size ratios that claim 2 searches.
@@ -74,8 +76,8 @@ pub fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
 /// The simulated allocator: blocks are kept once made; freed blocks are reused.
 struct Pool {
     ratio: u64,
-    /// Free blocks as (size, id), sorted by size.
-    free: Vec<(u64, usize)>,
+    /// Free blocks as (size, id), ordered by size.
+    free: BTreeSet<(u64, usize)>,
     sizes: Vec<u64>,
     reserved: u64,
 }
@@ -84,13 +86,18 @@ impl Pool {
     /// Claim 1 (c): the smallest free block whose size is within `ratio` times the tensor's,
     /// else a new block.
     fn allocate(&mut self, bytes: u64) -> usize {
-        let at = self.free.partition_point(|&(size, _)| size < bytes);
-        match self.free.get(at) {
-            Some(&(size, id)) if size <= bytes.saturating_mul(self.ratio) => {
-                self.free.remove(at);
-                id
+        let fit = self
+            .free
+            .range((bytes, 0)..)
+            .next()
+            .copied()
+            .filter(|&(size, _)| size <= bytes.saturating_mul(self.ratio));
+        match fit {
+            Some(block) => {
+                self.free.remove(&block);
+                block.1
             }
-            _ => {
+            None => {
                 self.sizes.push(bytes);
                 self.reserved += bytes;
                 self.sizes.len() - 1
@@ -100,9 +107,7 @@ impl Pool {
 
     /// Claim 1 (d): a freed tensor's block joins the free list.
     fn release(&mut self, block: usize) {
-        let size = self.sizes[block];
-        let at = self.free.partition_point(|&(s, _)| s < size);
-        self.free.insert(at, (size, block));
+        self.free.insert((self.sizes[block], block));
     }
 }
 
@@ -112,13 +117,14 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
     let ratio = ratio.max(1);
     let mut pool = Pool {
         ratio: ratio as u64,
-        free: Vec::new(),
+        free: BTreeSet::new(),
         sizes: Vec::new(),
         reserved: 0,
     };
-    // Per op, the lifetimes that start and end there.
-    let mut starts: Vec<Vec<usize>> = vec![Vec::new(); ops];
-    let mut ends: Vec<Vec<usize>> = vec![Vec::new(); ops];
+    // The lifetimes that start, and those that end, at each op, in op order (then index
+    // order, the order in which an op makes its outputs).
+    let mut starts: Vec<(usize, usize)> = Vec::with_capacity(lifetimes.len());
+    let mut ends: Vec<(usize, usize)> = Vec::with_capacity(lifetimes.len());
     let mut block_of: Vec<Option<usize>> = vec![None; lifetimes.len()];
     let mut live = 0u64;
     for (i, l) in lifetimes.iter().enumerate() {
@@ -127,15 +133,17 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
                 block_of[i] = Some(pool.allocate(l.bytes));
                 live += l.bytes;
             }
-            Some(op) if op < ops => starts[op].push(i),
+            Some(op) if op < ops => starts.push((op, i)),
             Some(_) => {}
         }
         if let Some(op) = l.until
             && op < ops
         {
-            ends[op].push(i);
+            ends.push((op, i));
         }
     }
+    starts.sort_unstable();
+    ends.sort_unstable();
     let mut sim = Simulation {
         ratio,
         peak_pool_bytes: pool.reserved,
@@ -143,10 +151,13 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
         blocks: 0,
         peak_op: None,
     };
+    let (mut s, mut e) = (0, 0);
     for op in 0..ops {
-        for &i in &starts[op] {
+        while s < starts.len() && starts[s].0 == op {
+            let i = starts[s].1;
             block_of[i] = Some(pool.allocate(lifetimes[i].bytes));
             live += lifetimes[i].bytes;
+            s += 1;
         }
         if live > sim.peak_live_bytes {
             sim.peak_live_bytes = live;
@@ -154,11 +165,13 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
         }
         sim.peak_pool_bytes = sim.peak_pool_bytes.max(pool.reserved);
         // The op is done: tensors whose last reference it held are freed.
-        for &i in &ends[op] {
+        while e < ends.len() && ends[e].0 == op {
+            let i = ends[e].1;
             live -= lifetimes[i].bytes;
             if let Some(block) = block_of[i].take() {
                 pool.release(block);
             }
+            e += 1;
         }
     }
     sim.blocks = pool.sizes.len();

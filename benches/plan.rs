@@ -1,0 +1,57 @@
+//! Planning time on a synthetic, training-shaped iteration of 20,000 ops (target: ≤ 100 ms
+//! for a whole plan): the memory simulation, checkpoint selection, the genetic segment plan
+//! and the combiner, each at half of the keep-everything peak.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use burn_swap::plan::profile::{CopySample, Links, Profile};
+use burn_swap::plan::{checkpoint, combine, segments, simulate};
+use burn_swap_suite::synthetic::training_iteration;
+use criterion::{Criterion, criterion_group, criterion_main};
+
+fn plan(c: &mut Criterion) {
+    let trace = training_iteration(20_000, 20_000);
+    let samples: Vec<CopySample> = [1u64 << 16, 1 << 20]
+        .iter()
+        .map(|&bytes| CopySample {
+            bytes,
+            seconds: 10e-6 + bytes as f64 / 20e9,
+        })
+        .collect();
+    let profile = Profile::new(
+        &trace,
+        Some(Links {
+            to_host: samples.clone(),
+            to_device: samples,
+        }),
+    );
+    let keep_all = simulate::simulate_trace(&trace);
+    let budget = keep_all.peak_pool_bytes / 2;
+    let candidates = checkpoint::candidates(&trace, &profile, 8);
+
+    let mut group = c.benchmark_group("plan_20k_ops");
+    group.sample_size(10);
+    group.bench_function("simulate_best", |b| {
+        b.iter(|| black_box(simulate::simulate_trace(&trace)))
+    });
+    group.bench_function("checkpoint_select_8_rounds", |b| {
+        b.iter(|| black_box(checkpoint::select(&trace, &candidates, 8)))
+    });
+    group.bench_function("combine_half_peak", |b| {
+        b.iter(|| black_box(combine::combine(&trace, &profile, &candidates, budget)))
+    });
+    let config = segments::GaConfig {
+        time_limit: Duration::from_secs(10),
+        rounds: 50,
+        ..segments::GaConfig::default()
+    };
+    let objects = segments::objects(&trace, config.small_object_bytes);
+    group.bench_function("segments_ga_50_rounds", |b| {
+        b.iter(|| black_box(segments::plan(&objects, budget, &config)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, plan);
+criterion_main!(benches);
