@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use burn_swap::plan::profile::{CopySample, Links, Profile};
 use burn_swap::plan::{checkpoint, combine, segments, simulate};
-use burn_swap_suite::synthetic::training_iteration;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn plan(c: &mut Criterion) {
-    let trace = training_iteration(20_000, 20_000);
+    // 10,000 layers (20,001 ops), activations in four sizes, 20 µs per op.
+    let trace =
+        burn_swap::trace::synthetic::chain(10_000, |l| 4096 * (1 + l as u64 % 4), |_| 20_000);
     let samples: Vec<CopySample> = [1u64 << 16, 1 << 20]
         .iter()
         .map(|&bytes| CopySample {

@@ -7,7 +7,6 @@ pub mod baseline;
 pub mod cli;
 pub mod data;
 pub mod models;
-pub mod synthetic;
 pub mod train;
 pub mod trainers;
 

@@ -202,70 +202,13 @@ pub fn select(trace: &Trace, candidates: &[Candidate], rounds: usize) -> Checkpo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace};
 
-    /// A chain network of `layers` layers: forward op `l` makes activation `l` (read by the
-    /// next forward op), the loss op reads the last; backward op for layer `l` reads
-    /// activation `l` for the last time. Every op takes 1 µs; activations are 1000 bytes.
+    /// The chain of `trace::synthetic`, 1000-byte activations, 1 µs per op, its first op a
+    /// random one.
     fn chain(layers: usize) -> Trace {
-        let forward = layers;
-        let ops = 2 * layers + 1;
-        let mut tensors = Vec::new();
-        for l in 0..layers {
-            let backward = forward + 1 + (layers - 1 - l);
-            let mut accesses = Vec::new();
-            if l + 1 < layers {
-                accesses.push(Access {
-                    op: l + 1,
-                    kind: AccessKind::Read,
-                });
-            } else {
-                accesses.push(Access {
-                    op: forward,
-                    kind: AccessKind::Read,
-                });
-            }
-            accesses.push(Access {
-                op: backward,
-                kind: AccessKind::LastUse,
-            });
-            tensors.push(TensorTrace {
-                id: l as u64,
-                slot: Slot::Output { op: l, index: 0 },
-                shape: vec![250],
-                dtype: "F32".into(),
-                bytes: 1000,
-                producer: Some(l),
-                accesses,
-                end: Some(End {
-                    op: backward,
-                    kind: EndKind::LastUse,
-                }),
-            });
-        }
-        Trace {
-            period: Some(ops),
-            iteration: 0,
-            first_op: 0,
-            periodic_from: 0,
-            peak_bytes: 0,
-            ops: (0..ops)
-                .map(|i| OpTrace {
-                    index: i,
-                    kind: if i == 0 {
-                        "Float.Random".into()
-                    } else {
-                        "Float.Matmul".into()
-                    },
-                    signature: i as u64,
-                    inputs: vec![],
-                    outputs: vec![],
-                    nanos: 1000,
-                    resident_bytes: 0,
-                })
-                .collect(),
-            tensors,
-        }
+        let mut trace = crate::trace::synthetic::chain(layers, |_| 1000, |_| 1000);
+        trace.ops[0].kind = "Float.Random".into();
+        trace
     }
 
     fn profile(trace: &Trace, bandwidth: Option<f64>) -> Profile {

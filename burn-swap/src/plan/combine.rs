@@ -177,59 +177,15 @@ mod tests {
     use super::*;
     use crate::plan::checkpoint::candidates;
     use crate::plan::profile::{CopySample, Links};
-    use crate::trace::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace};
 
-    /// A chain of `layers` layers (see `checkpoint`'s tests) whose forward ops take
-    /// `forward_ns` each and the rest 1 µs; activations of 1000 bytes.
+    /// The chain of `trace::synthetic` with 1000-byte activations, whose forward ops take
+    /// `forward_ns` each and the rest 1 µs.
     fn chain(layers: usize, forward_ns: u64) -> Trace {
-        let ops = 2 * layers + 1;
-        let tensors = (0..layers)
-            .map(|l| {
-                let backward = layers + 1 + (layers - 1 - l);
-                let next = if l + 1 < layers { l + 1 } else { layers };
-                TensorTrace {
-                    id: l as u64,
-                    slot: Slot::Output { op: l, index: 0 },
-                    shape: vec![250],
-                    dtype: "F32".into(),
-                    bytes: 1000,
-                    producer: Some(l),
-                    accesses: vec![
-                        Access {
-                            op: next,
-                            kind: AccessKind::Read,
-                        },
-                        Access {
-                            op: backward,
-                            kind: AccessKind::LastUse,
-                        },
-                    ],
-                    end: Some(End {
-                        op: backward,
-                        kind: EndKind::LastUse,
-                    }),
-                }
-            })
-            .collect();
-        Trace {
-            period: Some(ops),
-            iteration: 0,
-            first_op: 0,
-            periodic_from: 0,
-            peak_bytes: 0,
-            ops: (0..ops)
-                .map(|i| OpTrace {
-                    index: i,
-                    kind: "Float.Matmul".into(),
-                    signature: i as u64,
-                    inputs: vec![],
-                    outputs: vec![],
-                    nanos: if i < layers { forward_ns } else { 1000 },
-                    resident_bytes: 0,
-                })
-                .collect(),
-            tensors,
-        }
+        crate::trace::synthetic::chain(
+            layers,
+            |_| 1000,
+            |i| if i < layers { forward_ns } else { 1000 },
+        )
     }
 
     fn profile(trace: &Trace, bandwidth: f64) -> Profile {

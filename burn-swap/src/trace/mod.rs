@@ -8,6 +8,7 @@ mod model;
 pub mod period;
 pub(crate) mod recorder;
 pub(crate) mod signature;
+pub mod synthetic;
 
 pub use model::{
     Access, AccessKind, End, EndKind, IterationPeak, OpTrace, Slot, TensorTrace, Trace,

@@ -1,26 +1,26 @@
-//! Synthetic traces for the planners' benches: the shape of a training iteration (a forward
-//! chain whose activations are read again, in reverse, by the backward chain), at any size,
-//! with no model run.
+//! Synthetic traces with the shape of a training iteration, for the planners' tests and
+//! benches: no model has to run.
 
-use burn_swap::trace::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace, Trace};
+use super::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace, Trace};
 
-/// A training-shaped iteration of about `ops` ops: `ops / 2` layers, each making one
-/// activation (sizes cycling through a few shapes) that the next layer reads and its backward
-/// op reads last; every op takes `nanos`.
-pub fn training_iteration(ops: usize, nanos: u64) -> Trace {
-    let layers = (ops.saturating_sub(1) / 2).max(1);
-    let total = 2 * layers + 1;
+/// A chain network of `layers` layers: forward op `l` makes activation `l` (of
+/// `bytes(l)` bytes), which forward op `l + 1` reads (the last one is read by the loss op,
+/// `layers`), and whose backward op, `layers + 1 + (layers - 1 - l)`, reads it for the last
+/// time. Op `i` takes `nanos(i)`; every op is a `Float.Matmul`.
+pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) -> u64) -> Trace {
+    let layers = layers.max(1);
+    let ops = 2 * layers + 1;
     let tensors = (0..layers)
         .map(|l| {
             let backward = layers + 1 + (layers - 1 - l);
             let next = if l + 1 < layers { l + 1 } else { layers };
-            let elements = 1024 * (1 + l % 4);
+            let bytes = bytes(l);
             TensorTrace {
                 id: l as u64,
                 slot: Slot::Output { op: l, index: 0 },
-                shape: vec![elements],
+                shape: vec![(bytes / 4) as usize],
                 dtype: "F32".into(),
-                bytes: 4 * elements as u64,
+                bytes,
                 producer: Some(l),
                 accesses: vec![
                     Access {
@@ -40,19 +40,19 @@ pub fn training_iteration(ops: usize, nanos: u64) -> Trace {
         })
         .collect();
     Trace {
-        period: Some(total),
+        period: Some(ops),
         iteration: 0,
         first_op: 0,
         periodic_from: 0,
         peak_bytes: 0,
-        ops: (0..total)
+        ops: (0..ops)
             .map(|i| OpTrace {
                 index: i,
                 kind: "Float.Matmul".into(),
                 signature: i as u64,
                 inputs: vec![],
                 outputs: vec![],
-                nanos,
+                nanos: nanos(i),
                 resident_bytes: 0,
             })
             .collect(),
