@@ -125,3 +125,16 @@ pub fn train_convnet<B: AutodiffBackend>(
         params: parameters(&model),
     }
 }
+
+/// Runs `train` on a swap device with a fresh trace and returns the trace of its last complete
+/// iteration. The caller holds [`crate::swap_device_lock`].
+pub fn last_iteration<D: burn::tensor::backend::DeviceOps>(
+    device: &D,
+    train: impl FnOnce(),
+) -> burn_swap::Trace {
+    burn_swap::configure(device, burn_swap::SwapConfig::default())
+        .expect("the default configuration is valid");
+    burn_swap::restart_trace(device);
+    train();
+    burn_swap::trace(device).expect("a complete iteration was traced")
+}

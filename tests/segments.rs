@@ -5,19 +5,18 @@ use std::time::Instant;
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
+use burn_swap::Swap;
 use burn_swap::plan::segments::{self, GaConfig};
-use burn_swap::{Swap, SwapConfig};
 use burn_swap_suite::models::ConvNetConfig;
-use burn_swap_suite::train::train_convnet;
+use burn_swap_suite::train::{last_iteration, train_convnet};
 
 #[test]
 fn segment_plan_of_a_conv_net_iteration() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    train_convnet::<Autodiff<Swap<Flex>>>(&ConvNetConfig::small(), &device, 6);
-    let trace = burn_swap::trace(&device).unwrap();
+    let trace = last_iteration(&device, || {
+        train_convnet::<Autodiff<Swap<Flex>>>(&ConvNetConfig::small(), &device, 6);
+    });
 
     let config = GaConfig::default();
     let objects = segments::objects(&trace, config.small_object_bytes);

@@ -5,9 +5,9 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::plan::simulate;
-use burn_swap::{Swap, SwapConfig, Trace};
+use burn_swap::{Swap, Trace};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
-use burn_swap_suite::train::{train_convnet, train_mlp};
+use burn_swap_suite::train::{last_iteration, train_convnet, train_mlp};
 
 type B = Autodiff<Swap<Flex>>;
 
@@ -33,21 +33,22 @@ fn check(name: &str, trace: &Trace) {
     assert!(sim.peak_pool_bytes >= sim.peak_live_bytes);
 }
 
+/// The trace of the last complete iteration of the tests' conv net.
+fn convnet_iteration(device: &FlexDevice) -> Trace {
+    last_iteration(device, || {
+        train_convnet::<B>(&ConvNetConfig::small(), device, 6);
+    })
+}
+
 #[test]
 fn simulated_peak_matches_the_counted_peak_of_real_runs() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-
-    burn_swap::restart_trace(&device);
-    train_mlp::<B>(&MlpConfig::small(), &device, 6);
-    let trace = burn_swap::trace(&device).expect("an MLP iteration");
+    let trace = last_iteration(&device, || {
+        train_mlp::<B>(&MlpConfig::small(), &device, 6);
+    });
     check("mlp", &trace);
-
-    burn_swap::restart_trace(&device);
-    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
-    let trace = burn_swap::trace(&device).expect("a conv net iteration");
-    check("convnet", &trace);
+    check("convnet", &convnet_iteration(&device));
 }
 
 #[test]
@@ -55,10 +56,7 @@ fn checkpoint_selection_on_real_iterations() {
     use burn_swap::plan::checkpoint;
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
-    let trace = burn_swap::trace(&device).unwrap();
+    let trace = convnet_iteration(&device);
     let profile = burn_swap::profile(&device).unwrap();
 
     let keep_all = simulate::simulate_trace(&trace);
@@ -87,10 +85,7 @@ fn combined_plan_for_half_the_peak_of_a_real_iteration() {
     use burn_swap::plan::{checkpoint, combine};
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    train_convnet::<B>(&ConvNetConfig::small(), &device, 6);
-    let trace = burn_swap::trace(&device).unwrap();
+    let trace = convnet_iteration(&device);
     let profile = burn_swap::profile(&device).unwrap();
 
     let keep_all = simulate::simulate_trace(&trace);

@@ -114,27 +114,7 @@ impl<B: BackendIr> Engine<B> {
         }
 
         // What the op reads and makes, in one pass each.
-        self.inputs.clear();
-        let (mut input_bytes, mut fetch_bytes) = (0, 0);
-        for t in op.inputs() {
-            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
-            self.inputs.push((t.id, t.status));
-            let bytes = match self.residency.get(&t.id) {
-                Some(entry) => {
-                    if !seen {
-                        input_bytes += entry.bytes;
-                        if let State::Offloaded(_) = entry.state {
-                            fetch_bytes += entry.bytes;
-                        }
-                    }
-                    entry.bytes
-                }
-                None => bytes_of(&t.shape, t.dtype),
-            };
-            if tracing {
-                self.recorder.input(t, bytes);
-            }
-        }
+        let (input_bytes, fetch_bytes) = self.gather_inputs(op.inputs(), tracing);
         if tracing {
             self.recorder.outputs_follow();
         }
@@ -216,22 +196,32 @@ impl<B: BackendIr> Engine<B> {
         Ok(())
     }
 
-    /// Lists the op's inputs (in `self.inputs`) and returns the bytes of the distinct ones and
-    /// of those to fetch.
-    fn gather_inputs<'a>(&mut self, inputs: impl Iterator<Item = &'a TensorIr>) -> (u64, u64) {
+    /// Lists the op's inputs (in `self.inputs`), recording each when `record`, and returns
+    /// the bytes of the distinct ones and of those to fetch.
+    fn gather_inputs<'a>(
+        &mut self,
+        inputs: impl Iterator<Item = &'a TensorIr>,
+        record: bool,
+    ) -> (u64, u64) {
         self.inputs.clear();
         let (mut input_bytes, mut fetch_bytes) = (0, 0);
         for t in inputs {
             let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
             self.inputs.push((t.id, t.status));
-            if seen {
-                continue;
-            }
-            if let Some(entry) = self.residency.get(&t.id) {
-                input_bytes += entry.bytes;
-                if let State::Offloaded(_) = entry.state {
-                    fetch_bytes += entry.bytes;
+            let bytes = match self.residency.get(&t.id) {
+                Some(entry) => {
+                    if !seen {
+                        input_bytes += entry.bytes;
+                        if let State::Offloaded(_) = entry.state {
+                            fetch_bytes += entry.bytes;
+                        }
+                    }
+                    entry.bytes
                 }
+                None => bytes_of(&t.shape, t.dtype),
+            };
+            if record {
+                self.recorder.input(t, bytes);
             }
         }
         (input_bytes, fetch_bytes)
@@ -280,7 +270,7 @@ impl<B: BackendIr> Engine<B> {
         name: &'static str,
         inputs: &[TensorIr],
     ) -> Result<(), SwapError> {
-        let (input_bytes, fetch_bytes) = self.gather_inputs(inputs.iter());
+        let (input_bytes, fetch_bytes) = self.gather_inputs(inputs.iter(), false);
         let output_bytes = inputs
             .iter()
             .map(|t| bytes_of(&t.shape, t.dtype))
