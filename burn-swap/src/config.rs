@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `BURN_SWAP` | `on`, `off`, `1`, `0`, `true`, `false` | `on` |
 //! | `BURN_SWAP_BUDGET` | bytes (`536870912`, `512MiB`, `12GiB`, `1.5GB`, `64K`) or a fraction of device memory (`0.4`, `40%`) | unlimited |
-//! | `BURN_SWAP_POLICY` | `reactive` | `reactive` |
+//! | `BURN_SWAP_POLICY` | `reactive`, `planned`, `offload-only`, `recompute-only` | `reactive` |
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //!
@@ -65,6 +65,55 @@ pub enum Policy {
     /// [`EvictionScore`]; fetch them back when they are next used.
     #[default]
     Reactive,
+    /// Profile one iteration, plan the whole iteration once (offload with prefetch, or drop
+    /// and recompute, per tensor; `plan::combine`), and follow the plan in every iteration,
+    /// with transfers on the transfer workers. Until the plan exists, and whenever the running
+    /// iteration departs from it, the reactive policy keeps the budget. Needs the trace.
+    Planned,
+    /// [`Policy::Planned`] with offloads only (no recomputation).
+    OffloadOnly,
+    /// [`Policy::Planned`] with recomputation only (no planned offloads; the reactive
+    /// fallback still offloads when recomputation alone cannot keep the budget).
+    RecomputeOnly,
+}
+
+impl Policy {
+    /// The name used on command lines and in `BURN_SWAP_POLICY`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Reactive => "reactive",
+            Policy::Planned => "planned",
+            Policy::OffloadOnly => "offload-only",
+            Policy::RecomputeOnly => "recompute-only",
+        }
+    }
+
+    /// Every policy.
+    pub const ALL: [Policy; 4] = [
+        Policy::Reactive,
+        Policy::Planned,
+        Policy::OffloadOnly,
+        Policy::RecomputeOnly,
+    ];
+
+    /// Whether the policy follows a plan.
+    pub fn planned(self) -> bool {
+        self != Policy::Reactive
+    }
+}
+
+impl core::str::FromStr for Policy {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let value = value.trim().to_ascii_lowercase().replace('_', "-");
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == value)
+            .ok_or_else(|| {
+                "expected one of `reactive`, `planned`, `offload-only`, `recompute-only`".into()
+            })
+    }
 }
 
 /// The score by which the reactive policy chooses which resident tensor to offload.
@@ -186,10 +235,9 @@ impl SwapConfig {
             })?;
         }
         if let Some(value) = lookup("BURN_SWAP_POLICY") {
-            self.policy = match value.trim().to_ascii_lowercase().as_str() {
-                "reactive" => Policy::Reactive,
-                _ => return Err(invalid("BURN_SWAP_POLICY", &value, "expected `reactive`")),
-            };
+            self.policy = value
+                .parse()
+                .map_err(|reason: String| invalid("BURN_SWAP_POLICY", &value, &reason))?;
         }
         if let Some(value) = lookup("BURN_SWAP_EVICTION") {
             self.eviction = match value.trim().to_ascii_lowercase().as_str() {
@@ -385,6 +433,7 @@ mod tests {
                 "BURN_SWAP" => Some("off".into()),
                 "BURN_SWAP_BUDGET" => Some("256MiB".into()),
                 "BURN_SWAP_EVICTION" => Some("LRU".into()),
+                "BURN_SWAP_POLICY" => Some("Offload_Only".into()),
                 "BURN_SWAP_TRACE" => Some("0".into()),
                 _ => None,
             })
@@ -392,7 +441,11 @@ mod tests {
         assert!(!config.enabled);
         assert_eq!(config.budget, Budget::Bytes(256 << 20));
         assert_eq!(config.eviction, EvictionScore::Lru);
+        assert_eq!(config.policy, Policy::OffloadOnly);
         assert!(!config.trace);
+        for policy in Policy::ALL {
+            assert_eq!(policy.name().parse(), Ok(policy));
+        }
     }
 
     #[test]

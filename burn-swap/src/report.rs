@@ -21,6 +21,14 @@ pub(crate) struct Counters {
     pub failed_offloads: u64,
     pub ops: u64,
     pub largest_op: u64,
+    pub evictions: u64,
+    pub recomputes: u64,
+    pub recompute_nanos: u64,
+    pub exposed_wait_nanos: u64,
+    pub plans: u64,
+    pub planning_nanos: u64,
+    pub predicted_peak: Option<u64>,
+    pub predicted_exposed_nanos: Option<u64>,
 }
 
 impl Counters {
@@ -38,6 +46,8 @@ impl Counters {
             peak: self.resident,
             host: self.host,
             peak_host: self.host,
+            predicted_peak: self.predicted_peak,
+            predicted_exposed_nanos: self.predicted_exposed_nanos,
             ..Self::default()
         };
     }
@@ -86,6 +96,27 @@ pub struct Report {
     /// The largest working set of one op (its inputs and outputs): the smallest budget under
     /// which this workload can run.
     pub largest_op_bytes: u64,
+    /// Tensors dropped by the plan to be recomputed.
+    pub evictions: u64,
+    /// Tensors recomputed (by replaying their producing op) before a use.
+    pub recomputes: u64,
+    /// Seconds spent recomputing (on the op's path).
+    pub recompute_seconds: f64,
+    /// Nanoseconds the ops waited on transfers: offloads and fetches made on the op's path,
+    /// and waits for transfers in flight (the time transfers were not hidden).
+    pub exposed_wait_ns: u64,
+    /// Plans made (one per profiled schedule, under a planned policy).
+    pub plans: u64,
+    /// Seconds spent planning, in total.
+    pub planning_seconds: f64,
+    /// The simulated peak of the plan in force, in bytes (fragmentation included).
+    pub predicted_peak_bytes: Option<u64>,
+    /// The transfer time per iteration the plan in force expects not to hide, in seconds.
+    pub predicted_exposed_seconds: Option<f64>,
+    /// Offloads and recomputations per iteration in the plan in force.
+    pub planned_offloads: usize,
+    /// Recomputations per iteration in the plan in force.
+    pub planned_recomputes: usize,
     /// The training loop's period in ops, once detected.
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
@@ -150,6 +181,32 @@ impl fmt::Display for Report {
             ),
         )?;
         row(f, "failed offloads", self.failed_offloads.to_string())?;
+        row(
+            f,
+            "recomputes",
+            format!(
+                "{} ({:.3} s), {} evicted",
+                self.recomputes, self.recompute_seconds, self.evictions
+            ),
+        )?;
+        row(
+            f,
+            "exposed wait",
+            format!("{:.3} s", self.exposed_wait_ns as f64 * 1e-9),
+        )?;
+        if let Some(predicted) = self.predicted_peak_bytes {
+            row(
+                f,
+                "plan",
+                format!(
+                    "{} off + {} rec, {:.1} ms",
+                    self.planned_offloads,
+                    self.planned_recomputes,
+                    self.planning_seconds * 1e3
+                ),
+            )?;
+            row(f, "predicted peak", format_bytes(predicted))?;
+        }
         row(f, "ops", self.ops.to_string())?;
         row(f, "largest op", format_bytes(self.largest_op_bytes))?;
         row(

@@ -200,7 +200,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
         Report {
             backend: B::name(&self.shared.device),
             enabled: engine.config.enabled,
-            policy: format!("{:?}", engine.config.policy).to_lowercase(),
+            policy: engine.config.policy.name().to_string(),
             eviction: format!("{:?}", engine.config.eviction).to_lowercase(),
             budget_bytes: if engine.config.enabled {
                 engine.budget
@@ -220,6 +220,16 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             failed_offloads: c.failed_offloads,
             ops: c.ops,
             largest_op_bytes: c.largest_op,
+            evictions: c.evictions,
+            recomputes: c.recomputes,
+            recompute_seconds: c.recompute_nanos as f64 * 1e-9,
+            exposed_wait_ns: c.exposed_wait_nanos,
+            plans: c.plans,
+            planning_seconds: c.planning_nanos as f64 * 1e-9,
+            predicted_peak_bytes: c.predicted_peak,
+            predicted_exposed_seconds: c.predicted_exposed_nanos.map(|n| n as f64 * 1e-9),
+            planned_offloads: engine.program().map_or(0, |p| p.offloads),
+            planned_recomputes: engine.program().map_or(0, |p| p.recomputes),
             period,
             iteration_peaks,
         }
@@ -244,7 +254,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn restart_trace(&self) {
-        self.engine().recorder = Default::default();
+        self.engine().restart_trace();
     }
 
     fn profile(&self) -> Option<crate::plan::profile::Profile> {

@@ -7,10 +7,12 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 use burn_std::future::DynFut;
 
-use super::residency::{Dims, Entry, Residency, State};
+use super::residency::{Dims, Entry, Recipe, Residency, State};
+use super::transfer::{Done, Transfers};
 use super::{bytes_of, host};
 use crate::config::SwapConfig;
 use crate::error::SwapError;
+use crate::plan::program::{self, Port, Program, Step};
 use crate::plan::reactive::{self, Candidate, LinkModel};
 use crate::report::Counters;
 use crate::trace::recorder::{OpCounters, Recorder};
@@ -38,6 +40,31 @@ pub(crate) struct Engine<B: BackendIr> {
     /// Resident bytes when the native op in progress was prepared, and its outputs' bytes.
     native_base: u64,
     native_out: u64,
+    /// Output ids of the op that ran last (the plan names tensors by their port).
+    out_ids: Vec<TensorId>,
+    /// The send and receive workers.
+    transfers: Transfers<B>,
+    /// Bytes of the tensors whose offload is in flight.
+    offloading_bytes: u64,
+    /// The plan being followed, and the schedule it was made for.
+    program: Option<Active>,
+    /// The schedule last planned for (planned once per schedule).
+    planned_for: Option<(usize, u64)>,
+    /// Prefetches that found no room yet, retried after each op.
+    deferred: Vec<TensorId>,
+    /// The recipe made for the op running now, given to its output once it is in the books.
+    pending_recipe: Option<Box<Recipe>>,
+    /// Tensors that room-making must not touch (recipe inputs being brought back).
+    protect: Vec<TensorId>,
+    /// Whether an op's inputs are being put in place: an offload in flight of one of them
+    /// that completes now is undone (the op is about to read it).
+    fitting: bool,
+}
+
+/// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
+struct Active {
+    program: Program,
+    tags: hashbrown::HashMap<u32, TensorId>,
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -57,7 +84,28 @@ impl<B: BackendIr> Engine<B> {
             native_base: 0,
             native_out: 0,
             links: None,
+            out_ids: Vec::new(),
+            transfers: Transfers::default(),
+            offloading_bytes: 0,
+            program: None,
+            planned_for: None,
+            deferred: Vec::new(),
+            pending_recipe: None,
+            protect: Vec::new(),
+            fitting: false,
         }
+    }
+
+    /// The program in force, if any.
+    pub fn program(&self) -> Option<&Program> {
+        self.program.as_ref().map(|a| &a.program)
+    }
+
+    /// Forgets the trace and the plan made from it.
+    pub fn restart_trace(&mut self) {
+        self.recorder = Default::default();
+        self.program = None;
+        self.planned_for = None;
     }
 
     fn tracing(&self) -> bool {
@@ -86,9 +134,12 @@ impl<B: BackendIr> Engine<B> {
     #[inline]
     pub fn run_op_with(
         &mut self,
-        op: OperationIr,
+        mut op: OperationIr,
         mut on_output: impl FnMut(&TensorIr),
     ) -> Result<(), SwapError> {
+        if self.transfers.in_flight() > 0 {
+            self.poll_transfers();
+        }
         let tracing = self.tracing();
         let live_before = self.counters.resident + self.counters.host;
         if tracing {
@@ -108,8 +159,10 @@ impl<B: BackendIr> Engine<B> {
                 });
             }
             self.drop_tensor(id, op);
-            self.counters.ops += 1;
-            self.now += 1;
+            self.inputs.clear();
+            self.inputs.push((id, TensorStatus::ReadWrite));
+            self.out_ids.clear();
+            self.finish_op();
             return Ok(());
         }
 
@@ -156,6 +209,12 @@ impl<B: BackendIr> Engine<B> {
         } else {
             None
         };
+        // A recipe of the plan, or a pinned input that Burn hands over for its last use, keeps
+        // the op's inputs in the handle container: the op reads them.
+        let recipe = self.wants_recipe();
+        if recipe || self.consumes_pinned() {
+            self.keep_inputs(&mut op, recipe);
+        }
         self.runner.register_op(op);
         if let Some(start) = start {
             self.recorder
@@ -167,12 +226,14 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.inputs.len() {
             let (id, status) = self.inputs[i];
             if status == TensorStatus::ReadWrite {
-                self.forget(&id);
+                self.release_by_burn(&id);
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
             }
         }
+        self.out_ids.clear();
         for (id, dims, dtype, bytes) in self.outputs.drain(..) {
+            self.out_ids.push(id);
             if registered {
                 if let Some(entry) = self.residency.get_mut(&id) {
                     entry.last_use = now;
@@ -180,31 +241,106 @@ impl<B: BackendIr> Engine<B> {
                 continue;
             }
             self.counters.resident += bytes;
-            self.residency.insert(
-                id,
-                Entry {
-                    bytes,
-                    dims,
-                    dtype,
-                    last_use: now,
-                    state: State::Resident,
-                },
-            );
+            self.residency
+                .insert(id, Entry::new(bytes, dims, dtype, now));
         }
-        self.counters.ops += 1;
-        self.now += 1;
+        if let Some(recipe) = self.pending_recipe.take()
+            && let Some(entry) = self.residency.get_mut(&self.out_ids[0])
+        {
+            entry.recipe = Some(recipe);
+        }
+        self.finish_op();
         Ok(())
     }
 
+    /// Counts the op that ran, then takes the plan's steps for it.
+    #[inline]
+    fn finish_op(&mut self) {
+        self.counters.ops += 1;
+        self.now += 1;
+        if self.config.policy.planned() && self.tracing() {
+            self.follow_plan();
+        }
+    }
+
+    /// Whether the plan keeps a recipe for the output of the op recorded last.
+    #[inline]
+    fn wants_recipe(&self) -> bool {
+        let Some(active) = &self.program else {
+            return false;
+        };
+        let Some(pos) = self.recorder.position_of_last() else {
+            return false;
+        };
+        self.outputs.len() == 1
+            && active
+                .program
+                .recipes
+                .get(pos)
+                .is_some_and(|r| !r.is_empty())
+    }
+
+    /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
+    #[inline]
+    fn consumes_pinned(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
+    }
+
+    /// Marks inputs of `op` read-only so that they stay in the handle container: all of them
+    /// when `recipe` (then a copy of the op becomes the output's recipe, pinning them), else
+    /// the pinned ones it consumes.
+    fn keep_inputs(&mut self, op: &mut OperationIr, recipe: bool) {
+        let mut ids: Vec<TensorId> = Vec::new();
+        for &(id, status) in &self.inputs {
+            if ids.contains(&id) {
+                continue;
+            }
+            if recipe || (status == TensorStatus::ReadWrite && self.residency.is_pinned(&id)) {
+                ids.push(id);
+            }
+        }
+        op.mark_read_only(&ids);
+        if recipe {
+            for id in &ids {
+                if let Some(entry) = self.residency.get_mut(id) {
+                    entry.pins += 1;
+                }
+            }
+            self.pending_recipe = Some(Box::new(Recipe {
+                op: op.clone(),
+                inputs: ids,
+            }));
+        }
+    }
+
+    /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
+    /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
+    /// Returns whether it left.
+    fn release_by_burn(&mut self, id: &TensorId) -> bool {
+        match self.residency.get_mut(id) {
+            Some(entry) if entry.pins > 0 => {
+                entry.orphan = true;
+                false
+            }
+            _ => {
+                self.forget(id);
+                true
+            }
+        }
+    }
+
     /// Lists the op's inputs (in `self.inputs`), recording each when `record`, and returns
-    /// the bytes of the distinct ones and of those to fetch.
+    /// the bytes of the distinct ones and of those not on the device (to fetch, wait for or
+    /// recompute).
     fn gather_inputs<'a>(
         &mut self,
         inputs: impl Iterator<Item = &'a TensorIr>,
         record: bool,
     ) -> (u64, u64) {
         self.inputs.clear();
-        let (mut input_bytes, mut fetch_bytes) = (0, 0);
+        let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
             self.inputs.push((t.id, t.status));
@@ -212,8 +348,9 @@ impl<B: BackendIr> Engine<B> {
                 Some(entry) => {
                     if !seen {
                         input_bytes += entry.bytes;
-                        if let State::Offloaded(_) = entry.state {
-                            fetch_bytes += entry.bytes;
+                        if !entry.state.on_device() {
+                            // Fetches in flight are counted already but must be waited for.
+                            absent_bytes += entry.bytes;
                         }
                     }
                     entry.bytes
@@ -224,42 +361,194 @@ impl<B: BackendIr> Engine<B> {
                 self.recorder.input(t, bytes);
             }
         }
-        (input_bytes, fetch_bytes)
+        (input_bytes, absent_bytes)
     }
 
     /// Keeps the budget for an op whose inputs are in `self.inputs`: its inputs and outputs
-    /// must fit at once; other tensors are offloaded to make room, then its inputs fetched.
+    /// must fit at once; other tensors are offloaded to make room, then its inputs brought
+    /// back (fetched, waited for, or recomputed).
     fn fit(
         &mut self,
         input_bytes: u64,
-        fetch_bytes: u64,
+        absent_bytes: u64,
         output_bytes: u64,
         name: impl FnOnce() -> String,
     ) -> Result<(), SwapError> {
         let needed = input_bytes + output_bytes;
         self.counters.largest_op = self.counters.largest_op.max(needed);
-        if let Some(budget) = self.budget() {
-            if needed > budget {
-                return Err(SwapError::OpExceedsBudget {
-                    op: name(),
-                    needed,
-                    budget,
-                });
+        if let Some(budget) = self.budget()
+            && needed > budget
+        {
+            return Err(SwapError::OpExceedsBudget {
+                op: name(),
+                needed,
+                budget,
+            });
+        }
+        self.fitting = true;
+        let result = self.put_inputs_in_place(absent_bytes, output_bytes);
+        self.fitting = false;
+        result
+    }
+
+    /// Brings the op's absent inputs back one by one (each making its own room: a
+    /// recomputation may need its own inputs back first), then makes room for its outputs.
+    /// The op's inputs are protected throughout, so room made later never takes back what
+    /// was brought earlier.
+    fn put_inputs_in_place(
+        &mut self,
+        absent_bytes: u64,
+        output_bytes: u64,
+    ) -> Result<(), SwapError> {
+        if absent_bytes > 0 {
+            for i in 0..self.inputs.len() {
+                let id = self.inputs[i].0;
+                if self.residency.is_absent(&id) {
+                    self.bring(id)?;
+                }
             }
-            let after = self.counters.resident + fetch_bytes + output_bytes;
+        }
+        self.reserve(output_bytes)
+    }
+
+    /// Whether room-making must leave `id` alone.
+    fn protected(&self, id: &TensorId) -> bool {
+        self.protect.contains(id) || (self.fitting && self.inputs.iter().any(|(i, _)| i == id))
+    }
+
+    /// Makes room for `bytes` more resident bytes, never touching the current op's inputs
+    /// or the protected tensors.
+    fn reserve(&mut self, bytes: u64) -> Result<(), SwapError> {
+        if let Some(budget) = self.budget() {
+            let after = self.counters.resident + bytes;
             if after > budget {
                 self.make_room(after - budget, true)?;
             }
         }
-        if fetch_bytes > 0 {
-            for i in 0..self.inputs.len() {
-                let id = self.inputs[i].0;
-                if self.residency.is_offloaded(&id) {
-                    self.fetch(id);
-                }
+        Ok(())
+    }
+
+    /// Puts a tensor that is not on the device back there: a fetch in flight is waited for,
+    /// an offloaded one fetched on this thread, an evicted one recomputed.
+    fn bring(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get(&id) else {
+            return Ok(());
+        };
+        match entry.state {
+            State::Resident | State::Offloading => Ok(()),
+            State::Offloaded(_) => {
+                let bytes = entry.bytes;
+                self.protect.push(id);
+                let room = self.reserve(bytes);
+                self.protect.pop();
+                room?;
+                let start = Instant::now();
+                self.fetch(id);
+                self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+                Ok(())
+            }
+            State::Fetching => {
+                let start = Instant::now();
+                let result = self.wait_for(id);
+                self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+                result
+            }
+            State::Evicted => self.recompute(id),
+        }
+    }
+
+    /// Settles transfers until the one of `id` has; an error when its fetch failed.
+    fn wait_for(&mut self, id: TensorId) -> Result<(), SwapError> {
+        while matches!(
+            self.residency.get(&id).map(|e| &e.state),
+            Some(State::Fetching)
+        ) {
+            let Some(done) = self.transfers.next() else {
+                break;
+            };
+            self.settle(done);
+        }
+        match self.residency.get(&id) {
+            Some(entry) if !entry.state.on_device() => Err(SwapError::TransferFailed {
+                tensor: id.value(),
+                bytes: entry.bytes,
+                reason: "the fetch from host memory failed".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rematerialises an evicted tensor by replaying its recipe, bringing back the recipe's
+    /// inputs first (recursively, when they were evicted too).
+    fn recompute(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return Ok(());
+        };
+        let bytes = entry.bytes;
+        let Some(recipe) = entry.recipe.take() else {
+            return Err(SwapError::TransferFailed {
+                tensor: id.value(),
+                bytes,
+                reason: "the tensor left the device and cannot be brought back".into(),
+            });
+        };
+        let _span =
+            tracing::debug_span!("burn_swap::recompute", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        let base = self.protect.len();
+        self.protect.push(id);
+        self.protect.extend_from_slice(&recipe.inputs);
+        let mut result = Ok(());
+        for &input in &recipe.inputs {
+            result = self.bring(input);
+            if result.is_err() {
+                break;
             }
         }
+        if result.is_ok() {
+            result = self.reserve(bytes);
+        }
+        self.protect.truncate(base);
+        if let Err(error) = result {
+            if let Some(entry) = self.residency.get_mut(&id) {
+                entry.recipe = Some(recipe);
+            }
+            return Err(error);
+        }
+        let Recipe { op, inputs } = *recipe;
+        self.runner.register_op(op);
+        if let Some(entry) = self.residency.get_mut(&id) {
+            entry.state = State::Resident;
+        }
+        self.counters.resident += bytes;
+        self.counters.note_resident(self.counters.resident);
+        for input in inputs {
+            self.unpin(input);
+        }
+        self.counters.recomputes += 1;
+        self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
         Ok(())
+    }
+
+    /// One recipe less needs `id`; an orphan nobody needs any more is released.
+    fn unpin(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        entry.pins = entry.pins.saturating_sub(1);
+        if entry.pins == 0 && entry.orphan {
+            self.release(id);
+        }
+    }
+
+    /// Removes a tensor from the books and from the device.
+    fn release(&mut self, id: TensorId) {
+        if let Some(entry) = self.forget(&id)
+            && entry.state.on_device()
+        {
+            self.runner
+                .register_op(OperationIr::Drop(entry.ir(id, TensorStatus::ReadWrite)));
+        }
     }
 
     /// Prepares a native op: fetches its inputs and makes room for an output as large as its
@@ -270,23 +559,36 @@ impl<B: BackendIr> Engine<B> {
         name: &'static str,
         inputs: &[TensorIr],
     ) -> Result<(), SwapError> {
-        let (input_bytes, fetch_bytes) = self.gather_inputs(inputs.iter(), false);
+        if self.transfers.in_flight() > 0 {
+            self.poll_transfers();
+        }
+        let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
         let output_bytes = inputs
             .iter()
             .map(|t| bytes_of(&t.shape, t.dtype))
             .max()
             .unwrap_or(0);
-        self.fit(input_bytes, fetch_bytes, output_bytes, || {
+        self.fit(input_bytes, absent_bytes, output_bytes, || {
             format!("Native.{name}")
         })?;
         self.native_base = self.counters.resident;
         self.native_out = 0;
+        self.out_ids.clear();
         Ok(())
     }
 
     /// Takes an input's handle for a native op (removing it from the books when it is the
-    /// input's last use).
+    /// input's last use, unless a recipe still needs it).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
+        if tensor.status == TensorStatus::ReadWrite && self.residency.is_pinned(&tensor.id) {
+            let read = TensorIr {
+                status: TensorStatus::ReadOnly,
+                ..tensor.clone()
+            };
+            let handle = self.runner.get_tensor_handle(&read);
+            self.release_by_burn(&tensor.id);
+            return handle;
+        }
         let handle = self.runner.get_tensor_handle(tensor);
         self.consume_if_last(tensor);
         handle
@@ -301,6 +603,7 @@ impl<B: BackendIr> Engine<B> {
             .id;
         self.native_out += bytes_of(&shape, dtype);
         self.insert_resident(id, shape, dtype);
+        self.out_ids.push(id);
         id
     }
 
@@ -325,8 +628,7 @@ impl<B: BackendIr> Engine<B> {
         if let (Some(nanos), true) = (nanos, self.tracing()) {
             self.recorder.set_last_nanos(nanos);
         }
-        self.counters.ops += 1;
-        self.now += 1;
+        self.finish_op();
     }
 
     /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
@@ -337,26 +639,32 @@ impl<B: BackendIr> Engine<B> {
             if status != TensorStatus::ReadWrite {
                 continue;
             }
-            if let Some(entry) = self.forget(&id)
-                && matches!(entry.state, State::Resident)
-            {
-                self.runner.register_op(OperationIr::Drop(TensorIr {
-                    id,
-                    shape: entry.dims.to_shape(),
-                    status: TensorStatus::ReadWrite,
-                    dtype: entry.dtype,
-                }));
+            if self.residency.is_pinned(&id) {
+                self.release_by_burn(&id);
+            } else {
+                self.release(id);
             }
         }
         self.inputs.clear();
     }
 
-    /// Removes a tensor from the books, taking its bytes off the resident or host count.
+    /// Removes a tensor from the books, taking its bytes off the resident or host count;
+    /// its recipe, if any, releases the inputs it pinned.
     fn forget(&mut self, id: &TensorId) -> Option<Entry> {
-        let entry = self.residency.remove(id)?;
+        let mut entry = self.residency.remove(id)?;
         match entry.state {
-            State::Resident => self.counters.resident -= entry.bytes,
             State::Offloaded(_) => self.counters.host -= entry.bytes,
+            State::Evicted => {}
+            State::Offloading => {
+                self.offloading_bytes -= entry.bytes;
+                self.counters.resident -= entry.bytes;
+            }
+            State::Resident | State::Fetching => self.counters.resident -= entry.bytes,
+        }
+        if let Some(recipe) = entry.recipe.take() {
+            for input in recipe.inputs {
+                self.unpin(input);
+            }
         }
         Some(entry)
     }
@@ -383,28 +691,64 @@ impl<B: BackendIr> Engine<B> {
     }
 
     fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
-        // An offloaded tensor has nothing left on the device to drop.
-        if !matches!(
-            self.forget(&id),
-            Some(Entry {
-                state: State::Offloaded(_),
-                ..
-            })
-        ) {
-            self.runner.register_op(op);
+        if self.residency.is_pinned(&id) {
+            // A recipe still reads it: it stays, as an orphan.
+            self.release_by_burn(&id);
+            return;
+        }
+        match self.forget(&id) {
+            // Nothing of it is left on the device.
+            Some(entry) if !entry.state.on_device() => {}
+            _ => self.runner.register_op(op),
         }
     }
 
-    /// Offloads resident tensors until `deficit` bytes are freed, never one the current op
-    /// uses (when `protect_inputs`). Tensors whose offload fails stay resident and the next
-    /// candidate is tried.
+    /// Frees at least `deficit` resident bytes, never touching a tensor the current op uses
+    /// (when `protect_inputs`) or a protected one: first by letting offloads in flight finish,
+    /// then by offloading on this thread the tensors the reactive policy picks. Tensors whose
+    /// offload fails stay resident and the next candidate is tried.
     fn make_room(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
         let _span = tracing::debug_span!("burn_swap::make_room", deficit).entered();
+        let target = self.counters.resident.saturating_sub(deficit);
+        if self.offloading_bytes > 0 {
+            let start = Instant::now();
+            while self.counters.resident > target && self.offloading_bytes > 0 {
+                let Some(done) = self.transfers.next() else {
+                    break;
+                };
+                self.settle(done);
+            }
+            self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+            if self.counters.resident <= target {
+                return Ok(());
+            }
+        }
+        let result = self.offload_victims(self.counters.resident - target, protect_inputs);
+        if result.is_err() && self.transfers.in_flight() > 0 {
+            // Fetches in flight hold room that only they can give back once landed: let every
+            // transfer finish, then choose again.
+            let start = Instant::now();
+            while let Some(done) = self.transfers.next() {
+                self.settle(done);
+            }
+            self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+            if self.counters.resident <= target {
+                return Ok(());
+            }
+            return self.offload_victims(self.counters.resident - target, protect_inputs);
+        }
+        result
+    }
+
+    /// Offloads on this thread the resident tensors the reactive policy picks to free
+    /// `deficit` bytes.
+    fn offload_victims(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
         for (id, entry) in self.residency.entries.iter() {
             if matches!(entry.state, State::Resident)
                 && !(protect_inputs && self.inputs.iter().any(|(i, _)| i == id))
+                && !self.protect.contains(id)
             {
                 candidates.push(Candidate {
                     key: id.value(),
@@ -451,6 +795,7 @@ impl<B: BackendIr> Engine<B> {
         result
     }
 
+    /// Offloads a resident tensor on this thread (the reactive path): the op waits for it.
     fn offload(&mut self, id: TensorId) -> Result<(), SwapError> {
         let Some(entry) = self.residency.get(&id) else {
             return Ok(());
@@ -459,17 +804,16 @@ impl<B: BackendIr> Engine<B> {
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        match host::offload(&self.runner, id, entry) {
+        let result = host::offload(&self.runner, id, entry);
+        let nanos = start.elapsed().as_nanos() as u64;
+        self.counters.exposed_wait_nanos += nanos;
+        match result {
             Ok(data) => {
                 if let Some(entry) = self.residency.get_mut(&id) {
                     entry.state = State::Offloaded(Box::new(data));
                 }
                 self.counters.resident -= bytes;
-                self.counters.host += bytes;
-                self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
-                self.counters.offloads += 1;
-                self.counters.offloaded_bytes += bytes;
-                self.counters.offload_nanos += start.elapsed().as_nanos() as u64;
+                self.note_offloaded(bytes, nanos);
                 Ok(())
             }
             Err(error) => {
@@ -484,6 +828,15 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
+    fn note_offloaded(&mut self, bytes: u64, nanos: u64) {
+        self.counters.host += bytes;
+        self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
+        self.counters.offloads += 1;
+        self.counters.offloaded_bytes += bytes;
+        self.counters.offload_nanos += nanos;
+    }
+
+    /// Fetches an offloaded tensor on this thread (the caller made room).
     fn fetch(&mut self, id: TensorId) {
         let Some(entry) = self.residency.get_mut(&id) else {
             return;
@@ -497,9 +850,280 @@ impl<B: BackendIr> Engine<B> {
         host::fetch(&self.runner, id, *data);
         self.counters.host -= bytes;
         self.counters.resident += bytes;
+        self.counters.note_resident(self.counters.resident);
         self.counters.fetches += 1;
         self.counters.fetched_bytes += bytes;
         self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+    }
+
+    /// Starts offloading a resident tensor on the send worker: it stays usable, and its device
+    /// copy goes when the copy has completed.
+    fn start_offload(&mut self, id: TensorId) -> bool {
+        let Some(entry) = self.residency.get(&id) else {
+            return false;
+        };
+        if !matches!(entry.state, State::Resident) {
+            return false;
+        }
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let bytes = entry.bytes;
+        let handle = self.runner.get_tensor_handle(&ir);
+        if !self.transfers.offload(id, handle, ir.shape, ir.dtype) {
+            return self.offload(id).is_ok();
+        }
+        if let Some(entry) = self.residency.get_mut(&id) {
+            entry.state = State::Offloading;
+        }
+        self.offloading_bytes += bytes;
+        true
+    }
+
+    /// Starts fetching an offloaded tensor on the receive worker, when its bytes fit in the
+    /// budget now; `false` when they do not (the caller retries later).
+    fn start_prefetch(&mut self, id: TensorId) -> bool {
+        let budget = self.budget();
+        let resident = self.counters.resident;
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return true;
+        };
+        if !matches!(entry.state, State::Offloaded(_)) {
+            return true;
+        }
+        let bytes = entry.bytes;
+        if budget.is_some_and(|b| resident + bytes > b) {
+            return false;
+        }
+        let State::Offloaded(data) = core::mem::replace(&mut entry.state, State::Fetching) else {
+            return true;
+        };
+        let device = self.runner.device();
+        if let Err(data) = self.transfers.fetch(id, *data, device) {
+            if let Some(entry) = self.residency.get_mut(&id) {
+                entry.state = State::Offloaded(Box::new(data));
+            }
+            self.fetch(id);
+            return true;
+        }
+        self.counters.host -= bytes;
+        self.counters.resident += bytes;
+        self.counters.note_resident(self.counters.resident);
+        true
+    }
+
+    /// Settles every transfer that has finished, without waiting.
+    fn poll_transfers(&mut self) {
+        while let Some(done) = self.transfers.try_next() {
+            self.settle(done);
+        }
+    }
+
+    /// Applies a finished transfer to the books.
+    fn settle(&mut self, done: Done<B>) {
+        let id = done.id();
+        let Some(entry) = self.residency.get_mut(&id) else {
+            // Burn dropped it meanwhile: the worker's copy is all that is left; it goes.
+            return;
+        };
+        let bytes = entry.bytes;
+        match done {
+            Done::Offloaded { result, nanos, .. } => {
+                if !matches!(entry.state, State::Offloading) {
+                    return;
+                }
+                self.offloading_bytes -= bytes;
+                let in_use = self.protected(&id);
+                let Some(entry) = self.residency.get_mut(&id) else {
+                    return;
+                };
+                if in_use {
+                    // The op about to run reads it: the device copy stays, the host copy goes.
+                    entry.state = State::Resident;
+                    return;
+                }
+                match result {
+                    Ok(data) => {
+                        let ir = entry.ir(id, TensorStatus::ReadWrite);
+                        entry.state = State::Offloaded(Box::new(data));
+                        self.runner.register_op(OperationIr::Drop(ir));
+                        self.counters.resident -= bytes;
+                        self.note_offloaded(bytes, nanos);
+                    }
+                    Err(reason) => {
+                        entry.state = State::Resident;
+                        self.counters.failed_offloads += 1;
+                        tracing::warn!(tensor = id.value(), bytes, %reason, "burn-swap: offload failed; the tensor stays resident");
+                    }
+                }
+            }
+            Done::Fetched { result, nanos, .. } => {
+                if !matches!(entry.state, State::Fetching) {
+                    return;
+                }
+                match result {
+                    Ok(handle) => {
+                        let ir = entry.ir(id, TensorStatus::NotInit);
+                        entry.state = State::Resident;
+                        self.install(handle, ir);
+                        self.counters.fetches += 1;
+                        self.counters.fetched_bytes += bytes;
+                        self.counters.fetch_nanos += nanos;
+                    }
+                    Err(reason) => {
+                        // The bytes are gone with the failed allocation: the tensor cannot
+                        // come back, and its next use fails with a transfer error.
+                        tracing::error!(tensor = id.value(), bytes, %reason, "burn-swap: fetch failed");
+                        entry.state = State::Evicted;
+                        entry.recipe = None;
+                        self.counters.resident -= bytes;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Puts a fetched handle in the handle container under the tensor's id: registered
+    /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes.
+    fn install(&mut self, handle: B::Handle, out: TensorIr) {
+        let fresh = self
+            .runner
+            .register_tensor(handle, out.shape.clone(), out.dtype, self.runner.clone())
+            .into_ir();
+        let input = TensorIr {
+            status: TensorStatus::ReadWrite,
+            ..fresh
+        };
+        let dtype = out.dtype;
+        let reshape = burn_ir::BaseOperationIr::Reshape(burn_ir::ShapeOpIr { input, out });
+        self.runner.register_op(if dtype.is_float() {
+            OperationIr::BaseFloat(reshape)
+        } else if dtype.is_int() {
+            OperationIr::BaseInt(reshape)
+        } else {
+            OperationIr::BaseBool(reshape)
+        });
+    }
+
+    /// Takes the plan's steps after the op that ran last, plans when a new schedule was
+    /// profiled, and retries deferred prefetches.
+    fn follow_plan(&mut self) {
+        if !self.deferred.is_empty() {
+            let mut deferred = std::mem::take(&mut self.deferred);
+            deferred.retain(|&id| !self.start_prefetch(id));
+            self.deferred = deferred;
+        }
+        let Some(pos) = self.recorder.position_of_last() else {
+            return;
+        };
+        if pos + 1 == self.recorder_period() {
+            self.maybe_plan();
+        }
+        let Some(active) = self.program.as_mut() else {
+            return;
+        };
+        if pos >= active.program.period {
+            return;
+        }
+        if pos == 0 {
+            active.tags.clear();
+        }
+        let steps = std::mem::take(&mut active.program.after[pos]);
+        for &step in &steps {
+            match step {
+                Step::Offload { port, tag } => {
+                    if let Some(id) = self.port(port)
+                        && self.start_offload(id)
+                        && let Some(active) = self.program.as_mut()
+                    {
+                        active.tags.insert(tag, id);
+                    }
+                }
+                Step::Evict { port } => {
+                    if let Some(id) = self.port(port) {
+                        self.evict(id);
+                    }
+                }
+                Step::Prefetch { tag } => {
+                    let id = self.program.as_mut().and_then(|a| a.tags.remove(&tag));
+                    if let Some(id) = id
+                        && !self.start_prefetch(id)
+                    {
+                        self.deferred.push(id);
+                    }
+                }
+            }
+        }
+        if let Some(active) = self.program.as_mut() {
+            active.program.after[pos] = steps;
+        }
+    }
+
+    fn recorder_period(&self) -> usize {
+        self.recorder.profiled_schedule().map_or(0, |(p, _)| p)
+    }
+
+    /// The id of the tensor at `port` of the op that ran last.
+    fn port(&self, port: Port) -> Option<TensorId> {
+        match port {
+            Port::Input(i) => self.inputs.get(i as usize).map(|(id, _)| *id),
+            Port::Output(i) => self.out_ids.get(i as usize).copied(),
+        }
+    }
+
+    /// Drops a resident tensor that has a recipe; it is recomputed before its next use.
+    fn evict(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        if !matches!(entry.state, State::Resident) || entry.recipe.is_none() {
+            return;
+        }
+        let ir = entry.ir(id, TensorStatus::ReadWrite);
+        entry.state = State::Evicted;
+        self.counters.resident -= entry.bytes;
+        self.counters.evictions += 1;
+        self.runner.register_op(OperationIr::Drop(ir));
+    }
+
+    /// Plans once per profiled schedule: the last complete iteration's trace and profile go
+    /// to the planner, whose program is followed from the next iteration on.
+    fn maybe_plan(&mut self) {
+        let Some(key) = self.recorder.profiled_schedule() else {
+            return;
+        };
+        let Some(budget) = self.budget() else {
+            return;
+        };
+        if self.planned_for == Some(key) {
+            return;
+        }
+        self.planned_for = Some(key);
+        let start = Instant::now();
+        let Some(trace) = self.recorder.trace() else {
+            return;
+        };
+        let links = if self.config.policy == crate::config::Policy::RecomputeOnly {
+            None
+        } else {
+            self.links()
+        };
+        let profile = crate::plan::profile::Profile::new(&trace, links);
+        let program = program::build(&trace, &profile, budget, self.config.policy);
+        tracing::debug!(
+            period = program.period,
+            offloads = program.offloads,
+            recomputes = program.recomputes,
+            predicted_peak = program.predicted_peak_bytes,
+            "burn-swap: planned the iteration"
+        );
+        self.counters.plans += 1;
+        self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
+        self.counters.predicted_peak = Some(program.predicted_peak_bytes);
+        self.counters.predicted_exposed_nanos =
+            Some((program.predicted_exposed_seconds * 1e9) as u64);
+        self.program = Some(Active {
+            program,
+            tags: Default::default(),
+        });
     }
 
     /// The copy throughput between device and host, measured on first request with
@@ -535,12 +1159,16 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Applies a new configuration; when the new budget is below what is resident, offloads at
-    /// once so that the budget holds from now on.
+    /// once so that the budget holds from now on. A new policy or budget is planned afresh.
     pub fn reconfigure(
         &mut self,
         config: SwapConfig,
         budget: Option<u64>,
     ) -> Result<(), SwapError> {
+        if config.policy != self.config.policy || budget != self.budget {
+            self.program = None;
+            self.planned_for = None;
+        }
         self.config = config;
         self.budget = budget;
         if let Some(budget) = self.budget()
@@ -579,13 +1207,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.note_resident(self.counters.resident);
         self.residency.insert(
             id,
-            Entry {
-                bytes,
-                dims: Dims::from_slice(shape.as_slice()),
-                dtype,
-                last_use: self.now,
-                state: State::Resident,
-            },
+            Entry::new(bytes, Dims::from_slice(shape.as_slice()), dtype, self.now),
         );
     }
 
@@ -615,8 +1237,10 @@ impl<B: BackendIr> Engine<B> {
             ..ir
         };
         self.record_named("Arrive", &[], &[&out]);
-        self.now += 1;
-        self.counters.ops += 1;
+        self.inputs.clear();
+        self.out_ids.clear();
+        self.out_ids.push(out.id);
+        self.finish_op();
         Ok(out.id)
     }
 
@@ -624,32 +1248,45 @@ impl<B: BackendIr> Engine<B> {
     pub fn take_handle(&mut self, tensor: &TensorIr) -> Result<B::Handle, SwapError> {
         self.ensure_resident(tensor)?;
         self.record_named("Depart", &[tensor], &[]);
-        let handle = self.runner.get_tensor_handle(tensor);
-        self.consume_if_last(tensor);
-        self.now += 1;
-        self.counters.ops += 1;
+        let handle = self.take_for_read(tensor);
+        self.out_ids.clear();
+        self.finish_op();
         Ok(handle)
     }
 
+    /// The handle of a tensor that is on the device, for a read or a move; Burn's last use of
+    /// it takes it out of the books (unless a recipe still needs it).
+    fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
+        let pinned = self.residency.is_pinned(&tensor.id);
+        let read = TensorIr {
+            status: if pinned {
+                TensorStatus::ReadOnly
+            } else {
+                tensor.status
+            },
+            ..tensor.clone()
+        };
+        let handle = self.runner.get_tensor_handle(&read);
+        self.consume_if_last(tensor);
+        handle
+    }
+
+    /// Brings a tensor back to the device before it leaves through a read or a move.
     fn ensure_resident(&mut self, tensor: &TensorIr) -> Result<(), SwapError> {
-        if self.residency.is_offloaded(&tensor.id) {
-            let bytes = bytes_of(&tensor.shape, tensor.dtype);
-            self.inputs.clear();
-            self.inputs.push((tensor.id, tensor.status));
-            if let Some(budget) = self.budget() {
-                let after = self.counters.resident + bytes;
-                if after > budget {
-                    self.make_room(after - budget, true)?;
-                }
-            }
-            self.fetch(tensor.id);
+        if self.transfers.in_flight() > 0 {
+            self.poll_transfers();
+        }
+        self.inputs.clear();
+        self.inputs.push((tensor.id, tensor.status));
+        if self.residency.is_absent(&tensor.id) {
+            self.bring(tensor.id)?;
         }
         Ok(())
     }
 
     fn consume_if_last(&mut self, tensor: &TensorIr) {
         if tensor.status == TensorStatus::ReadWrite {
-            self.forget(&tensor.id);
+            self.release_by_burn(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
             entry.last_use = self.now;
         }
@@ -659,25 +1296,49 @@ impl<B: BackendIr> Engine<B> {
     /// coming back to the device.
     pub fn read(&mut self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
         self.record_named("Read", &[&tensor], &[]);
-        self.now += 1;
-        self.counters.ops += 1;
-        if self.residency.is_offloaded(&tensor.id) {
-            let data = if tensor.status == TensorStatus::ReadWrite {
-                match self.forget(&tensor.id).map(|e| e.state) {
-                    Some(State::Offloaded(data)) => *data,
-                    _ => unreachable!("checked offloaded above"),
-                }
+        self.out_ids.clear();
+        let future: DynFut<Result<TensorData, ExecutionError>> =
+            if self.residency.is_offloaded(&tensor.id) {
+                let last = tensor.status == TensorStatus::ReadWrite
+                    && !self.residency.is_pinned(&tensor.id);
+                let data = if last {
+                    match self.forget(&tensor.id).map(|e| e.state) {
+                        Some(State::Offloaded(data)) => *data,
+                        _ => unreachable!("checked offloaded above"),
+                    }
+                } else {
+                    let data = match self.residency.get(&tensor.id).map(|e| &e.state) {
+                        Some(State::Offloaded(data)) => TensorData::clone(data),
+                        _ => unreachable!("checked offloaded above"),
+                    };
+                    self.consume_if_last(&tensor);
+                    data
+                };
+                self.inputs.clear();
+                Box::pin(async move { Ok(data) })
             } else {
-                self.consume_if_last(&tensor);
-                match self.residency.get(&tensor.id).map(|e| &e.state) {
-                    Some(State::Offloaded(data)) => TensorData::clone(data),
-                    _ => unreachable!("checked offloaded above"),
+                match self.ensure_resident(&tensor) {
+                    Ok(()) => {
+                        let pinned = self.residency.is_pinned(&tensor.id);
+                        let read = TensorIr {
+                            status: if pinned {
+                                TensorStatus::ReadOnly
+                            } else {
+                                tensor.status
+                            },
+                            ..tensor.clone()
+                        };
+                        let future = self.runner.read_tensor_async(read);
+                        self.consume_if_last(&tensor);
+                        future
+                    }
+                    Err(error) => {
+                        let reason = error.to_string();
+                        Box::pin(async move { Err(ExecutionError::WithContext { reason }) })
+                    }
                 }
             };
-            return Box::pin(async move { Ok(data) });
-        }
-        let future = self.runner.read_tensor_async(tensor.clone());
-        self.consume_if_last(&tensor);
+        self.finish_op();
         future
     }
 }

@@ -7,6 +7,7 @@
 pub(crate) mod engine;
 mod host;
 pub(crate) mod residency;
+mod transfer;
 
 use burn_backend::{DType, Shape};
 

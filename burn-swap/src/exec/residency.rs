@@ -1,7 +1,7 @@
 //! Where each tensor of a device is: the residency table.
 
 use burn_backend::{DType, Shape, TensorData};
-use burn_ir::TensorId;
+use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
 use hashbrown::HashMap;
 
 /// A tensor's dimensions, kept inline up to rank 6 so that recording a tensor copies a few
@@ -39,16 +39,34 @@ impl Dims {
     }
 }
 
-/// The state of a tensor.
-///
-/// The reactive executor moves tensors synchronously, so a tensor is either on the device or in
-/// the host store; the asynchronous states (offloading, fetching, evicted for recomputation)
-/// come with the planned executor.
+/// The state of a tensor (seed 000, claim 5).
 pub(crate) enum State {
     /// On the device, in the inner backend's handle container.
     Resident,
+    /// On the device, and being copied to the host by the send worker: usable as resident;
+    /// the device copy is released when the copy has completed.
+    Offloading,
     /// In host memory; the device holds nothing of it.
     Offloaded(Box<TensorData>),
+    /// Being copied back by the receive worker: its device bytes are counted already; a use
+    /// waits for the copy.
+    Fetching,
+    /// Dropped from the device; rematerialised from its recipe before its next use.
+    Evicted,
+}
+
+impl State {
+    /// Whether the device holds the tensor's bytes in the handle container now.
+    pub fn on_device(&self) -> bool {
+        matches!(self, State::Resident | State::Offloading)
+    }
+}
+
+/// How to make a tensor again: its producing op, replayed with every input read-only, and
+/// those inputs, which the recipe keeps alive (pins).
+pub(crate) struct Recipe {
+    pub op: OperationIr,
+    pub inputs: Vec<TensorId>,
 }
 
 /// What the executor knows of one live tensor.
@@ -59,6 +77,36 @@ pub(crate) struct Entry {
     /// Global index of the last op that made or used it.
     pub last_use: u64,
     pub state: State,
+    /// How to recompute it, when the plan drops it.
+    pub recipe: Option<Box<Recipe>>,
+    /// Recipes that need it as an input.
+    pub pins: u32,
+    /// Burn is done with it (dropped or consumed it); only recipes keep it.
+    pub orphan: bool,
+}
+
+impl Entry {
+    pub fn new(bytes: u64, dims: Dims, dtype: DType, last_use: u64) -> Self {
+        Self {
+            bytes,
+            dims,
+            dtype,
+            last_use,
+            state: State::Resident,
+            recipe: None,
+            pins: 0,
+            orphan: false,
+        }
+    }
+
+    pub fn ir(&self, id: TensorId, status: TensorStatus) -> TensorIr {
+        TensorIr {
+            id,
+            shape: self.dims.to_shape(),
+            status,
+            dtype: self.dtype,
+        }
+    }
 }
 
 /// Every live tensor of a device, by id.
@@ -92,5 +140,15 @@ impl Residency {
                 ..
             })
         )
+    }
+
+    /// Whether the tensor must be brought back (fetched, waited for, or recomputed) before
+    /// an op can use it.
+    pub fn is_absent(&self, id: &TensorId) -> bool {
+        self.entries.get(id).is_some_and(|e| !e.state.on_device())
+    }
+
+    pub fn is_pinned(&self, id: &TensorId) -> bool {
+        self.entries.get(id).is_some_and(|e| e.pins > 0)
     }
 }

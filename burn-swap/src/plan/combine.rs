@@ -52,12 +52,12 @@ pub struct Plan {
     pub recompute_seconds: f64,
 }
 
-/// The cheaper way for one candidate to leave, and its cost in seconds.
-fn choose(
-    c: &Candidate,
-    profile: &Profile,
-    fits: Option<(LinkFit, LinkFit)>,
-) -> Option<(Action, f64)> {
+/// The ways for one candidate to leave, offload and recompute, each with its cost in
+/// seconds (`None` where impossible).
+type Ways = (Option<(Action, f64)>, Option<(Action, f64)>);
+
+/// The ways for one candidate to leave.
+fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> Ways {
     let offload = fits.map(|(out, back)| {
         let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
         let exposed = (out_s + back_s - c.gap_seconds).max(0.0);
@@ -81,10 +81,79 @@ fn choose(
         },
         c.recompute_seconds,
     ));
+    (offload, recompute)
+}
+
+/// The cheaper of the ways.
+fn cheaper((offload, recompute): Ways) -> Option<(Action, f64)> {
     match (offload, recompute) {
         (Some(o), Some(r)) => Some(if r.1 < o.1 { r } else { o }),
         (o, r) => o.or(r),
     }
+}
+
+/// Keeps recomputation one level deep: walking the ranking, a recomputation whose producer
+/// reads a tensor that is itself recomputed (or whose tensor a recomputed producer reads)
+/// is turned into its offload, or dropped when it cannot be offloaded. Recomputing then
+/// replays one op whose inputs are present, never a chain (whose transient the simulator
+/// does not model). A recomputation whose replay (the producer's inputs and output) together
+/// with the working set of the op that needs it would not fit the budget is treated the
+/// same way.
+fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ranked>) {
+    let index_of: hashbrown::HashMap<u64, usize> = trace
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    let n = trace.tensors.len();
+    let (mut recomputed, mut read_by_recompute) = (vec![false; n], vec![false; n]);
+    ranked.retain_mut(|r| {
+        if !matches!(r.action, Action::Recompute { .. }) {
+            return true;
+        }
+        let inputs: Vec<usize> = trace.tensors[r.tensor]
+            .producer
+            .map(|p| {
+                trace.ops[p]
+                    .inputs
+                    .iter()
+                    .filter_map(|id| index_of.get(id).copied())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let replay: u64 = inputs.iter().map(|&i| trace.tensors[i].bytes).sum::<u64>()
+            + trace.tensors[r.tensor].bytes;
+        let user = match r.action {
+            Action::Recompute { before, .. } => profile.op_bytes.get(before).copied(),
+            Action::Offload { .. } => None,
+        };
+        let too_big = replay + user.unwrap_or(0) > budget;
+        if too_big || read_by_recompute[r.tensor] || inputs.iter().any(|&i| recomputed[i]) {
+            return match r.offload {
+                Some((action, cost)) => {
+                    r.action = action;
+                    r.cost = cost;
+                    true
+                }
+                None => false,
+            };
+        }
+        recomputed[r.tensor] = true;
+        for i in inputs {
+            read_by_recompute[i] = true;
+        }
+        true
+    });
+}
+
+/// One ranked candidate.
+struct Ranked {
+    score: f64,
+    tensor: usize,
+    action: Action,
+    cost: f64,
+    offload: Option<(Action, f64)>,
 }
 
 /// The lifetimes of a plan: a tensor that leaves lives until its gap opens, then again from
@@ -114,22 +183,31 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         (Some(out), Some(back)) => Some((out, back)),
         _ => None,
     });
-    let mut ranked: Vec<(f64, usize, Action, f64)> = candidates
+    let mut ranked: Vec<Ranked> = candidates
         .iter()
         .filter_map(|c| {
-            let (action, cost) = choose(c, profile, fits)?;
+            let ways = ways(c, profile, fits);
+            let (action, cost) = cheaper(ways)?;
             let benefit = c.bytes as f64 * (c.gap.1 - c.gap.0) as f64;
-            Some((benefit / (cost + 1e-9), c.tensor, action, cost))
+            Some(Ranked {
+                score: benefit / (cost + 1e-9),
+                tensor: c.tensor,
+                action,
+                cost,
+                offload: ways.0,
+            })
         })
         .collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.tensor.cmp(&b.tensor)));
+    one_level(trace, profile, budget, &mut ranked);
 
     // Probes simulate with one ratio (the keep-everything plan's best); the chosen plan is
     // then simulated with every ratio. `O(log n)` probes.
     let keep_all = simulate::simulate_best(&simulate::lifetimes(trace), ops);
     let probe_ratio = keep_all.ratio;
     let plan_of = |k: usize, ratio: Option<u32>| -> Plan {
-        let actions: Vec<(usize, Action)> = ranked[..k].iter().map(|r| (r.1, r.2)).collect();
+        let actions: Vec<(usize, Action)> =
+            ranked[..k].iter().map(|r| (r.tensor, r.action)).collect();
         let lifetimes = lifetimes(trace, &actions);
         let simulation = match ratio {
             Some(r) => simulate::simulate(&lifetimes, ops, r),
@@ -137,9 +215,9 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         };
         let (mut exposed, mut recompute) = (0.0, 0.0);
         for r in &ranked[..k] {
-            match r.2 {
-                Action::Offload { .. } => exposed += r.3,
-                Action::Recompute { .. } => recompute += r.3,
+            match r.action {
+                Action::Offload { .. } => exposed += r.cost,
+                Action::Recompute { .. } => recompute += r.cost,
             }
         }
         Plan {
@@ -220,13 +298,27 @@ mod tests {
         let p = profile(&trace, 1e6);
         let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
         assert!(plan.feasible, "{plan:?}");
-        assert!(!plan.actions.is_empty());
-        assert!(
-            plan.actions
-                .iter()
-                .all(|(_, a)| matches!(a, Action::Recompute { .. }))
-        );
-        assert_eq!(plan.exposed_seconds, 0.0);
+        let recomputed: Vec<usize> = plan
+            .actions
+            .iter()
+            .filter(|(_, a)| matches!(a, Action::Recompute { .. }))
+            .map(|&(t, _)| t)
+            .collect();
+        assert!(!recomputed.is_empty());
+        // Recomputation stays one level deep: activation l + 1 is made from activation l,
+        // so no two neighbours are both recomputed; a neighbour of a recomputed tensor that
+        // must leave too is offloaded instead.
+        for &t in &recomputed {
+            assert!(!recomputed.contains(&(t + 1)), "{recomputed:?}");
+        }
+        for &(t, a) in &plan.actions {
+            if matches!(a, Action::Offload { .. }) {
+                assert!(
+                    recomputed.contains(&(t + 1)) || (t > 0 && recomputed.contains(&(t - 1))),
+                    "tensor {t} offloaded over a slow link without need: {plan:?}"
+                );
+            }
+        }
 
         // Expensive producers (1 ms) and a fast link (1 GB/s: 2 µs, hidden by the gap): offload.
         let trace = chain(12, 1_000_000);

@@ -9,12 +9,14 @@
 //!   the simulated peak fits the budget at the least exposed time.
 //! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
 //!   bytes as possible.
+//! - [`program`]: a plan turned into the steps the executor takes after each op.
 //! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
 //!   planners read.
 
 pub mod checkpoint;
 pub mod combine;
 pub mod profile;
+pub mod program;
 pub mod reactive;
 pub mod segments;
 pub mod simulate;

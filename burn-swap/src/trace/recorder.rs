@@ -579,6 +579,26 @@ impl Recorder {
         }
     }
 
+    /// The position in the iteration of the op recorded last, while the schedule holds up to
+    /// it (the op matched the one a period earlier): what the planned executor follows.
+    #[inline]
+    pub(crate) fn position_of_last(&self) -> Option<usize> {
+        let s = self.schedule?;
+        let last = self.next_index().checked_sub(1)?;
+        if s.verified_end != last + 1 || last < s.anchor {
+            return None;
+        }
+        Some(((last - s.anchor) % s.period as u64) as usize)
+    }
+
+    /// The schedule in force, as `(period, anchor)`, once an iteration under it was timed
+    /// from its first op (so that a trace of it carries every op's time) and while it holds.
+    #[inline]
+    pub(crate) fn profiled_schedule(&self) -> Option<(usize, u64)> {
+        let s = self.schedule?;
+        (self.profiled && self.healthy()).then_some((s.period, s.anchor))
+    }
+
     /// The detected period, if any.
     pub(crate) fn period(&mut self) -> Option<usize> {
         self.refresh();

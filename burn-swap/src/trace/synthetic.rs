@@ -50,8 +50,12 @@ pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) 
                 index: i,
                 kind: "Float.Matmul".into(),
                 signature: i as u64,
-                inputs: vec![],
-                outputs: vec![],
+                inputs: match i {
+                    0 => vec![],
+                    i if i <= layers => vec![i as u64 - 1],
+                    i => vec![(2 * layers - i) as u64],
+                },
+                outputs: if i < layers { vec![i as u64] } else { vec![] },
                 nanos: nanos(i),
                 resident_bytes: 0,
             })

@@ -1,0 +1,258 @@
+//! Seed 000, claim 4 on the generic path: the transfer workers, isolated from compute.
+//!
+//! Offload requests go on the *send* queue, prefetch requests on the *receive* queue; each
+//! queue has a worker thread of its own, so that an offload and a fetch run at the same time
+//! as each other and as the ops of the compute thread. A worker moves bytes through the inner
+//! backend's own data path (`into_data` of a clone of the handle; `from_data` for the way
+//! back) and reports on one completion queue, which the engine drains between ops. The
+//! engine never drops a device copy before its offload reported success: the worker reads a
+//! clone of the handle, and the engine releases its own one only on completion, so a failed
+//! offload leaves the tensor resident.
+//!
+//! Fetched tensors come back as backend handles; the engine gives them the tensor's id.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use burn_backend::{DType, Shape, TensorData};
+use burn_ir::{BackendIr, TensorHandle, TensorId};
+use burn_std::reader::try_read_sync;
+
+/// An offload for the send worker.
+struct OffloadJob<B: BackendIr> {
+    id: TensorId,
+    handle: B::Handle,
+    shape: Shape,
+    dtype: DType,
+}
+
+/// A fetch for the receive worker.
+struct FetchJob<B: BackendIr> {
+    id: TensorId,
+    data: TensorData,
+    device: B::Device,
+}
+
+/// A finished transfer.
+pub(crate) enum Done<B: BackendIr> {
+    /// The bytes of `id` are on the host (or the copy failed; the device copy is untouched).
+    Offloaded {
+        id: TensorId,
+        result: Result<TensorData, String>,
+        nanos: u64,
+    },
+    /// The bytes of `id` are back on the device, in a handle without an id yet, or the
+    /// inner backend failed to allocate them (its message).
+    Fetched {
+        id: TensorId,
+        result: Result<B::Handle, String>,
+        nanos: u64,
+    },
+}
+
+impl<B: BackendIr> Done<B> {
+    pub fn id(&self) -> TensorId {
+        match self {
+            Done::Offloaded { id, .. } | Done::Fetched { id, .. } => *id,
+        }
+    }
+}
+
+/// The two workers of one device and their queues. Started on first use; stopped (queues
+/// closed, threads joined) when dropped.
+pub(crate) struct Transfers<B: BackendIr> {
+    send: Option<mpsc::Sender<OffloadJob<B>>>,
+    receive: Option<mpsc::Sender<FetchJob<B>>>,
+    done: Option<mpsc::Receiver<Done<B>>>,
+    workers: Vec<JoinHandle<()>>,
+    in_flight: usize,
+}
+
+impl<B: BackendIr> Default for Transfers<B> {
+    fn default() -> Self {
+        Self {
+            send: None,
+            receive: None,
+            done: None,
+            workers: Vec::new(),
+            in_flight: 0,
+        }
+    }
+}
+
+fn read<B: BackendIr>(job: OffloadJob<B>) -> Result<TensorData, String> {
+    let handle = TensorHandle {
+        handle: job.handle,
+        shape: job.shape,
+    };
+    let result = if job.dtype.is_float() {
+        try_read_sync(B::float_into_data(B::float_tensor(handle)))
+    } else if job.dtype.is_int() {
+        try_read_sync(B::int_into_data(B::int_tensor(handle)))
+    } else if job.dtype.is_bool() {
+        try_read_sync(B::bool_into_data(B::bool_tensor(handle)))
+    } else {
+        return Err(format!("dtype {:?} cannot be offloaded", job.dtype));
+    };
+    match result {
+        Some(Ok(data)) => Ok(data),
+        Some(Err(error)) => Err(error.to_string()),
+        None => Err("this platform cannot block on a read".into()),
+    }
+}
+
+fn write<B: BackendIr>(job: FetchJob<B>) -> B::Handle {
+    let dtype = job.data.dtype;
+    if dtype.is_float() {
+        B::float_tensor_handle(B::float_from_data(job.data, &job.device))
+    } else if dtype.is_int() {
+        B::int_tensor_handle(B::int_from_data(job.data, &job.device))
+    } else {
+        B::bool_tensor_handle(B::bool_from_data(job.data, &job.device))
+    }
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "the inner backend panicked".into())
+}
+
+impl<B: BackendIr> Transfers<B> {
+    fn start(&mut self) {
+        if self.done.is_some() {
+            return;
+        }
+        let (done_tx, done_rx) = mpsc::channel();
+        let (send_tx, send_rx) = mpsc::channel::<OffloadJob<B>>();
+        let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
+        let done = done_tx.clone();
+        let sender = std::thread::Builder::new()
+            .name("burn-swap-send".into())
+            .spawn(move || {
+                for job in send_rx {
+                    let id = job.id;
+                    let start = Instant::now();
+                    let bytes = job.shape.num_elements() * job.dtype.size();
+                    let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes)
+                        .entered();
+                    let result =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read::<B>(job)))
+                            .unwrap_or_else(|panic| Err(panic_message(panic)));
+                    let nanos = start.elapsed().as_nanos() as u64;
+                    if done.send(Done::Offloaded { id, result, nanos }).is_err() {
+                        return;
+                    }
+                }
+            });
+        let done = done_tx;
+        let receiver = std::thread::Builder::new()
+            .name("burn-swap-receive".into())
+            .spawn(move || {
+                for job in receive_rx {
+                    let id = job.id;
+                    let start = Instant::now();
+                    let _span = tracing::debug_span!(
+                        "burn_swap::receive",
+                        tensor = id.value(),
+                        bytes = job.data.bytes.len()
+                    )
+                    .entered();
+                    let result =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
+                            .map_err(panic_message);
+                    let nanos = start.elapsed().as_nanos() as u64;
+                    if done.send(Done::Fetched { id, result, nanos }).is_err() {
+                        return;
+                    }
+                }
+            });
+        // A worker that cannot start leaves its queue closed: requests then run on the
+        // compute thread (see `offload`/`fetch`).
+        if let Ok(worker) = sender {
+            self.workers.push(worker);
+            self.send = Some(send_tx);
+        }
+        if let Ok(worker) = receiver {
+            self.workers.push(worker);
+            self.receive = Some(receive_tx);
+        }
+        self.done = Some(done_rx);
+    }
+
+    /// Queues an offload of a clone of `handle`. Returns `false` (nothing queued) when the
+    /// send worker is not available.
+    pub fn offload(&mut self, id: TensorId, handle: B::Handle, shape: Shape, dtype: DType) -> bool {
+        self.start();
+        let Some(send) = &self.send else {
+            return false;
+        };
+        let job = OffloadJob {
+            id,
+            handle,
+            shape,
+            dtype,
+        };
+        if send.send(job).is_err() {
+            self.send = None;
+            return false;
+        }
+        self.in_flight += 1;
+        true
+    }
+
+    /// Queues a fetch. Gives the data back when the receive worker is not available.
+    pub fn fetch(
+        &mut self,
+        id: TensorId,
+        data: TensorData,
+        device: B::Device,
+    ) -> Result<(), TensorData> {
+        self.start();
+        let Some(receive) = &self.receive else {
+            return Err(data);
+        };
+        if let Err(mpsc::SendError(job)) = receive.send(FetchJob { id, data, device }) {
+            self.receive = None;
+            return Err(job.data);
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Transfers queued and not yet reported.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// A finished transfer, without waiting.
+    pub fn try_next(&mut self) -> Option<Done<B>> {
+        let done = self.done.as_ref()?.try_recv().ok()?;
+        self.in_flight -= 1;
+        Some(done)
+    }
+
+    /// The next finished transfer, waiting for it; `None` when nothing is in flight.
+    pub fn next(&mut self) -> Option<Done<B>> {
+        if self.in_flight == 0 {
+            return None;
+        }
+        let done = self.done.as_ref()?.recv().ok()?;
+        self.in_flight -= 1;
+        Some(done)
+    }
+}
+
+impl<B: BackendIr> Drop for Transfers<B> {
+    fn drop(&mut self) {
+        self.send = None;
+        self.receive = None;
+        // Completions still queued are dropped with the receiver, after the workers stopped.
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! A plan turned into what the executor does at each op of the iteration: the plan's
+//! per-tensor actions (by trace index) become per-position steps that name tensors by their
+//! place in an op (input or output number), which is the same in every iteration while the
+//! tensor ids are new each time.
+//!
+//! Pure: a function of the trace and the plan. The executor follows the steps and decides
+//! nothing; when the running iteration departs from the trace it stops following them.
+
+use super::checkpoint;
+use super::combine::{self, Action, Plan};
+use super::profile::Profile;
+use crate::config::Policy;
+use crate::trace::Trace;
+
+/// Tensors needed again fewer ops later than this are never planned to leave.
+const MIN_GAP: usize = 3;
+
+/// Plans one iteration for `budget` bytes under `policy` and compiles the plan: candidates
+/// from the checkpoint planner, the combiner's choice per tensor, then [`compile`]. Under
+/// [`Policy::OffloadOnly`] nothing is recomputed; under [`Policy::RecomputeOnly`] nothing is
+/// offloaded by plan.
+pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
+    let _span = tracing::debug_span!(
+        "burn_swap::plan",
+        ops = trace.ops.len(),
+        budget,
+        policy = policy.name()
+    )
+    .entered();
+    let mut candidates = checkpoint::candidates(trace, profile, MIN_GAP);
+    let mut profile = std::borrow::Cow::Borrowed(profile);
+    match policy {
+        Policy::OffloadOnly => candidates.iter_mut().for_each(|c| c.recomputable = false),
+        Policy::RecomputeOnly => profile.to_mut().links = None,
+        Policy::Reactive | Policy::Planned => {}
+    }
+    // Without a measured link the combiner cannot cost an offload: assume one that the gap
+    // always hides, so that offloads are still planned (their prefetch starts right after).
+    if policy != Policy::RecomputeOnly && profile.links.is_none() {
+        profile.to_mut().links = Some(super::profile::Links::instant());
+    }
+    let plan = combine::combine(trace, &profile, &candidates, budget);
+    compile(trace, &plan)
+}
+
+/// Where a tensor sits in an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// Input number `n` of the op.
+    Input(u16),
+    /// Output number `n` of the op.
+    Output(u16),
+}
+
+/// What to do right after an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Start offloading the tensor at `port` (to the host) on the send worker; `tag` names it
+    /// for its prefetch.
+    Offload {
+        /// The tensor.
+        port: Port,
+        /// Its name within the iteration (its index in the trace).
+        tag: u32,
+    },
+    /// Drop the tensor at `port`; it is recomputed from its recipe before its next use.
+    Evict {
+        /// The tensor.
+        port: Port,
+    },
+    /// Start fetching the tensor offloaded under `tag` on the receive worker.
+    Prefetch {
+        /// The tag of its offload.
+        tag: u32,
+    },
+}
+
+/// The steps of one iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    /// Ops per iteration.
+    pub period: usize,
+    /// Per op position: outputs to keep a recipe for (the op will be replayed to recompute
+    /// them). Applied before the op runs: the recipe keeps the op's inputs alive.
+    pub recipes: Vec<Vec<u16>>,
+    /// Per op position: the steps to take right after it.
+    pub after: Vec<Vec<Step>>,
+    /// The simulated pool peak of the plan, in bytes.
+    pub predicted_peak_bytes: u64,
+    /// Transfer time the plan expects not to hide, per iteration.
+    pub predicted_exposed_seconds: f64,
+    /// Recompute time the plan expects, per iteration.
+    pub predicted_recompute_seconds: f64,
+    /// Planned offloads and recomputations per iteration.
+    pub offloads: usize,
+    /// Planned recomputations per iteration.
+    pub recomputes: usize,
+}
+
+fn port_of(trace: &Trace, op: usize, id: u64) -> Option<Port> {
+    let o = &trace.ops[op];
+    if let Some(i) = o.inputs.iter().position(|&x| x == id) {
+        return Some(Port::Input(i as u16));
+    }
+    o.outputs
+        .iter()
+        .position(|&x| x == id)
+        .map(|i| Port::Output(i as u16))
+}
+
+/// The program of `plan` over `trace` (one iteration). A recomputation whose producer makes
+/// more than one tensor is left out (its other outputs would be made twice): that tensor is
+/// kept.
+pub fn compile(trace: &Trace, plan: &Plan) -> Program {
+    let period = trace.ops.len();
+    let mut program = Program {
+        period,
+        recipes: vec![Vec::new(); period],
+        after: vec![Vec::new(); period],
+        predicted_peak_bytes: plan.simulation.peak_pool_bytes,
+        predicted_exposed_seconds: plan.exposed_seconds,
+        predicted_recompute_seconds: plan.recompute_seconds,
+        offloads: 0,
+        recomputes: 0,
+    };
+    for &(index, action) in &plan.actions {
+        let tensor = &trace.tensors[index];
+        match action {
+            Action::Offload { after, prefetch_at } => {
+                let Some(port) = port_of(trace, after, tensor.id) else {
+                    continue;
+                };
+                let tag = index as u32;
+                program.after[after].push(Step::Offload { port, tag });
+                let at = prefetch_at.saturating_sub(1).max(after);
+                program.after[at].push(Step::Prefetch { tag });
+                program.offloads += 1;
+            }
+            Action::Recompute { after, .. } => {
+                let Some(producer) = tensor.producer else {
+                    continue;
+                };
+                if trace.ops[producer].outputs.len() != 1 {
+                    continue;
+                }
+                let Some(port) = port_of(trace, after, tensor.id) else {
+                    continue;
+                };
+                program.recipes[producer].push(0);
+                program.after[after].push(Step::Evict { port });
+                program.recomputes += 1;
+            }
+        }
+    }
+    // Within one op, offloads and evictions come before prefetches: a prefetch due right
+    // after its own offload's op must find it queued.
+    for steps in &mut program.after {
+        steps.sort_by_key(|s| matches!(s, Step::Prefetch { .. }));
+    }
+    program
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::simulate::Simulation;
+
+    fn plan(actions: Vec<(usize, Action)>) -> Plan {
+        Plan {
+            actions,
+            simulation: Simulation {
+                ratio: 1,
+                peak_pool_bytes: 0,
+                peak_live_bytes: 0,
+                blocks: 0,
+                peak_op: None,
+            },
+            feasible: true,
+            exposed_seconds: 0.0,
+            recompute_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn actions_become_steps_at_their_ops() {
+        // The synthetic chain: forward op i makes activation i from activation i - 1.
+        let trace = crate::trace::synthetic::chain(6, |_| 100, |_| 1000);
+        let a2 = trace
+            .tensors
+            .iter()
+            .position(|t| t.producer == Some(2))
+            .unwrap();
+        let a3 = trace
+            .tensors
+            .iter()
+            .position(|t| t.producer == Some(3))
+            .unwrap();
+        let next3 = trace.tensors[a3].accesses[0].op;
+        let program = compile(
+            &trace,
+            &plan(vec![
+                (
+                    a2,
+                    Action::Offload {
+                        after: 2,
+                        prefetch_at: 9,
+                    },
+                ),
+                (
+                    a3,
+                    Action::Recompute {
+                        after: next3,
+                        before: 10,
+                    },
+                ),
+            ]),
+        );
+        assert_eq!(program.period, trace.ops.len());
+        assert_eq!(
+            program.after[2],
+            vec![Step::Offload {
+                port: Port::Output(0),
+                tag: a2 as u32
+            }]
+        );
+        assert_eq!(program.after[8], vec![Step::Prefetch { tag: a2 as u32 }]);
+        assert_eq!(program.recipes[3], vec![0]);
+        assert_eq!(
+            program.after[next3],
+            vec![Step::Evict {
+                port: Port::Input(0)
+            }]
+        );
+        assert_eq!((program.offloads, program.recomputes), (1, 1));
+    }
+
+    #[test]
+    fn a_prefetch_due_at_once_follows_its_offload() {
+        let trace = crate::trace::synthetic::chain(4, |_| 100, |_| 1000);
+        let a1 = trace
+            .tensors
+            .iter()
+            .position(|t| t.producer == Some(1))
+            .unwrap();
+        let program = compile(
+            &trace,
+            &plan(vec![(
+                a1,
+                Action::Offload {
+                    after: 1,
+                    prefetch_at: 2,
+                },
+            )]),
+        );
+        assert_eq!(
+            program.after[1],
+            vec![
+                Step::Offload {
+                    port: Port::Output(0),
+                    tag: a1 as u32
+                },
+                Step::Prefetch { tag: a1 as u32 }
+            ]
+        );
+    }
+}
