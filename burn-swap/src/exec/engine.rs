@@ -1023,9 +1023,6 @@ impl<B: BackendIr> Engine<B> {
         if pos >= active.program.period {
             return;
         }
-        if pos == 0 {
-            active.tags.clear();
-        }
         let steps = std::mem::take(&mut active.program.after[pos]);
         for &step in &steps {
             match step {
@@ -1127,22 +1124,28 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// The copy throughput between device and host, measured on first request with
-    /// temporary tensors of 64 KiB, 1 MiB and 8 MiB (those that fit in half the budget's
-    /// headroom); the fitted model then scores the reactive policy's choices. `None` when
-    /// fewer than two sizes fit or the measurement failed.
+    /// temporary tensors of 4 KiB to 8 MiB (those that fit in half the budget's headroom),
+    /// through the transfer workers (the path planned transfers take, hand-over latency
+    /// included) or, when they cannot run, on this thread; the fitted model then also scores
+    /// the reactive policy's choices. `None` when fewer than two sizes fit or the measurement
+    /// failed.
     pub fn links(&mut self) -> Option<crate::plan::profile::Links> {
         if self.links.is_none() {
             let headroom = self
                 .budget()
                 .map_or(u64::MAX, |b| b.saturating_sub(self.counters.resident));
-            let sizes: Vec<u64> = [64u64 << 10, 1 << 20, 8 << 20]
+            let sizes: Vec<u64> = [4u64 << 10, 64 << 10, 1 << 20, 8 << 20]
                 .into_iter()
                 .filter(|&s| s <= headroom / 2)
                 .collect();
             if sizes.len() < 2 {
                 return None;
             }
-            match host::measure_links(&self.runner, &sizes) {
+            let measured = match self.measure_worker_links(&sizes) {
+                Some(links) => Ok(links),
+                None => host::measure_links(&self.runner, &sizes),
+            };
+            match measured {
                 Ok(links) => {
                     if let Some(model) = links.link_model() {
                         self.link = model;
@@ -1156,6 +1159,68 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         self.links.clone()
+    }
+
+    /// Times round trips of temporary tensors (outside the books) through the send and
+    /// receive workers, the fastest of three per size; `None` when a worker is unavailable.
+    fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<crate::plan::profile::Links> {
+        use crate::plan::profile::{CopySample, Links};
+        let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
+        // Transfers in flight first, so that each measured one is alone.
+        while let Some(done) = self.transfers.next() {
+            self.settle(done);
+        }
+        let mut links = Links {
+            to_host: Vec::new(),
+            to_device: Vec::new(),
+        };
+        let device = self.runner.device();
+        for &bytes in sizes {
+            let elements = (bytes / 4) as usize;
+            let (mut down, mut up) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..3 {
+                let ir = self
+                    .runner
+                    .register_tensor_data_desc(TensorData::new(vec![0f32; elements], [elements]));
+                let read = TensorIr {
+                    status: TensorStatus::ReadOnly,
+                    ..ir.clone()
+                };
+                let handle = self.runner.get_tensor_handle(&read);
+                let start = Instant::now();
+                let queued = self
+                    .transfers
+                    .offload(ir.id, handle, ir.shape.clone(), ir.dtype);
+                let done = if queued { self.transfers.next() } else { None };
+                self.runner.register_op(OperationIr::Drop(ir.clone()));
+                let Some(Done::Offloaded {
+                    result: Ok(data), ..
+                }) = done
+                else {
+                    return None;
+                };
+                down = down.min(start.elapsed().as_secs_f64());
+                let start = Instant::now();
+                if self.transfers.fetch(ir.id, data, device.clone()).is_err() {
+                    return None;
+                }
+                let Some(Done::Fetched {
+                    result: Ok(handle), ..
+                }) = self.transfers.next()
+                else {
+                    return None;
+                };
+                up = up.min(start.elapsed().as_secs_f64());
+                drop(handle);
+            }
+            let bytes = 4 * elements as u64;
+            links.to_host.push(CopySample {
+                bytes,
+                seconds: down,
+            });
+            links.to_device.push(CopySample { bytes, seconds: up });
+        }
+        Some(links)
     }
 
     /// Applies a new configuration; when the new budget is below what is resident, offloads at

@@ -67,33 +67,54 @@ impl Candidate {
     }
 }
 
-/// Tensors worth dropping during a gap: made in the iteration and needed again at least
-/// `min_gap` ops later.
+/// Tensors worth dropping during a gap: needed again at least `min_gap` ops later. The gap
+/// is the longest stretch between two of a tensor's uses (its making counts as a use):
+/// within the iteration, or, for a tensor carried to the next iteration (a parameter or an
+/// optimizer state, see [`crate::trace::TensorTrace::wraps_to`]), from its last use to its
+/// first use in the next iteration, whose ops are numbered on from `ops.len()`. Tensors made
+/// before the iteration are candidates for their gaps within it; only tensors made in the
+/// iteration, within it, may be recomputed.
 pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candidate> {
     let link = profile.links.as_ref().and_then(|l| l.link_model());
+    let period = trace.ops.len();
     trace
         .tensors
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
-            let producer = t.producer?;
-            let mut times: Vec<usize> = vec![producer];
+            let mut times: Vec<usize> = t.producer.into_iter().collect();
             times.extend(t.accesses.iter().map(|a| a.op));
-            let (from, to) = times
+            let inner = times
                 .windows(2)
                 .map(|w| (w[0], w[1]))
-                .max_by_key(|&(a, b)| (b - a, std::cmp::Reverse(a)))?;
+                .max_by_key(|&(a, b)| (b - a, std::cmp::Reverse(a)));
+            let wrap = t.wraps_to.and_then(|w| {
+                let last = *times.last()?;
+                let next = trace.tensors[w].accesses.first()?.op;
+                Some((last, period + next))
+            });
+            let (gap, wrapped) = match (inner, wrap) {
+                (Some(i), Some(w)) if w.1 - w.0 > i.1 - i.0 => (w, true),
+                (Some(i), _) => (i, false),
+                (None, Some(w)) => (w, true),
+                (None, None) => return None,
+            };
+            let (from, to) = gap;
             if to - from < min_gap {
                 return None;
             }
             let gap_seconds = profile.gap_seconds(from, to);
+            let recomputable =
+                !wrapped && t.producer.is_some_and(|p| replayable(&trace.ops[p].kind));
             Some(Candidate {
                 tensor: i,
                 bytes: t.bytes,
                 gap: (from, to),
-                recompute_seconds: profile.op_nanos[producer] as f64 * 1e-9,
+                recompute_seconds: t
+                    .producer
+                    .map_or(0.0, |p| profile.op_nanos[p] as f64 * 1e-9),
                 gap_seconds,
-                recomputable: replayable(&trace.ops[producer].kind),
+                recomputable,
                 swappable: link.is_some_and(|l| l.round_trip(t.bytes) <= gap_seconds),
             })
         })

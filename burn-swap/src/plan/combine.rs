@@ -4,9 +4,16 @@
 //! Each candidate ([`super::checkpoint::candidates`]) gets its cheaper way to leave the device
 //! during its gap: an offload costs the part of its round trip that the gap's compute does not
 //! hide; a recomputation costs its producer's time (and is impossible for impure ops). The
-//! candidates are ranked by bytes freed for longer per second of cost, and the shortest prefix
-//! of that ranking whose simulated peak fits the budget is taken (found by bisection over the
-//! prefix length, so planning costs `O(log n)` simulations).
+//! candidates are ranked by bytes freed for longer per second of cost, offloads whose copies
+//! the gap cannot hide last, and the shortest prefix of that ranking whose simulated peak fits
+//! the budget is taken (found by bisection over the prefix length, so planning costs
+//! `O(log n)` simulations). When even the whole ranking does not fit, the plan takes every
+//! recomputation and hidden offload and leaves the rest to the executor's reactive fallback:
+//! an exposed planned offload would stall the op just as a reactive one does.
+//!
+//! Recomputation stays one level deep (a recomputed tensor's producer reads no recomputed
+//! tensor) and only where the replay fits beside the op that needs it, so that a
+//! recomputation is one op whose inputs are at hand.
 //!
 //! An offload starts after the access that opens the gap; its prefetch starts at the latest op
 //! from which the compute left before the next use hides the fetch at the profiled bandwidth
@@ -62,10 +69,11 @@ fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> W
         let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
         let exposed = (out_s + back_s - c.gap_seconds).max(0.0);
         // The latest op from which the compute before the next use hides the fetch.
+        let ops = profile.op_nanos.len().max(1);
         let mut prefetch_at = c.gap.1 - 1;
         let mut hidden = 0.0;
         while prefetch_at > c.gap.0 + 1 && hidden < back_s {
-            hidden += profile.op_nanos[prefetch_at] as f64 * 1e-9;
+            hidden += profile.op_nanos[prefetch_at % ops] as f64 * 1e-9;
             prefetch_at -= 1;
         }
         let action = Action::Offload {
@@ -160,6 +168,7 @@ struct Ranked {
 /// its prefetch (or the op before its recomputed use) to its end.
 pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
     let mut lifetimes = simulate::lifetimes(trace);
+    let ops = trace.ops.len();
     for &(tensor, action) in actions {
         let whole = lifetimes[tensor];
         let (after, back) = match action {
@@ -167,11 +176,19 @@ pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
             Action::Recompute { after, before } => (after, before.saturating_sub(1)),
         };
         lifetimes[tensor].until = Some(after);
-        lifetimes.push(Lifetime {
-            bytes: whole.bytes,
-            from: Some(back),
-            until: whole.until,
-        });
+        match trace.tensors[tensor].wraps_to {
+            // Fetched back in the next iteration: there, it is the tensor this iteration
+            // received in its slot, which now lives from the prefetch on.
+            Some(carried) if back >= ops => {
+                let from = lifetimes[carried].from;
+                lifetimes[carried].from = Some(from.map_or(back - ops, |f| f.max(back - ops)));
+            }
+            _ => lifetimes.push(Lifetime {
+                bytes: whole.bytes,
+                from: Some(back),
+                until: whole.until,
+            }),
+        }
     }
     lifetimes
 }
@@ -200,6 +217,14 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         .collect();
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.tensor.cmp(&b.tensor)));
     one_level(trace, profile, budget, &mut ranked);
+    // Ways that cost compute time (recomputation) or nothing (offloads the gap hides) come
+    // first; offloads whose copies the gap cannot hide come last, taken only where the plan
+    // needs them to fit.
+    ranked.sort_by_key(|r| matches!(r.action, Action::Offload { .. }) && r.cost > 0.0);
+    let hidden = ranked
+        .iter()
+        .take_while(|r| !(matches!(r.action, Action::Offload { .. }) && r.cost > 0.0))
+        .count();
 
     // Probes simulate with one ratio (the keep-everything plan's best); the chosen plan is
     // then simulated with every ratio. `O(log n)` probes.
@@ -234,7 +259,9 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         return plan_of(0, None);
     }
     if !plan_of(ranked.len(), Some(probe_ratio)).feasible {
-        return plan_of(ranked.len(), None);
+        // No plan fits: the executor's reactive fallback keeps the budget for the rest, and
+        // it moves what it must on the op's path anyway, so exposed offloads gain nothing.
+        return plan_of(hidden, None);
     }
     // The shortest feasible prefix, by bisection (more drops never raise the peak here).
     let (mut lo, mut hi) = (0, ranked.len());

@@ -18,6 +18,9 @@ pub struct CopySample {
     pub seconds: f64,
 }
 
+/// The bandwidth of a link whose copy time does not grow with size: 1 PB/s.
+pub const UNBOUNDED_BANDWIDTH: f64 = 1e15;
+
 /// The fitted cost of copies in one direction: `seconds = latency + bytes / bandwidth`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinkFit {
@@ -30,7 +33,8 @@ pub struct LinkFit {
 impl LinkFit {
     /// Least-squares fit of `seconds = latency + bytes / bandwidth` to the samples; `None`
     /// with fewer than two distinct sizes. A negative intercept (measurement noise) is
-    /// clamped to zero.
+    /// clamped to zero; a slope that is not positive gives the mean time as latency and
+    /// [`UNBOUNDED_BANDWIDTH`].
     pub fn fit(samples: &[CopySample]) -> Option<Self> {
         let n = samples.len() as f64;
         let mean_x = samples.iter().map(|s| s.bytes as f64).sum::<f64>() / n;
@@ -48,7 +52,13 @@ impl LinkFit {
             .sum();
         let slope = sxy / sxx;
         if slope <= 0.0 {
-            return None;
+            // The time does not grow with size (a copy that moves ownership, such as a CPU
+            // backend taking a host buffer as it is): latency only, at a bandwidth standing
+            // for "unbounded" that still serialises as a number.
+            return Some(Self {
+                bandwidth: UNBOUNDED_BANDWIDTH,
+                latency: mean_y.max(0.0),
+            });
         }
         Some(Self {
             bandwidth: 1.0 / slope,
@@ -146,7 +156,15 @@ impl Profile {
         if to <= from + 1 {
             return 0.0;
         }
-        self.op_nanos[from + 1..to].iter().sum::<u64>() as f64 * 1e-9
+        let n = self.op_nanos.len();
+        let nanos: u64 = if to <= n {
+            self.op_nanos[from + 1..to].iter().sum()
+        } else {
+            // Across the iteration boundary: op `n + k` is op `k` of the next iteration.
+            self.op_nanos[(from + 1).min(n)..].iter().sum::<u64>()
+                + self.op_nanos[..(to - n).min(n)].iter().sum::<u64>()
+        };
+        nanos as f64 * 1e-9
     }
 
     /// Total compute time of the iteration, in seconds.
@@ -176,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn fit_needs_two_sizes_and_a_positive_slope() {
+    fn fit_needs_two_sizes_and_takes_a_flat_slope_as_latency() {
         let one = CopySample {
             bytes: 100,
             seconds: 1.0,
@@ -187,7 +205,13 @@ mod tests {
             bytes: 200,
             seconds: 0.5,
         };
-        assert_eq!(LinkFit::fit(&[one, faster_when_larger]), None);
+        assert_eq!(
+            LinkFit::fit(&[one, faster_when_larger]),
+            Some(LinkFit {
+                bandwidth: UNBOUNDED_BANDWIDTH,
+                latency: 0.75
+            })
+        );
     }
 
     #[test]

@@ -132,7 +132,9 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
                 };
                 let tag = index as u32;
                 program.after[after].push(Step::Offload { port, tag });
-                let at = prefetch_at.saturating_sub(1).max(after);
+                // Started right after the op before `prefetch_at`, which lies in the next
+                // iteration for a tensor carried across the boundary.
+                let at = prefetch_at.saturating_sub(1).max(after) % period;
                 program.after[at].push(Step::Prefetch { tag });
                 program.offloads += 1;
             }

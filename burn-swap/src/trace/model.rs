@@ -100,6 +100,12 @@ pub struct TensorTrace {
     pub accesses: Vec<Access>,
     /// End of life, `None` when it lives past the iteration.
     pub end: Option<End>,
+    /// For a tensor that lives past the iteration: the index (in this trace) of the tensor
+    /// that the previous iteration made in the same slot, which this iteration received as
+    /// an input. Its accesses are where this tensor will be used in the next iteration (a
+    /// parameter or an optimizer state carried from step to step). `None` when unknown.
+    #[serde(default)]
+    pub wraps_to: Option<usize>,
 }
 
 /// The counted peak of one complete iteration.

@@ -708,6 +708,11 @@ impl Recorder {
                 resident_bytes: op.resident_during,
             });
         }
+        if let Some(p) = period
+            && range.end - range.start == p as u64
+        {
+            self.link_carried(&range, p, &mut tensors);
+        }
         Trace {
             period,
             iteration,
@@ -729,6 +734,49 @@ impl Recorder {
             producer,
             accesses: Vec::new(),
             end: None,
+            wraps_to: None,
+        }
+    }
+
+    /// Links each tensor of the iteration at `range` that lives past it to the tensor the
+    /// previous iteration made in the same slot (see [`TensorTrace::wraps_to`]), when the
+    /// previous iteration is still in the window.
+    fn link_carried(&self, range: &Range<u64>, period: usize, tensors: &mut [TensorTrace]) {
+        let Some(prev_start) = range.start.checked_sub(period as u64) else {
+            return;
+        };
+        if prev_start < self.base {
+            return;
+        }
+        let made_before: HashMap<u64, usize> = tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.producer.is_none())
+            .map(|(i, t)| (t.id, i))
+            .collect();
+        if made_before.is_empty() {
+            return;
+        }
+        let by_slot: HashMap<(usize, usize), usize> = tensors
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| match t.slot {
+                Slot::Output { op, index } if t.end.is_none() => Some(((op, index), i)),
+                _ => None,
+            })
+            .collect();
+        let local = (prev_start - self.base) as usize..(range.start - self.base) as usize;
+        for (pos, op) in self.ops[local].iter().enumerate() {
+            for (k, t) in self.tensors[op.outputs.start as usize..op.outputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                if let (Some(&input), Some(&out)) =
+                    (made_before.get(&t.id.value()), by_slot.get(&(pos, k)))
+                {
+                    tensors[out].wraps_to = Some(input);
+                }
+            }
         }
     }
 }

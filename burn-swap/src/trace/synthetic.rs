@@ -36,6 +36,7 @@ pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) 
                     op: backward,
                     kind: EndKind::LastUse,
                 }),
+                wraps_to: None,
             }
         })
         .collect();
