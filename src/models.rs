@@ -1,10 +1,13 @@
 //! Models built from `burn::nn` modules, generic over the backend as user code is.
 
 use burn::module::Module;
+use burn::nn::attention::{
+    MhaInput, MultiHeadAttention, MultiHeadAttentionConfig, generate_autoregressive_mask,
+};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::nn::{Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
@@ -188,5 +191,132 @@ impl<B: Backend> ConvNet<B> {
         CrossEntropyLossConfig::new()
             .init(device)
             .forward(self.forward(x), y)
+    }
+}
+
+/// Sizes of a [`Transformer`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransformerConfig {
+    /// Blocks.
+    pub layers: usize,
+    /// Model width.
+    pub d_model: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Sequence length.
+    pub seq: usize,
+    /// Width of the feed-forward layer.
+    pub d_ff: usize,
+    /// Output features of the regression head.
+    pub d_out: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl TransformerConfig {
+    /// A small model for tests: three blocks.
+    pub fn small() -> Self {
+        Self {
+            layers: 3,
+            d_model: 32,
+            heads: 4,
+            seq: 16,
+            d_ff: 64,
+            d_out: 8,
+            batch: 8,
+            seed: 13,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    /// Attention dropout is off: the comparisons are of deterministic training.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Transformer<B> {
+        Transformer {
+            blocks: (0..self.layers).map(|_| self.block(device)).collect(),
+            head: LinearConfig::new(self.d_model, self.d_out).init(device),
+        }
+    }
+
+    fn block<B: Backend>(&self, device: &B::Device) -> TransformerBlock<B> {
+        TransformerBlock {
+            norm1: LayerNormConfig::new(self.d_model).init(device),
+            attention: MultiHeadAttentionConfig::new(self.d_model, self.heads)
+                .with_dropout(0.0)
+                .init(device),
+            norm2: LayerNormConfig::new(self.d_model).init(device),
+            ff1: LinearConfig::new(self.d_model, self.d_ff).init(device),
+            ff2: LinearConfig::new(self.d_ff, self.d_model).init(device),
+            gelu: Gelu::new(),
+        }
+    }
+}
+
+/// A stack of transformer blocks and a regression head on the mean over the sequence.
+#[derive(Module, Debug)]
+pub struct Transformer<B: Backend> {
+    blocks: Vec<TransformerBlock<B>>,
+    head: Linear<B>,
+}
+
+/// One pre-norm GPT-style block: causal self-attention and a GELU feed-forward layer, each
+/// after a layer norm and with a residual.
+#[derive(Module, Debug)]
+pub struct TransformerBlock<B: Backend> {
+    norm1: LayerNorm<B>,
+    attention: MultiHeadAttention<B>,
+    norm2: LayerNorm<B>,
+    ff1: Linear<B>,
+    ff2: Linear<B>,
+    gelu: Gelu,
+}
+
+impl<B: Backend> TransformerBlock<B> {
+    /// Forward pass, `[batch, seq, d_model]` to the same.
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch, seq, _] = x.dims();
+        let mask = generate_autoregressive_mask::<B>(batch, seq, &x.device());
+        let attended = self
+            .attention
+            .forward(MhaInput::self_attn(self.norm1.forward(x.clone())).mask_attn(mask))
+            .context;
+        let h = x + attended;
+        let ff = self.ff2.forward(
+            self.gelu
+                .forward(self.ff1.forward(self.norm2.forward(h.clone()))),
+        );
+        h + ff
+    }
+}
+
+impl<B: Backend> Transformer<B> {
+    /// Forward pass: `[batch, seq, d_model]` to `[batch, d_out]`.
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+        let h = self.blocks.iter().fold(x, |h, block| block.forward(h));
+        self.head.forward(h.mean_dim(1).squeeze_dim(1))
+    }
+
+    /// Mean squared error on the synthetic sequence batch of `step`.
+    pub fn loss(
+        &self,
+        config: &TransformerConfig,
+        step: usize,
+        device: &B::Device,
+    ) -> Tensor<B, 1> {
+        let (x, y) = data::regression_batch(
+            config.seed,
+            step,
+            config.batch,
+            config.seq * config.d_model,
+            config.d_out,
+        );
+        let x = Tensor::<B, 2>::from_data(x, device).reshape([
+            config.batch,
+            config.seq,
+            config.d_model,
+        ]);
+        let y = Tensor::<B, 2>::from_data(y, device);
+        MseLoss::new().forward(self.forward(x), y, Reduction::Mean)
     }
 }

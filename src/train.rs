@@ -5,7 +5,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 
-use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig};
+use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig, Transformer, TransformerConfig};
 
 /// What a run leaves to compare: the loss of every step (as bits) and the final parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +118,67 @@ pub fn train_convnet<B: AutodiffBackend>(
         steps,
         5e-3,
         |m: &ConvNet<B>, step| m.loss(config, step, device),
+        |_, _| {},
+    );
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
+
+/// Trains a transformer from its deterministic initialisation and returns what to
+/// compare.
+pub fn train_transformer<B: AutodiffBackend>(
+    config: &TransformerConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    let model = {
+        let _guard = crate::rng_lock();
+        B::seed(device, 42);
+        let model = config.init::<B>(device);
+        parameters(&model);
+        model
+    };
+    let (model, losses) = train_loop(
+        model,
+        steps,
+        2e-3,
+        |m: &Transformer<B>, step| m.loss(config, step, device),
+        |_, _| {},
+    );
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
+
+/// Trains an MLP whose batch shrinks to `last_batch` for the last `short_steps` steps (a
+/// dataset whose size is not a multiple of the batch): the shapes change mid-training.
+pub fn train_mlp_short_tail<B: AutodiffBackend>(
+    config: &MlpConfig,
+    device: &B::Device,
+    steps: usize,
+    short_steps: usize,
+    last_batch: usize,
+) -> Outcome {
+    let model = init_mlp::<B>(config, device, 42);
+    let short = MlpConfig {
+        batch: last_batch,
+        ..*config
+    };
+    let (model, losses) = train_loop(
+        model,
+        steps,
+        5e-3,
+        |m: &Mlp<B>, step| {
+            let config = if step + short_steps >= steps {
+                &short
+            } else {
+                config
+            };
+            m.loss(config, step, device)
+        },
         |_, _| {},
     );
     Outcome {

@@ -7,6 +7,7 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 use burn_std::future::DynFut;
 
+use super::layout::{self, Layout};
 use super::residency::{Dims, Entry, Recipe, Residency, State};
 use super::transfer::{Done, Transfers};
 use super::{bytes_of, host};
@@ -56,6 +57,8 @@ pub(crate) struct Engine<B: BackendIr> {
     pending_recipe: Option<Box<Recipe>>,
     /// Tensors that room-making must not touch (recipe inputs being brought back).
     protect: Vec<TensorId>,
+    /// Whether an input of the op in progress may have a strided layout.
+    inputs_strided: bool,
     /// Whether an op's inputs are being put in place: an offload in flight of one of them
     /// that completes now is undone (the op is about to read it).
     fitting: bool,
@@ -93,6 +96,7 @@ impl<B: BackendIr> Engine<B> {
             pending_recipe: None,
             protect: Vec::new(),
             fitting: false,
+            inputs_strided: false,
         }
     }
 
@@ -211,7 +215,18 @@ impl<B: BackendIr> Engine<B> {
         };
         // A recipe of the plan, or a pinned input that Burn hands over for its last use, keeps
         // the op's inputs in the handle container: the op reads them.
-        let recipe = self.wants_recipe();
+        let strided = match layout::of(&op) {
+            Layout::Fresh => false,
+            Layout::View => true,
+            Layout::Inherit => self.inputs_strided,
+        };
+        // A strided output cannot be offloaded bit for bit (see `exec::layout`): under a
+        // budget it gets a recipe, so that it can leave by recomputation instead.
+        let recipe = self.wants_recipe()
+            || (strided
+                && self.budget().is_some()
+                && self.outputs.len() == 1
+                && layout::replayable(&op));
         if recipe || self.consumes_pinned() {
             self.keep_inputs(&mut op, recipe);
         }
@@ -241,8 +256,9 @@ impl<B: BackendIr> Engine<B> {
                 continue;
             }
             self.counters.resident += bytes;
-            self.residency
-                .insert(id, Entry::new(bytes, dims, dtype, now));
+            let mut entry = Entry::new(bytes, dims, dtype, now);
+            entry.strided = strided;
+            self.residency.insert(id, entry);
         }
         if let Some(recipe) = self.pending_recipe.take()
             && let Some(entry) = self.residency.get_mut(&self.out_ids[0])
@@ -340,12 +356,14 @@ impl<B: BackendIr> Engine<B> {
         record: bool,
     ) -> (u64, u64) {
         self.inputs.clear();
+        self.inputs_strided = false;
         let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
             self.inputs.push((t.id, t.status));
             let bytes = match self.residency.get(&t.id) {
                 Some(entry) => {
+                    self.inputs_strided |= entry.strided;
                     if !seen {
                         input_bytes += entry.bytes;
                         if !entry.state.on_device() {
@@ -603,6 +621,12 @@ impl<B: BackendIr> Engine<B> {
             .id;
         self.native_out += bytes_of(&shape, dtype);
         self.insert_resident(id, shape, dtype);
+        if self.inputs_strided
+            && let Some(entry) = self.residency.get_mut(&id)
+        {
+            // A native op may keep its input's layout.
+            entry.strided = true;
+        }
         self.out_ids.push(id);
         id
     }
@@ -747,6 +771,7 @@ impl<B: BackendIr> Engine<B> {
         candidates.clear();
         for (id, entry) in self.residency.entries.iter() {
             if matches!(entry.state, State::Resident)
+                && (!entry.strided || entry.recipe.is_some())
                 && !(protect_inputs && self.inputs.iter().any(|(i, _)| i == id))
                 && !self.protect.contains(id)
             {
@@ -772,7 +797,14 @@ impl<B: BackendIr> Engine<B> {
                 if freed >= deficit {
                     break;
                 }
-                match self.offload(TensorId::new(c.key)) {
+                let id = TensorId::new(c.key);
+                if self.residency.get(&id).is_some_and(|e| e.strided) {
+                    // Strided: it leaves by recomputation (it has a recipe).
+                    self.evict(id);
+                    freed += c.bytes;
+                    continue;
+                }
+                match self.offload(id) {
                     Ok(()) => freed += c.bytes,
                     Err(e) => last_error = Some(e),
                 }
@@ -862,7 +894,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get(&id) else {
             return false;
         };
-        if !matches!(entry.state, State::Resident) {
+        if !matches!(entry.state, State::Resident) || entry.strided {
             return false;
         }
         let ir = entry.ir(id, TensorStatus::ReadOnly);

@@ -6,6 +6,7 @@
 
 pub(crate) mod engine;
 mod host;
+mod layout;
 pub(crate) mod residency;
 mod transfer;
 

@@ -83,6 +83,9 @@ pub(crate) struct Entry {
     pub pins: u32,
     /// Burn is done with it (dropped or consumed it); only recipes keep it.
     pub orphan: bool,
+    /// Its layout may be strided: a fetch would not restore it, so it is never offloaded
+    /// (see `exec::layout`).
+    pub strided: bool,
 }
 
 impl Entry {
@@ -96,6 +99,7 @@ impl Entry {
             recipe: None,
             pins: 0,
             orphan: false,
+            strided: false,
         }
     }
 
