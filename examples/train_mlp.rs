@@ -7,7 +7,8 @@
 //!
 //! Options: `--steps N` (20), `--batch N` (256), `--width N` (1024), `--depth N` (4),
 //! `--budget B` (bytes such as `64MiB`, or a fraction such as `0.25` of the counted peak of one
-//! unbudgeted warm-up step, which runs first in every build), `--eviction dtr|lru|largest`,
+//! unbudgeted warm-up step, which runs first in every build),
+//! `--policy reactive|planned|offload-only|recompute-only`, `--eviction dtr|lru|largest`,
 //! `--report-json PATH`, `--trace-json PATH` (the last complete iteration's trace).
 
 use std::process::ExitCode;

@@ -3,14 +3,14 @@
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn_swap::{Budget, Swap};
+use burn_swap::{Budget, Policy, Swap};
 use burn_swap_suite::models::MlpConfig;
 use burn_swap_suite::trainers::SwapOptions;
 use burn_swap_suite::trainers::mlp::{self, MlpOptions};
 
 fn options(swap: SwapOptions) -> MlpOptions {
     MlpOptions {
-        steps: 4,
+        steps: 8,
         // Deep and narrow with a large batch: saved activations dominate the peak, so a
         // quarter of it still holds the largest single op.
         model: MlpConfig {
@@ -28,7 +28,7 @@ fn options(swap: SwapOptions) -> MlpOptions {
 }
 
 #[test]
-fn bit_identical_train_mlp_at_a_quarter_of_the_peak() {
+fn bit_identical_train_mlp_at_a_quarter_of_the_peak_reactive_and_planned() {
     let device = FlexDevice;
     let plain =
         mlp::run::<Autodiff<Flex>>(&options(SwapOptions::default()), &device, false).unwrap();
@@ -37,27 +37,36 @@ fn bit_identical_train_mlp_at_a_quarter_of_the_peak() {
     let dir = std::env::temp_dir().join(format!("burn-swap-trainers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let report_path = dir.join("r.json");
-    let swap = SwapOptions {
-        budget: Some(Budget::DeviceFraction(0.25)),
-        report_json: Some(report_path.to_string_lossy().into_owned()),
-        ..SwapOptions::default()
-    };
     let _guard = burn_swap_suite::swap_device_lock();
-    let swapped = mlp::run::<Autodiff<Swap<Flex>>>(&options(swap), &device, true).unwrap();
+    for policy in [Policy::Reactive, Policy::Planned] {
+        let swap = SwapOptions {
+            budget: Some(Budget::DeviceFraction(0.25)),
+            policy: Some(policy),
+            report_json: Some(report_path.to_string_lossy().into_owned()),
+            ..SwapOptions::default()
+        };
+        burn_swap::restart_trace(&device);
+        let swapped = mlp::run::<Autodiff<Swap<Flex>>>(&options(swap), &device, true).unwrap();
 
-    let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&plain.losses), bits(&swapped.losses));
-    let report = swapped.report.unwrap();
-    let budget = report.budget_bytes.unwrap();
-    assert_eq!(budget, swapped.warm_up_peak.unwrap() / 4);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert!(report.offloaded_bytes > 0, "{report}");
+        let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&plain.losses), bits(&swapped.losses), "{policy:?}");
+        let report = swapped.report.unwrap();
+        let budget = report.budget_bytes.unwrap();
+        assert_eq!(budget, swapped.warm_up_peak.unwrap() / 4);
+        assert!(report.peak_bytes <= budget, "{report}");
+        assert!(report.offloaded_bytes > 0, "{report}");
+        assert_eq!(report.policy, policy.name());
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(json["budget_bytes"].as_u64(), Some(budget));
-    assert!(json["peak_bytes"].as_u64().unwrap() <= budget);
-    assert!(json["offloaded_bytes"].as_u64().unwrap() > 0);
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        assert_eq!(json["budget_bytes"].as_u64(), Some(budget));
+        assert!(json["peak_bytes"].as_u64().unwrap() <= budget);
+        assert!(json["offloaded_bytes"].as_u64().unwrap() > 0);
+        assert!(json["exposed_wait_ns"].as_u64().is_some());
+        if policy == Policy::Planned {
+            assert!(json["plans"].as_u64().unwrap() > 0, "{report}");
+        }
+    }
     std::fs::remove_dir_all(dir).ok();
     burn_swap::configure(&device, burn_swap::SwapConfig::default()).unwrap();
 }

@@ -52,6 +52,7 @@ impl MlpOptions {
         "width",
         "depth",
         "budget",
+        "policy",
         "eviction",
         "report-json",
         "trace-json",
@@ -69,7 +70,7 @@ pub fn run<B: AutodiffBackend>(
 ) -> Result<RunOutcome, Box<dyn Error>> {
     if !swap && options.swap.any() {
         return Err(
-            "--budget, --eviction, --report-json and --trace-json need the `swap` feature".into(),
+            "--budget, --policy, --eviction, --report-json and --trace-json need the `swap` feature".into(),
         );
     }
     let config = options.model;

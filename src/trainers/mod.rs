@@ -3,13 +3,15 @@
 
 pub mod mlp;
 
-use burn_swap::{Budget, EvictionScore, Report, SwapConfig};
+use burn_swap::{Budget, EvictionScore, Policy, Report, SwapConfig};
 
 /// Options every trainer shares.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SwapOptions {
     /// The budget: bytes, or a fraction of the counted peak of the unbudgeted warm-up step.
     pub budget: Option<Budget>,
+    /// The policy.
+    pub policy: Option<Policy>,
     /// The eviction score.
     pub eviction: Option<EvictionScore>,
     /// Where to write the report as JSON.
@@ -19,7 +21,7 @@ pub struct SwapOptions {
 }
 
 impl SwapOptions {
-    /// Reads `--budget`, `--eviction`, `--report-json` and `--trace-json`.
+    /// Reads `--budget`, `--policy`, `--eviction`, `--report-json` and `--trace-json`.
     pub fn from_args(args: &crate::cli::Args) -> Result<Self, crate::cli::ArgError> {
         use crate::cli::ArgError;
         let budget = args
@@ -40,8 +42,16 @@ impl SwapOptions {
                 ))),
             })
             .transpose()?;
+        let policy = args
+            .value("policy")
+            .map(|text| {
+                text.parse::<Policy>()
+                    .map_err(|reason| ArgError(format!("--policy {text}: {reason}")))
+            })
+            .transpose()?;
         Ok(Self {
             budget,
+            policy,
             eviction,
             report_json: args.value("report-json").map(String::from),
             trace_json: args.value("trace-json").map(String::from),
@@ -66,6 +76,9 @@ impl SwapOptions {
             if bytes > 0 {
                 config = config.with_budget(Budget::Bytes(bytes));
             }
+        }
+        if let Some(policy) = self.policy {
+            config = config.with_policy(policy);
         }
         if let Some(eviction) = self.eviction {
             config = config.with_eviction(eviction);
