@@ -1438,4 +1438,28 @@ impl<B: BackendIr> Engine<B> {
         self.finish_op();
         future
     }
+
+    /// Test seams: start a transfer, settle everything in flight, read the books.
+    #[cfg(test)]
+    pub fn start_offload_for_test(&mut self, id: TensorId) {
+        self.start_offload(id);
+    }
+
+    #[cfg(test)]
+    pub fn start_prefetch_for_test(&mut self, id: TensorId) {
+        self.start_prefetch(id);
+    }
+
+    #[cfg(test)]
+    pub fn settle_all_for_test(&mut self) {
+        while let Some(done) = self.transfers.next() {
+            self.settle(done);
+        }
+    }
+
+    /// Resident and host bytes.
+    #[cfg(test)]
+    pub fn books(&self) -> (u64, u64) {
+        (self.counters.resident, self.counters.host)
+    }
 }

@@ -26,6 +26,7 @@ pub(crate) fn device_memory<B: burn_backend::Backend>(_device: &B::Device) -> Op
 #[cfg(test)]
 mod tests {
     use super::host::faults;
+    use super::transfer::delays;
     use crate::{Swap, SwapConfig};
     use burn::backend::Flex;
     use burn::backend::flex::FlexDevice;
@@ -42,8 +43,180 @@ mod tests {
         t.clone().into_data().to_vec().unwrap()
     }
 
+    /// The Flex device is one per process: tests that configure it take turns.
+    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn device_lock() -> std::sync::MutexGuard<'static, ()> {
+        DEVICE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Two linear layers with ReLU trained with Adam; returns every step's loss bits and the
+    /// final parameters' bytes.
+    fn train<B: burn::tensor::backend::AutodiffBackend>(steps: usize) -> (Vec<u32>, Vec<u8>) {
+        use burn::module::Module;
+        use burn::nn::{Linear, LinearConfig, Relu};
+        use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+
+        #[derive(burn::module::Module, Debug)]
+        struct Net<B: burn::tensor::backend::Backend> {
+            a: Linear<B>,
+            b: Linear<B>,
+            relu: Relu,
+        }
+        let device = Default::default();
+        let mut net = Net::<B> {
+            a: LinearConfig::new(256, 512).init(&device),
+            b: LinearConfig::new(512, 8).init(&device),
+            relu: Relu::new(),
+        };
+        // Deterministic weights without the backend's RNG: overwrite with fixed values.
+        net = net.map(&mut Fill(0));
+        let mut optimizer = AdamConfig::new().init::<B, Net<B>>();
+        let mut losses = Vec::new();
+        for step in 0..steps {
+            let x: Vec<f32> = (0..256 * 128)
+                .map(|i| (((i * 37 + step * 11) % 101) as f32 / 50.0) - 1.0)
+                .collect();
+            let x = Tensor::<B, 2>::from_data(TensorData::new(x, [128, 256]), &device);
+            let y = net.b.forward(net.relu.forward(net.a.forward(x)));
+            let loss = y.clone().mul(y).mean();
+            losses.push(loss.clone().into_data().to_vec::<f32>().unwrap()[0].to_bits());
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optimizer.step(1e-2, net, grads);
+        }
+        let mut bytes = net.a.weight.val().into_data().bytes.to_vec();
+        bytes.extend_from_slice(&net.b.weight.val().into_data().bytes);
+        (losses, bytes)
+    }
+
+    struct Fill(u32);
+
+    impl<B: burn::tensor::backend::Backend> burn::module::ModuleMapper<B> for Fill {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: burn::module::Param<Tensor<B, D>>,
+        ) -> burn::module::Param<Tensor<B, D>> {
+            let (id, tensor, mapper) = param.consume();
+            let n = tensor.shape().num_elements();
+            let shape = tensor.shape();
+            self.0 += 1;
+            let seed = self.0;
+            let values: Vec<f32> = (0..n)
+                .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) % 1000)
+                .map(|v| v as f32 / 10_000.0 - 0.05)
+                .collect();
+            let filled = Tensor::from_data(TensorData::new(values, shape), &tensor.device());
+            burn::module::Param::from_mapped_value(id, filled, mapper)
+        }
+    }
+
+    /// Training under a planned policy with randomised delays on the copy side (transfers
+    /// report up to 300 µs late): no value changes, the budget holds. (On this small net the
+    /// plan's offloads cannot be hidden, so most moves are the reactive fallback's; the
+    /// workers' own ordering is stressed by the next test.)
+    #[test]
+    fn randomised_transfer_delays_change_no_value() {
+        use burn::backend::Autodiff;
+        let _guard = device_lock();
+        let device = FlexDevice;
+        let plain = train::<Autodiff<Flex>>(12);
+        crate::configure(&device, SwapConfig::default()).unwrap();
+        crate::restart_trace(&device);
+        crate::reset_counters(&device);
+        assert_eq!(train::<Autodiff<S>>(12), plain);
+        let report = crate::report(&device).unwrap();
+        let (peak, largest) = (report.peak_bytes, report.largest_op_bytes);
+
+        // Budgets between the largest op and the peak (this small net's peak is mostly its
+        // largest op).
+        for (max_micros, fraction) in [(0, 0.9), (300, 0.9), (300, 0.7)] {
+            let budget = largest + ((peak - largest) as f64 * fraction) as u64;
+            delays::set(max_micros);
+            crate::configure(
+                &device,
+                SwapConfig::budget_bytes(budget).with_policy(crate::Policy::OffloadOnly),
+            )
+            .unwrap();
+            crate::restart_trace(&device);
+            crate::reset_counters(&device);
+            let swapped = train::<Autodiff<S>>(12);
+            delays::set(0);
+            let report = crate::report(&device).unwrap();
+            assert_eq!(swapped, plain, "delays up to {max_micros} µs at {fraction}");
+            assert!(report.peak_bytes <= budget, "{report}");
+            assert!(report.plans > 0, "{report}");
+            assert!(report.offloads > 0 && report.fetches > 0, "{report}");
+        }
+        crate::configure(&device, SwapConfig::default()).unwrap();
+    }
+
+    /// Offloads and prefetches in flight on the workers, reporting in random order and late,
+    /// interleaved with reads that must wait for them: every value comes back, and the books
+    /// (resident plus host bytes) always add up.
+    #[test]
+    fn transfers_in_flight_under_random_delays_keep_every_value() {
+        use burn_ir::{TensorIr, TensorStatus};
+        use burn_router::Runner;
+        let mut engine = super::engine::Engine::new(
+            Runner::<Flex>::new(FlexDevice),
+            SwapConfig::default(),
+            None,
+        );
+        delays::set(200);
+        let tensors: Vec<(TensorIr, Vec<f32>)> = (0..12)
+            .map(|k| {
+                let values: Vec<f32> = (0..1000 + 64 * k).map(|i| (i * 7 + k) as f32).collect();
+                let data = TensorData::new(values.clone(), [values.len()]);
+                (engine.register_data(data).unwrap(), values)
+            })
+            .collect();
+        let total: u64 = tensors
+            .iter()
+            .map(|(t, _)| 4 * t.shape.num_elements() as u64)
+            .sum();
+        for round in 0..6 {
+            for (i, (t, _)) in tensors.iter().enumerate() {
+                match (i + round) % 3 {
+                    0 => engine.start_offload_for_test(t.id),
+                    1 => engine.start_prefetch_for_test(t.id),
+                    _ => {}
+                }
+            }
+            let (resident, host) = engine.books();
+            assert_eq!(resident + host, total, "round {round}");
+            for (i, (t, values)) in tensors.iter().enumerate() {
+                if (i + round) % 4 != 0 {
+                    continue;
+                }
+                let read = TensorIr {
+                    status: TensorStatus::ReadOnly,
+                    ..t.clone()
+                };
+                let data = burn_std::reader::try_read_sync(engine.read(read))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(&data.to_vec::<f32>().unwrap(), values, "round {round}");
+            }
+        }
+        delays::set(0);
+        engine.settle_all_for_test();
+        let (resident, host) = engine.books();
+        assert_eq!(resident + host, total);
+        for (t, values) in &tensors {
+            let read = TensorIr {
+                status: TensorStatus::ReadOnly,
+                ..t.clone()
+            };
+            let data = burn_std::reader::try_read_sync(engine.read(read))
+                .unwrap()
+                .unwrap();
+            assert_eq!(&data.to_vec::<f32>().unwrap(), values);
+        }
+    }
+
     #[test]
     fn failed_offloads_never_lose_data() {
+        let _guard = device_lock();
         let device = FlexDevice;
         // Four tensors of 1 KiB fit; the fifth needs one offloaded.
         crate::configure(&device, SwapConfig::budget_bytes(4 * 1024)).unwrap();

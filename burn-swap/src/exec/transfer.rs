@@ -256,3 +256,29 @@ impl<B: BackendIr> Drop for Transfers<B> {
         }
     }
 }
+
+/// Randomised delays on the copy side for the engine's own tests: each transfer reports up
+/// to `max` microseconds late, so that completions arrive in every order relative to compute.
+#[cfg(test)]
+pub(crate) mod delays {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static MAX_MICROS: AtomicU64 = AtomicU64::new(0);
+
+    pub fn set(max_micros: u64) {
+        MAX_MICROS.store(max_micros, Ordering::SeqCst);
+    }
+
+    pub fn pause(seed: u64) {
+        let max = MAX_MICROS.load(Ordering::SeqCst);
+        if max == 0 {
+            return;
+        }
+        // SplitMix64 of the tensor id: a different delay per transfer, reproducible.
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        std::thread::sleep(std::time::Duration::from_micros(z % (max + 1)));
+    }
+}
