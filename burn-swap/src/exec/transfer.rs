@@ -142,6 +142,8 @@ impl<B: BackendIr> Transfers<B> {
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read::<B>(job)))
                             .unwrap_or_else(|panic| Err(panic_message(panic)));
+                    #[cfg(test)]
+                    delays::pause(id.value());
                     let nanos = start.elapsed().as_nanos() as u64;
                     if done.send(Done::Offloaded { id, result, nanos }).is_err() {
                         return;
@@ -164,6 +166,8 @@ impl<B: BackendIr> Transfers<B> {
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
                             .map_err(panic_message);
+                    #[cfg(test)]
+                    delays::pause(id.value() ^ 0x9e37_79b9);
                     let nanos = start.elapsed().as_nanos() as u64;
                     if done.send(Done::Fetched { id, result, nanos }).is_err() {
                         return;
