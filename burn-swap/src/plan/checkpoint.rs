@@ -21,8 +21,8 @@
 //!   at checkpoints and `y` the largest block's bytes.
 //!
 //! The simulated memory of a plan counts each recomputed tensor again from the op before its
-//! next use; the transient of recomputing a whole block at once is not modelled yet (the
-//! executor that recomputes comes with the planned policy).
+//! next use; the transient of recomputing a whole block at once is not modelled (the combiner
+//! keeps recomputation one level deep, so the executor never replays a block at once).
 
 use super::profile::Profile;
 use super::simulate::{self, Lifetime, Simulation};
