@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod compress;
 pub mod config;
 #[cfg(feature = "cuda")]
 pub mod cuda;

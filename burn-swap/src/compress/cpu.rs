@@ -1,0 +1,166 @@
+//! The CPU codec, used on the generic path.
+//!
+//! Compression walks elements in groups of 32 (one mask word). Each element is written to
+//! the output at the current position whether or not it is zero, and the position advances
+//! by the element's width only when it is nonzero: no branch per element. Decompression
+//! writes each mask word's set bits (found with `trailing_zeros`) into a zeroed buffer. Large
+//! tensors are split into parts of whole mask words, one per thread; the parts' values are
+//! concatenated in order (compression) or located by a prefix sum of the parts' bit counts
+//! (decompression), so the result is the same bytes as a single pass.
+
+/// Tensors of at least this many bytes are split over threads.
+const PARALLEL_BYTES: usize = 4 << 20;
+
+fn threads_for(bytes: usize) -> usize {
+    if bytes < PARALLEL_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(bytes / (PARALLEL_BYTES / 4))
+        .max(1)
+}
+
+/// Splits `n` elements into `parts` ranges of whole mask words.
+fn split(n: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let words = n.div_ceil(32);
+    let per = words.div_ceil(parts.max(1)).max(1);
+    (0..words)
+        .step_by(per)
+        .map(|w| (w * 32)..((w + per) * 32).min(n))
+        .collect()
+}
+
+/// One element width's codec; `W` bytes per element.
+#[inline]
+fn is_zero<const W: usize>(e: &[u8]) -> bool {
+    // Compared as an integer of the element's width: the compiler emits one load and compare.
+    match W {
+        1 => e[0] == 0,
+        2 => u16::from_ne_bytes([e[0], e[1]]) == 0,
+        4 => u32::from_ne_bytes([e[0], e[1], e[2], e[3]]) == 0,
+        _ => e.iter().fold(0u8, |a, &b| a | b) == 0,
+    }
+}
+
+fn compress_part<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
+    let n = bytes.len() / W;
+    let mut masks = vec![0u32; n.div_ceil(32)];
+    let mut out = vec![0u8; n * W];
+    let mut pos = 0;
+    for (group, mask) in bytes.chunks(32 * W).zip(masks.iter_mut()) {
+        let mut m = 0u32;
+        for (j, e) in group.chunks_exact(W).enumerate() {
+            let nonzero = !is_zero::<W>(e);
+            // `pos <= j`-th element's offset, so the write stays inside `out`.
+            out[pos..pos + W].copy_from_slice(e);
+            pos += W * nonzero as usize;
+            m |= (nonzero as u32) << j;
+        }
+        *mask = m;
+    }
+    out.truncate(pos);
+    (masks, out)
+}
+
+fn decompress_part<const W: usize>(masks: &[u32], values: &[u8], out: &mut [u8]) {
+    let mut pos = 0;
+    for (chunk, &mask) in out.chunks_mut(32 * W).zip(masks) {
+        let mut m = mask;
+        while m != 0 {
+            let j = m.trailing_zeros() as usize;
+            chunk[j * W..(j + 1) * W].copy_from_slice(&values[pos..pos + W]);
+            pos += W;
+            m &= m - 1;
+        }
+    }
+}
+
+fn compress_w<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
+    let n = bytes.len() / W;
+    let threads = threads_for(bytes.len());
+    if threads == 1 {
+        return compress_part::<W>(bytes);
+    }
+    let parts = split(n, threads);
+    let results: Vec<(Vec<u32>, Vec<u8>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|r| {
+                let slice = &bytes[r.start * W..r.end * W];
+                scope.spawn(move || compress_part::<W>(slice))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a codec thread does not panic"))
+            .collect()
+    });
+    let mut masks = Vec::with_capacity(n.div_ceil(32));
+    let mut values = Vec::with_capacity(results.iter().map(|r| r.1.len()).sum());
+    for (m, v) in results {
+        masks.extend_from_slice(&m);
+        values.extend_from_slice(&v);
+    }
+    (masks, values)
+}
+
+fn decompress_w<const W: usize>(masks: &[u32], values: &[u8], n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n * W];
+    let threads = threads_for(n * W);
+    if threads == 1 {
+        decompress_part::<W>(masks, values, &mut out);
+        return out;
+    }
+    let parts = split(n, threads);
+    std::thread::scope(|scope| {
+        let mut rest = out.as_mut_slice();
+        let mut value_at = 0;
+        for r in &parts {
+            let (mine, tail) = rest.split_at_mut((r.end - r.start) * W);
+            rest = tail;
+            let words = &masks[r.start / 32..r.end.div_ceil(32)];
+            let count: usize = words.iter().map(|m| m.count_ones() as usize).sum();
+            let vals = &values[value_at..value_at + count * W];
+            value_at += count * W;
+            scope.spawn(move || decompress_part::<W>(words, vals, mine));
+        }
+    });
+    out
+}
+
+/// Compresses `bytes` of elements of `w` bytes (1, 2, 4 or 8) into a bitmask and the
+/// nonzero elements' bytes.
+pub fn compress(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
+    match w {
+        1 => compress_w::<1>(bytes),
+        2 => compress_w::<2>(bytes),
+        4 => compress_w::<4>(bytes),
+        8 => compress_w::<8>(bytes),
+        _ => unreachable!("widths are checked by `compress::width`"),
+    }
+}
+
+/// Decompresses `n` elements of `w` bytes; the caller has checked that the bitmask's bits
+/// match the values.
+pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Vec<u8> {
+    match w {
+        1 => decompress_w::<1>(masks, values, n),
+        2 => decompress_w::<2>(masks, values, n),
+        4 => decompress_w::<4>(masks, values, n),
+        8 => decompress_w::<8>(masks, values, n),
+        _ => unreachable!("widths are checked by `compress::width`"),
+    }
+}
+
+/// One pass without threads, for the tests that compare it with the split one.
+#[cfg(test)]
+pub fn compress_part_for_test(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
+    match w {
+        1 => compress_part::<1>(bytes),
+        2 => compress_part::<2>(bytes),
+        4 => compress_part::<4>(bytes),
+        _ => compress_part::<8>(bytes),
+    }
+}
