@@ -10,10 +10,12 @@
 //! | `BURN_SWAP_POLICY` | `reactive`, `planned`, `offload-only`, `recompute-only` | `planned` |
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
+//! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
 //!
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
 //! never replaced by a default.
 
+pub use crate::compress::Compression;
 use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 
@@ -155,6 +157,8 @@ pub struct SwapConfig {
     pub eviction: EvictionScore,
     /// Whether to record the op trace (needed for [`crate::trace`] and the iteration report).
     pub trace: bool,
+    /// Zero-value compression of offloaded tensors (see [`crate::compress`]).
+    pub compression: Compression,
 }
 
 impl Default for SwapConfig {
@@ -165,6 +169,7 @@ impl Default for SwapConfig {
             policy: Policy::Planned,
             eviction: EvictionScore::Dtr,
             trace: true,
+            compression: Compression::Off,
         }
     }
 }
@@ -201,6 +206,12 @@ impl SwapConfig {
     /// Turns burn-swap on or off.
     pub fn with_enabled(mut self, enabled: bool) -> Self {
         self.enabled = enabled;
+        self
+    }
+
+    /// Sets when offloaded tensors are compressed.
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
         self
     }
 
@@ -255,6 +266,10 @@ impl SwapConfig {
                 }
             };
         }
+        if let Some(value) = lookup("BURN_SWAP_COMPRESS") {
+            self.compression = parse_compression(&value)
+                .map_err(|reason| invalid("BURN_SWAP_COMPRESS", &value, &reason))?;
+        }
         if let Some(value) = lookup("BURN_SWAP_TRACE") {
             self.trace = parse_switch("BURN_SWAP_TRACE", &value)?;
         }
@@ -263,11 +278,40 @@ impl SwapConfig {
 
     /// Checks the values that can be checked without a device.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Compression::On { max_ratio } | Compression::Auto { max_ratio } = self.compression
+            && !(max_ratio > 0.0 && max_ratio <= 1.0)
+        {
+            return Err(ConfigError::CompressionRatio(max_ratio));
+        }
         match self.budget {
             Budget::Bytes(0) => Err(ConfigError::ZeroBudget),
             Budget::DeviceFraction(f) => check_fraction(f),
             _ => Ok(()),
         }
+    }
+}
+
+/// Parses `off`, `on`, `auto`, or `on:R` / `auto:R` with a size threshold `R` in `(0, 1]`.
+pub fn parse_compression(text: &str) -> Result<Compression, String> {
+    let text = text.trim().to_ascii_lowercase();
+    let (mode, ratio) = match text.split_once(':') {
+        Some((mode, ratio)) => {
+            let ratio: f64 = ratio
+                .trim()
+                .parse()
+                .map_err(|_| format!("threshold {ratio:?} is not a number"))?;
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(format!("threshold {ratio} is outside (0, 1]"));
+            }
+            (mode.trim().to_string(), ratio)
+        }
+        None => (text.clone(), Compression::DEFAULT_MAX_RATIO),
+    };
+    match mode.as_str() {
+        "off" | "0" | "false" | "no" => Ok(Compression::Off),
+        "on" | "1" | "true" | "yes" => Ok(Compression::On { max_ratio: ratio }),
+        "auto" => Ok(Compression::Auto { max_ratio: ratio }),
+        _ => Err("expected `off`, `on`, `auto`, or `on:0.8`-style with a threshold".into()),
     }
 }
 
@@ -417,6 +461,9 @@ mod tests {
             ("BURN_SWAP_POLICY", "greedy"),
             ("BURN_SWAP_EVICTION", "random"),
             ("BURN_SWAP_TRACE", "2"),
+            ("BURN_SWAP_COMPRESS", "maybe"),
+            ("BURN_SWAP_COMPRESS", "on:1.5"),
+            ("BURN_SWAP_COMPRESS", "on:x"),
         ] {
             let err = SwapConfig::default()
                 .with_vars(|name| (name == var).then(|| value.to_string()))
@@ -436,6 +483,7 @@ mod tests {
                 "BURN_SWAP_BUDGET" => Some("256MiB".into()),
                 "BURN_SWAP_EVICTION" => Some("LRU".into()),
                 "BURN_SWAP_POLICY" => Some("Offload_Only".into()),
+                "BURN_SWAP_COMPRESS" => Some("auto:0.5".into()),
                 "BURN_SWAP_TRACE" => Some("0".into()),
                 _ => None,
             })
@@ -444,6 +492,18 @@ mod tests {
         assert_eq!(config.budget, Budget::Bytes(256 << 20));
         assert_eq!(config.eviction, EvictionScore::Lru);
         assert_eq!(config.policy, Policy::OffloadOnly);
+        assert_eq!(config.compression, Compression::Auto { max_ratio: 0.5 });
+        assert_eq!(
+            parse_compression("ON"),
+            Ok(Compression::On { max_ratio: 0.8 })
+        );
+        assert_eq!(parse_compression("off"), Ok(Compression::Off));
+        assert_eq!(
+            SwapConfig::default()
+                .with_compression(Compression::On { max_ratio: 0.0 })
+                .validate(),
+            Err(ConfigError::CompressionRatio(0.0))
+        );
         assert!(!config.trace);
         for policy in Policy::ALL {
             assert_eq!(policy.name().parse(), Ok(policy));

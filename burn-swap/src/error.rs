@@ -21,6 +21,9 @@ pub enum ConfigError {
     /// A budget given as a fraction is outside `(0, 1]`.
     #[error("budget fraction {0} is outside (0, 1]")]
     FractionOutOfRange(f64),
+    /// A compression size threshold outside `(0, 1]`.
+    #[error("compression ratio threshold {0} is outside (0, 1]")]
+    CompressionRatio(f64),
     /// A budget of zero bytes can hold no tensor.
     #[error("a budget of 0 bytes can hold no tensor; give at least the working set of one op")]
     ZeroBudget,

@@ -37,7 +37,7 @@ pub mod trace;
 use burn_backend::backend::DeviceOps;
 
 pub use backend::{Swap, SwapBridge, SwapChannel, SwapClient};
-pub use config::{Budget, EvictionScore, Policy, SwapConfig};
+pub use config::{Budget, Compression, EvictionScore, Policy, SwapConfig};
 pub use error::{ConfigError, SwapError};
 pub use report::Report;
 pub use trace::Trace;

@@ -29,6 +29,13 @@ pub(crate) struct Counters {
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
     pub predicted_exposed_nanos: Option<u64>,
+    pub raw_bytes: u64,
+    pub moved_bytes: u64,
+    pub compressed_offloads: u64,
+    pub codec_nanos: u64,
+    /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
+    pub moves:
+        hashbrown::HashMap<(crate::exec::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
 }
 
 impl Counters {
@@ -117,10 +124,63 @@ pub struct Report {
     pub planned_offloads: usize,
     /// Recomputations per iteration in the plan in force.
     pub planned_recomputes: usize,
+    /// The compression mode in force (`off`, `on`, `auto`).
+    pub compression: String,
+    /// Raw bytes of every offload (what moved before compression).
+    pub raw_bytes: u64,
+    /// Bytes that offloads moved to host memory (compressed where it paid).
+    pub moved_bytes: u64,
+    /// `raw_bytes / moved_bytes` (1 without compression).
+    pub compression_ratio: f64,
+    /// Offloads that were compressed.
+    pub compressed_offloads: u64,
+    /// Seconds spent compressing and decompressing (on workers or on the op's path).
+    pub codec_seconds: f64,
+    /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
+    /// largest raw bytes first, at most 32.
+    pub compression_by_tensor: Vec<CompressionStat>,
     /// The training loop's period in ops, once detected.
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
     pub iteration_peaks: Vec<IterationPeak>,
+}
+
+/// Offloads of tensors of one shape and dtype, and what compression did to them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompressionStat {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Data type, as Burn names it.
+    pub dtype: String,
+    /// Offloads of such tensors.
+    pub offloads: u64,
+    /// Their raw bytes.
+    pub raw_bytes: u64,
+    /// The bytes they moved.
+    pub moved_bytes: u64,
+    /// `raw_bytes / moved_bytes`.
+    pub ratio: f64,
+}
+
+impl Counters {
+    /// The per-shape compression figures, largest raw bytes first, at most 32.
+    pub fn compression_by_tensor(&self) -> Vec<CompressionStat> {
+        let mut stats: Vec<CompressionStat> = self
+            .moves
+            .iter()
+            .map(|((dims, dtype), &(offloads, raw, moved))| CompressionStat {
+                shape: dims.as_slice().to_vec(),
+                dtype: format!("{dtype:?}"),
+                offloads,
+                raw_bytes: raw,
+                moved_bytes: moved,
+                ratio: raw as f64 / moved.max(1) as f64,
+            })
+            .collect();
+        stats.sort_by(|a, b| b.raw_bytes.cmp(&a.raw_bytes).then(a.shape.cmp(&b.shape)));
+        stats.truncate(32);
+        stats
+    }
 }
 
 impl Report {
@@ -181,6 +241,26 @@ impl fmt::Display for Report {
             ),
         )?;
         row(f, "failed offloads", self.failed_offloads.to_string())?;
+        if self.compression != "off" {
+            row(
+                f,
+                "compression",
+                format!(
+                    "{} -> {} ({:.2}x)",
+                    format_bytes(self.raw_bytes),
+                    format_bytes(self.moved_bytes),
+                    self.compression_ratio
+                ),
+            )?;
+            row(
+                f,
+                "compressed",
+                format!(
+                    "{} offloads, codec {:.3} s",
+                    self.compressed_offloads, self.codec_seconds
+                ),
+            )?;
+        }
         row(
             f,
             "recomputes",

@@ -230,6 +230,17 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             predicted_exposed_seconds: c.predicted_exposed_nanos.map(|n| n as f64 * 1e-9),
             planned_offloads: engine.program().map_or(0, |p| p.offloads),
             planned_recomputes: engine.program().map_or(0, |p| p.recomputes),
+            compression: engine.config.compression.name().to_string(),
+            raw_bytes: c.raw_bytes,
+            moved_bytes: c.moved_bytes,
+            compression_ratio: if c.moved_bytes == 0 {
+                1.0
+            } else {
+                c.raw_bytes as f64 / c.moved_bytes as f64
+            },
+            compressed_offloads: c.compressed_offloads,
+            codec_seconds: c.codec_nanos as f64 * 1e-9,
+            compression_by_tensor: c.compression_by_tensor(),
             period,
             iteration_peaks,
         }

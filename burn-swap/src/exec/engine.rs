@@ -8,10 +8,10 @@ use burn_router::{Runner, RunnerClient};
 use burn_std::future::DynFut;
 
 use super::layout::{self, Layout};
-use super::residency::{Dims, Entry, Recipe, Residency, State};
+use super::residency::{Dims, Entry, HostCopy, Recipe, Residency, State};
 use super::transfer::{Done, Transfers};
 use super::{bytes_of, host};
-use crate::config::SwapConfig;
+use crate::config::{Compression, SwapConfig};
 use crate::error::SwapError;
 use crate::plan::program::{self, Port, Program, Step};
 use crate::plan::reactive::{self, Candidate, LinkModel};
@@ -57,6 +57,8 @@ pub(crate) struct Engine<B: BackendIr> {
     pending_recipe: Option<Box<Recipe>>,
     /// Tensors that room-making must not touch (recipe inputs being brought back).
     protect: Vec<TensorId>,
+    /// The CPU codec's measured throughput (raw bytes per second), once measured.
+    codec_bandwidth: Option<f64>,
     /// Whether an input of the op in progress may have a strided layout.
     inputs_strided: bool,
     /// Whether an op's inputs are being put in place: an offload in flight of one of them
@@ -97,6 +99,7 @@ impl<B: BackendIr> Engine<B> {
             protect: Vec::new(),
             fitting: false,
             inputs_strided: false,
+            codec_bandwidth: None,
         }
     }
 
@@ -461,9 +464,9 @@ impl<B: BackendIr> Engine<B> {
                 self.protect.pop();
                 room?;
                 let start = Instant::now();
-                self.fetch(id);
+                let fetched = self.fetch(id);
                 self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
-                Ok(())
+                fetched
             }
             State::Fetching => {
                 let start = Instant::now();
@@ -677,7 +680,7 @@ impl<B: BackendIr> Engine<B> {
     fn forget(&mut self, id: &TensorId) -> Option<Entry> {
         let mut entry = self.residency.remove(id)?;
         match entry.state {
-            State::Offloaded(_) => self.counters.host -= entry.bytes,
+            State::Offloaded(ref copy) => self.counters.host -= copy.bytes(),
             State::Evicted => {}
             State::Offloading => {
                 self.offloading_bytes -= entry.bytes;
@@ -829,6 +832,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Offloads a resident tensor on this thread (the reactive path): the op waits for it.
     fn offload(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let compression = self.compression_policy();
         let Some(entry) = self.residency.get(&id) else {
             return Ok(());
         };
@@ -837,15 +841,22 @@ impl<B: BackendIr> Engine<B> {
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
         let start = Instant::now();
         let result = host::offload(&self.runner, id, entry);
+        let (result, codec_nanos) = match result {
+            Ok(data) => {
+                let (copy, codec_nanos) = crate::compress::pack(data, &compression);
+                (Ok(copy), codec_nanos)
+            }
+            Err(e) => (Err(e), 0),
+        };
         let nanos = start.elapsed().as_nanos() as u64;
         self.counters.exposed_wait_nanos += nanos;
         match result {
-            Ok(data) => {
-                if let Some(entry) = self.residency.get_mut(&id) {
-                    entry.state = State::Offloaded(Box::new(data));
-                }
+            Ok(copy) => {
                 self.counters.resident -= bytes;
-                self.note_offloaded(bytes, nanos);
+                self.note_offloaded(id, &copy, nanos, codec_nanos);
+                if let Some(entry) = self.residency.get_mut(&id) {
+                    entry.state = State::Offloaded(Box::new(copy));
+                }
                 Ok(())
             }
             Err(error) => {
@@ -860,32 +871,99 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    fn note_offloaded(&mut self, bytes: u64, nanos: u64) {
-        self.counters.host += bytes;
-        self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
-        self.counters.offloads += 1;
-        self.counters.offloaded_bytes += bytes;
-        self.counters.offload_nanos += nanos;
-    }
-
-    /// Fetches an offloaded tensor on this thread (the caller made room).
-    fn fetch(&mut self, id: TensorId) {
-        let Some(entry) = self.residency.get_mut(&id) else {
+    /// Books an offload that completed: its host copy (raw or compressed) holds `copy.bytes()`.
+    fn note_offloaded(&mut self, id: TensorId, copy: &HostCopy, nanos: u64, codec_nanos: u64) {
+        let Some(entry) = self.residency.get(&id) else {
             return;
         };
-        let State::Offloaded(data) = core::mem::replace(&mut entry.state, State::Resident) else {
-            return;
+        let (raw, moved) = (entry.bytes, copy.bytes());
+        self.counters.host += moved;
+        self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
+        self.counters.offloads += 1;
+        self.counters.offloaded_bytes += raw;
+        self.counters.offload_nanos += nanos;
+        self.counters.raw_bytes += raw;
+        self.counters.moved_bytes += moved;
+        self.counters.codec_nanos += codec_nanos;
+        if let HostCopy::Compressed(_) = copy {
+            self.counters.compressed_offloads += 1;
+        }
+        if self.config.compression != Compression::Off {
+            let stat = self
+                .counters
+                .moves
+                .entry((entry.dims.clone(), entry.dtype))
+                .or_default();
+            stat.0 += 1;
+            stat.1 += raw;
+            stat.2 += moved;
+        }
+    }
+
+    /// The compression policy of offloads: the configured mode and, for `Auto`, the measured
+    /// link bandwidth and CPU codec throughput.
+    fn compression_policy(&mut self) -> crate::compress::Policy {
+        let mode = self.config.compression;
+        let (mut link_bandwidth, mut codec_bandwidth) = (None, None);
+        if let Compression::Auto { .. } = mode {
+            link_bandwidth = self.links().and_then(|l| match l.fits() {
+                (Some(out), Some(back)) => Some(out.bandwidth.min(back.bandwidth)),
+                _ => None,
+            });
+            codec_bandwidth = Some(
+                *self
+                    .codec_bandwidth
+                    .get_or_insert_with(crate::compress::measure_cpu_codec),
+            );
+        }
+        crate::compress::Policy {
+            mode,
+            link_bandwidth,
+            codec_bandwidth,
+        }
+    }
+
+    /// Fetches an offloaded tensor on this thread (the caller made room), decompressing it
+    /// when it was compressed.
+    fn fetch(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return Ok(());
+        };
+        let State::Offloaded(copy) = core::mem::replace(&mut entry.state, State::Resident) else {
+            return Ok(());
         };
         let bytes = entry.bytes;
         let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        host::fetch(&self.runner, id, *data);
-        self.counters.host -= bytes;
+        let stored = copy.bytes();
+        let compressed = matches!(*copy, HostCopy::Compressed(_));
+        let data = match copy.into_data() {
+            Ok(data) => data,
+            Err(error) => {
+                // A corrupt host copy: the tensor cannot come back.
+                self.counters.host -= stored;
+                if let Some(entry) = self.residency.get_mut(&id) {
+                    entry.state = State::Evicted;
+                    entry.recipe = None;
+                }
+                return Err(SwapError::TransferFailed {
+                    tensor: id.value(),
+                    bytes,
+                    reason: error.to_string(),
+                });
+            }
+        };
+        if compressed {
+            self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
+        }
+        host::fetch(&self.runner, id, data);
+        self.counters.host -= stored;
         self.counters.resident += bytes;
         self.counters.note_resident(self.counters.resident);
         self.counters.fetches += 1;
         self.counters.fetched_bytes += bytes;
         self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+        Ok(())
     }
 
     /// Starts offloading a resident tensor on the send worker: it stays usable, and its device
@@ -900,7 +978,11 @@ impl<B: BackendIr> Engine<B> {
         let ir = entry.ir(id, TensorStatus::ReadOnly);
         let bytes = entry.bytes;
         let handle = self.runner.get_tensor_handle(&ir);
-        if !self.transfers.offload(id, handle, ir.shape, ir.dtype) {
+        let compression = self.compression_policy();
+        if !self
+            .transfers
+            .offload(id, handle, ir.shape, ir.dtype, compression)
+        {
             return self.offload(id).is_ok();
         }
         if let Some(entry) = self.residency.get_mut(&id) {
@@ -925,18 +1007,20 @@ impl<B: BackendIr> Engine<B> {
         if budget.is_some_and(|b| resident + bytes > b) {
             return false;
         }
-        let State::Offloaded(data) = core::mem::replace(&mut entry.state, State::Fetching) else {
+        let State::Offloaded(copy) = core::mem::replace(&mut entry.state, State::Fetching) else {
             return true;
         };
+        let stored = copy.bytes();
         let device = self.runner.device();
-        if let Err(data) = self.transfers.fetch(id, *data, device) {
+        if let Err(copy) = self.transfers.fetch(id, *copy, device) {
             if let Some(entry) = self.residency.get_mut(&id) {
-                entry.state = State::Offloaded(Box::new(data));
+                entry.state = State::Offloaded(Box::new(copy));
             }
-            self.fetch(id);
+            // The receive worker is gone: fetch here (an error surfaces at the next use).
+            let _ = self.fetch(id);
             return true;
         }
-        self.counters.host -= bytes;
+        self.counters.host -= stored;
         self.counters.resident += bytes;
         self.counters.note_resident(self.counters.resident);
         true
@@ -958,7 +1042,12 @@ impl<B: BackendIr> Engine<B> {
         };
         let bytes = entry.bytes;
         match done {
-            Done::Offloaded { result, nanos, .. } => {
+            Done::Offloaded {
+                result,
+                nanos,
+                codec_nanos,
+                ..
+            } => {
                 if !matches!(entry.state, State::Offloading) {
                     return;
                 }
@@ -973,12 +1062,14 @@ impl<B: BackendIr> Engine<B> {
                     return;
                 }
                 match result {
-                    Ok(data) => {
+                    Ok(copy) => {
                         let ir = entry.ir(id, TensorStatus::ReadWrite);
-                        entry.state = State::Offloaded(Box::new(data));
                         self.runner.register_op(OperationIr::Drop(ir));
                         self.counters.resident -= bytes;
-                        self.note_offloaded(bytes, nanos);
+                        self.note_offloaded(id, &copy, nanos, codec_nanos);
+                        if let Some(entry) = self.residency.get_mut(&id) {
+                            entry.state = State::Offloaded(Box::new(copy));
+                        }
                     }
                     Err(reason) => {
                         entry.state = State::Resident;
@@ -987,7 +1078,12 @@ impl<B: BackendIr> Engine<B> {
                     }
                 }
             }
-            Done::Fetched { result, nanos, .. } => {
+            Done::Fetched {
+                result,
+                nanos,
+                codec_nanos,
+                ..
+            } => {
                 if !matches!(entry.state, State::Fetching) {
                     return;
                 }
@@ -999,6 +1095,7 @@ impl<B: BackendIr> Engine<B> {
                         self.counters.fetches += 1;
                         self.counters.fetched_bytes += bytes;
                         self.counters.fetch_nanos += nanos;
+                        self.counters.codec_nanos += codec_nanos;
                     }
                     Err(reason) => {
                         // The bytes are gone with the failed allocation: the tensor cannot
@@ -1220,20 +1317,25 @@ impl<B: BackendIr> Engine<B> {
                 };
                 let handle = self.runner.get_tensor_handle(&read);
                 let start = Instant::now();
+                let off = crate::compress::Policy {
+                    mode: Compression::Off,
+                    link_bandwidth: None,
+                    codec_bandwidth: None,
+                };
                 let queued = self
                     .transfers
-                    .offload(ir.id, handle, ir.shape.clone(), ir.dtype);
+                    .offload(ir.id, handle, ir.shape.clone(), ir.dtype, off);
                 let done = if queued { self.transfers.next() } else { None };
                 self.runner.register_op(OperationIr::Drop(ir.clone()));
                 let Some(Done::Offloaded {
-                    result: Ok(data), ..
+                    result: Ok(copy), ..
                 }) = done
                 else {
                     return None;
                 };
                 down = down.min(start.elapsed().as_secs_f64());
                 let start = Instant::now();
-                if self.transfers.fetch(ir.id, data, device.clone()).is_err() {
+                if self.transfers.fetch(ir.id, copy, device.clone()).is_err() {
                     return None;
                 }
                 let Some(Done::Fetched {
@@ -1400,19 +1502,22 @@ impl<B: BackendIr> Engine<B> {
                     && !self.residency.is_pinned(&tensor.id);
                 let data = if last {
                     match self.forget(&tensor.id).map(|e| e.state) {
-                        Some(State::Offloaded(data)) => *data,
+                        Some(State::Offloaded(copy)) => copy.into_data(),
                         _ => unreachable!("checked offloaded above"),
                     }
                 } else {
                     let data = match self.residency.get(&tensor.id).map(|e| &e.state) {
-                        Some(State::Offloaded(data)) => TensorData::clone(data),
+                        Some(State::Offloaded(copy)) => copy.to_data(),
                         _ => unreachable!("checked offloaded above"),
                     };
                     self.consume_if_last(&tensor);
                     data
                 };
                 self.inputs.clear();
-                Box::pin(async move { Ok(data) })
+                let data = data.map_err(|e| ExecutionError::WithContext {
+                    reason: format!("burn-swap: {e}"),
+                });
+                Box::pin(async move { data })
             } else {
                 match self.ensure_resident(&tensor) {
                     Ok(()) => {

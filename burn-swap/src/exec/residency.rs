@@ -6,7 +6,7 @@ use hashbrown::HashMap;
 
 /// A tensor's dimensions, kept inline up to rank 6 so that recording a tensor copies a few
 /// words instead of cloning a `Shape`; turned back into a `Shape` only when a tensor moves.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Dims {
     Inline { rank: u8, dims: [usize; 6] },
     Heap(Box<[usize]>),
@@ -46,8 +46,8 @@ pub(crate) enum State {
     /// On the device, and being copied to the host by the send worker: usable as resident;
     /// the device copy is released when the copy has completed.
     Offloading,
-    /// In host memory; the device holds nothing of it.
-    Offloaded(Box<TensorData>),
+    /// In host memory, raw or compressed; the device holds nothing of it.
+    Offloaded(Box<HostCopy>),
     /// Being copied back by the receive worker: its device bytes are counted already; a use
     /// waits for the copy.
     Fetching,
@@ -59,6 +59,40 @@ impl State {
     /// Whether the device holds the tensor's bytes in the handle container now.
     pub fn on_device(&self) -> bool {
         matches!(self, State::Resident | State::Offloading)
+    }
+}
+
+/// A tensor's bytes in host memory.
+pub(crate) enum HostCopy {
+    /// As read.
+    Raw(TensorData),
+    /// Zero-value compressed (`crate::compress`).
+    Compressed(crate::compress::Compressed),
+}
+
+impl HostCopy {
+    /// Bytes it occupies in host memory.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            HostCopy::Raw(data) => data.bytes.len() as u64,
+            HostCopy::Compressed(c) => c.bytes(),
+        }
+    }
+
+    /// The tensor's data, decompressed when needed.
+    pub fn into_data(self) -> Result<TensorData, crate::compress::CodecError> {
+        match self {
+            HostCopy::Raw(data) => Ok(data),
+            HostCopy::Compressed(c) => crate::compress::decompress(&c),
+        }
+    }
+
+    /// A copy of the tensor's data.
+    pub fn to_data(&self) -> Result<TensorData, crate::compress::CodecError> {
+        match self {
+            HostCopy::Raw(data) => Ok(data.clone()),
+            HostCopy::Compressed(c) => crate::compress::decompress(c),
+        }
     }
 }
 

@@ -19,28 +19,33 @@ use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{BackendIr, TensorHandle, TensorId};
 use burn_std::reader::try_read_sync;
 
+use super::residency::HostCopy;
+
 /// An offload for the send worker.
 struct OffloadJob<B: BackendIr> {
     id: TensorId,
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
+    compression: crate::compress::Policy,
 }
 
 /// A fetch for the receive worker.
 struct FetchJob<B: BackendIr> {
     id: TensorId,
-    data: TensorData,
+    copy: HostCopy,
     device: B::Device,
 }
 
 /// A finished transfer.
 pub(crate) enum Done<B: BackendIr> {
-    /// The bytes of `id` are on the host (or the copy failed; the device copy is untouched).
+    /// The bytes of `id` are on the host, compressed when it paid (or the copy failed; the
+    /// device copy is untouched). `codec_nanos` of `nanos` were spent compressing.
     Offloaded {
         id: TensorId,
-        result: Result<TensorData, String>,
+        result: Result<HostCopy, String>,
         nanos: u64,
+        codec_nanos: u64,
     },
     /// The bytes of `id` are back on the device, in a handle without an id yet, or the
     /// inner backend failed to allocate them (its message).
@@ -48,6 +53,7 @@ pub(crate) enum Done<B: BackendIr> {
         id: TensorId,
         result: Result<B::Handle, String>,
         nanos: u64,
+        codec_nanos: u64,
     },
 }
 
@@ -102,15 +108,26 @@ fn read<B: BackendIr>(job: OffloadJob<B>) -> Result<TensorData, String> {
     }
 }
 
-fn write<B: BackendIr>(job: FetchJob<B>) -> B::Handle {
-    let dtype = job.data.dtype;
-    if dtype.is_float() {
-        B::float_tensor_handle(B::float_from_data(job.data, &job.device))
-    } else if dtype.is_int() {
-        B::int_tensor_handle(B::int_from_data(job.data, &job.device))
+/// Decompresses (when compressed) and writes to the device; returns the handle and the
+/// nanoseconds spent decompressing.
+fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64), String> {
+    let start = Instant::now();
+    let compressed = matches!(job.copy, HostCopy::Compressed(_));
+    let data = job.copy.into_data().map_err(|e| e.to_string())?;
+    let codec_nanos = if compressed {
+        start.elapsed().as_nanos() as u64
     } else {
-        B::bool_tensor_handle(B::bool_from_data(job.data, &job.device))
-    }
+        0
+    };
+    let dtype = data.dtype;
+    let handle = if dtype.is_float() {
+        B::float_tensor_handle(B::float_from_data(data, &job.device))
+    } else if dtype.is_int() {
+        B::int_tensor_handle(B::int_from_data(data, &job.device))
+    } else {
+        B::bool_tensor_handle(B::bool_from_data(data, &job.device))
+    };
+    Ok((handle, codec_nanos))
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -139,13 +156,27 @@ impl<B: BackendIr> Transfers<B> {
                     let bytes = job.shape.num_elements() * job.dtype.size();
                     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes)
                         .entered();
+                    let compression = job.compression;
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read::<B>(job)))
                             .unwrap_or_else(|panic| Err(panic_message(panic)));
+                    let (result, codec_nanos) = match result {
+                        Ok(data) => {
+                            let (copy, codec_nanos) = crate::compress::pack(data, &compression);
+                            (Ok(copy), codec_nanos)
+                        }
+                        Err(e) => (Err(e), 0),
+                    };
                     #[cfg(test)]
                     delays::pause(id.value());
                     let nanos = start.elapsed().as_nanos() as u64;
-                    if done.send(Done::Offloaded { id, result, nanos }).is_err() {
+                    let report = Done::Offloaded {
+                        id,
+                        result,
+                        nanos,
+                        codec_nanos,
+                    };
+                    if done.send(report).is_err() {
                         return;
                     }
                 }
@@ -160,16 +191,25 @@ impl<B: BackendIr> Transfers<B> {
                     let _span = tracing::debug_span!(
                         "burn_swap::receive",
                         tensor = id.value(),
-                        bytes = job.data.bytes.len()
+                        bytes = job.copy.bytes()
                     )
                     .entered();
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
-                            .map_err(panic_message);
+                            .map_err(panic_message)
+                            .and_then(|r| r);
+                    let codec_nanos = result.as_ref().map_or(0, |r| r.1);
+                    let result = result.map(|r| r.0);
                     #[cfg(test)]
                     delays::pause(id.value() ^ 0x9e37_79b9);
                     let nanos = start.elapsed().as_nanos() as u64;
-                    if done.send(Done::Fetched { id, result, nanos }).is_err() {
+                    let report = Done::Fetched {
+                        id,
+                        result,
+                        nanos,
+                        codec_nanos,
+                    };
+                    if done.send(report).is_err() {
                         return;
                     }
                 }
@@ -187,9 +227,16 @@ impl<B: BackendIr> Transfers<B> {
         self.done = Some(done_rx);
     }
 
-    /// Queues an offload of a clone of `handle`. Returns `false` (nothing queued) when the
-    /// send worker is not available.
-    pub fn offload(&mut self, id: TensorId, handle: B::Handle, shape: Shape, dtype: DType) -> bool {
+    /// Queues an offload of a clone of `handle`, compressed on the worker when `compression`
+    /// says it pays. Returns `false` (nothing queued) when the send worker is not available.
+    pub fn offload(
+        &mut self,
+        id: TensorId,
+        handle: B::Handle,
+        shape: Shape,
+        dtype: DType,
+        compression: crate::compress::Policy,
+    ) -> bool {
         self.start();
         let Some(send) = &self.send else {
             return false;
@@ -199,6 +246,7 @@ impl<B: BackendIr> Transfers<B> {
             handle,
             shape,
             dtype,
+            compression,
         };
         if send.send(job).is_err() {
             self.send = None;
@@ -208,20 +256,21 @@ impl<B: BackendIr> Transfers<B> {
         true
     }
 
-    /// Queues a fetch. Gives the data back when the receive worker is not available.
+    /// Queues a fetch (decompressed on the worker). Gives the copy back when the receive
+    /// worker is not available.
     pub fn fetch(
         &mut self,
         id: TensorId,
-        data: TensorData,
+        copy: HostCopy,
         device: B::Device,
-    ) -> Result<(), TensorData> {
+    ) -> Result<(), HostCopy> {
         self.start();
         let Some(receive) = &self.receive else {
-            return Err(data);
+            return Err(copy);
         };
-        if let Err(mpsc::SendError(job)) = receive.send(FetchJob { id, data, device }) {
+        if let Err(mpsc::SendError(job)) = receive.send(FetchJob { id, copy, device }) {
             self.receive = None;
-            return Err(job.data);
+            return Err(job.copy);
         }
         self.in_flight += 1;
         Ok(())
