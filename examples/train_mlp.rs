@@ -8,7 +8,8 @@
 //! Options: `--steps N` (20), `--batch N` (256), `--width N` (1024), `--depth N` (4),
 //! `--budget B` (bytes such as `64MiB`, or a fraction such as `0.25` of the counted peak of one
 //! unbudgeted warm-up step, which runs first in every build),
-//! `--policy reactive|planned|offload-only|recompute-only`, `--eviction dtr|lru|largest`,
+//! `--policy reactive|planned|offload-only|recompute-only`, `--compress` (zero-value
+//! compression of offloads; `--compress-mode auto|on:0.7` to choose), `--eviction dtr|lru|largest`,
 //! `--report-json PATH`, `--trace-json PATH` (the last complete iteration's trace).
 
 use std::process::ExitCode;
@@ -34,7 +35,11 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(std::env::args().skip(1), &[], MlpOptions::KNOWN)?;
+    let args = Args::parse(
+        std::env::args().skip(1),
+        MlpOptions::FLAGS,
+        MlpOptions::KNOWN,
+    )?;
     if let Some(device) = args.value("device").filter(|d| *d != "flex") {
         return Err(format!("--device {device}: this trainer runs on flex (the CPU) only").into());
     }

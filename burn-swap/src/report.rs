@@ -213,9 +213,9 @@ impl fmt::Display for Report {
             .map(format_bytes)
             .unwrap_or_else(|| "unlimited".into());
         let row =
-            |f: &mut fmt::Formatter<'_>, k: &str, v: String| writeln!(f, "| {k:<16} | {v:>28} |");
+            |f: &mut fmt::Formatter<'_>, k: &str, v: String| writeln!(f, "| {k:<16} | {v:>32} |");
         writeln!(f, "burn-swap report ({})", self.backend)?;
-        writeln!(f, "|{:-<18}|{:-<30}|", "", "")?;
+        writeln!(f, "|{:-<18}|{:-<34}|", "", "")?;
         row(f, "enabled", self.enabled.to_string())?;
         row(f, "policy", format!("{} / {}", self.policy, self.eviction))?;
         row(f, "budget", budget)?;

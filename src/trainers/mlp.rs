@@ -45,7 +45,10 @@ impl MlpOptions {
         })
     }
 
-    /// The options `from_args` accepts.
+    /// The bare flags `from_args` accepts.
+    pub const FLAGS: &'static [&'static str] = &["compress"];
+
+    /// The valued options `from_args` accepts.
     pub const KNOWN: &'static [&'static str] = &[
         "steps",
         "batch",
@@ -53,6 +56,7 @@ impl MlpOptions {
         "depth",
         "budget",
         "policy",
+        "compress-mode",
         "eviction",
         "report-json",
         "trace-json",
@@ -70,7 +74,7 @@ pub fn run<B: AutodiffBackend>(
 ) -> Result<RunOutcome, Box<dyn Error>> {
     if !swap && options.swap.any() {
         return Err(
-            "--budget, --policy, --eviction, --report-json and --trace-json need the `swap` feature".into(),
+            "--budget, --policy, --compress, --eviction, --report-json and --trace-json need the `swap` feature".into(),
         );
     }
     let config = options.model;

@@ -3,7 +3,7 @@
 
 pub mod mlp;
 
-use burn_swap::{Budget, EvictionScore, Policy, Report, SwapConfig};
+use burn_swap::{Budget, Compression, EvictionScore, Policy, Report, SwapConfig};
 
 /// Options every trainer shares.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -12,6 +12,8 @@ pub struct SwapOptions {
     pub budget: Option<Budget>,
     /// The policy.
     pub policy: Option<Policy>,
+    /// Zero-value compression of offloads (`--compress`, or `--compress-mode auto|on:0.7`).
+    pub compression: Option<Compression>,
     /// The eviction score.
     pub eviction: Option<EvictionScore>,
     /// Where to write the report as JSON.
@@ -21,7 +23,8 @@ pub struct SwapOptions {
 }
 
 impl SwapOptions {
-    /// Reads `--budget`, `--policy`, `--eviction`, `--report-json` and `--trace-json`.
+    /// Reads `--budget`, `--policy`, `--compress` / `--compress-mode`, `--eviction`,
+    /// `--report-json` and `--trace-json`.
     pub fn from_args(args: &crate::cli::Args) -> Result<Self, crate::cli::ArgError> {
         use crate::cli::ArgError;
         let budget = args
@@ -49,9 +52,22 @@ impl SwapOptions {
                     .map_err(|reason| ArgError(format!("--policy {text}: {reason}")))
             })
             .transpose()?;
+        let compression = if args.flag("compress") {
+            Some(Compression::On {
+                max_ratio: Compression::DEFAULT_MAX_RATIO,
+            })
+        } else {
+            args.value("compress-mode")
+                .map(|text| {
+                    burn_swap::config::parse_compression(text)
+                        .map_err(|reason| ArgError(format!("--compress-mode {text}: {reason}")))
+                })
+                .transpose()?
+        };
         Ok(Self {
             budget,
             policy,
+            compression,
             eviction,
             report_json: args.value("report-json").map(String::from),
             trace_json: args.value("trace-json").map(String::from),
@@ -79,6 +95,9 @@ impl SwapOptions {
         }
         if let Some(policy) = self.policy {
             config = config.with_policy(policy);
+        }
+        if let Some(compression) = self.compression {
+            config = config.with_compression(compression);
         }
         if let Some(eviction) = self.eviction {
             config = config.with_eviction(eviction);
