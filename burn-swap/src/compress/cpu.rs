@@ -8,6 +8,8 @@
 //! concatenated in order (compression) or located by a prefix sum of the parts' bit counts
 //! (decompression), so the result is the same bytes as a single pass.
 
+use burn_std::Bytes;
+
 /// Tensors of at least this many bytes are split over threads.
 const PARALLEL_BYTES: usize = 4 << 20;
 
@@ -67,12 +69,27 @@ fn compress_part<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
 fn decompress_part<const W: usize>(masks: &[u32], values: &[u8], out: &mut [u8]) {
     let mut pos = 0;
     for (chunk, &mask) in out.chunks_mut(32 * W).zip(masks) {
-        let mut m = mask;
-        while m != 0 {
-            let j = m.trailing_zeros() as usize;
-            chunk[j * W..(j + 1) * W].copy_from_slice(&values[pos..pos + W]);
-            pos += W;
-            m &= m - 1;
+        match mask {
+            // A word of zeros: the output is zeroed already.
+            0 => {}
+            // A dense word: one copy of 32 elements.
+            u32::MAX if chunk.len() == 32 * W => {
+                chunk.copy_from_slice(&values[pos..pos + 32 * W]);
+                pos += 32 * W;
+            }
+            _ => {
+                let count = mask.count_ones() as usize * W;
+                let src = &values[pos..pos + count];
+                let (mut m, mut k) = (mask, 0);
+                while m != 0 {
+                    let j = m.trailing_zeros() as usize;
+                    let e: &[u8; W] = src[k..k + W].try_into().expect("W bytes");
+                    chunk[j * W..(j + 1) * W].copy_from_slice(e);
+                    k += W;
+                    m &= m - 1;
+                }
+                pos += count;
+            }
         }
     }
 }
@@ -106,16 +123,23 @@ fn compress_w<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
     (masks, values)
 }
 
-fn decompress_w<const W: usize>(masks: &[u32], values: &[u8], n: usize) -> Vec<u8> {
-    let mut out = vec![0u8; n * W];
+/// Decompresses into a buffer of elements of `T` (`W` bytes), so that the result is aligned
+/// for its dtype as allocated and needs no copy to become a tensor's bytes.
+fn decompress_w<T: bytemuck::Pod + Send + Sync, const W: usize>(
+    masks: &[u32],
+    values: &[u8],
+    n: usize,
+) -> Bytes {
+    let mut elems = vec![T::zeroed(); n];
+    let out: &mut [u8] = bytemuck::cast_slice_mut(&mut elems);
     let threads = threads_for(n * W);
     if threads == 1 {
-        decompress_part::<W>(masks, values, &mut out);
-        return out;
+        decompress_part::<W>(masks, values, out);
+        return Bytes::from_elems(elems);
     }
     let parts = split(n, threads);
     std::thread::scope(|scope| {
-        let mut rest = out.as_mut_slice();
+        let mut rest = out;
         let mut value_at = 0;
         for r in &parts {
             let (mine, tail) = rest.split_at_mut((r.end - r.start) * W);
@@ -127,7 +151,7 @@ fn decompress_w<const W: usize>(masks: &[u32], values: &[u8], n: usize) -> Vec<u
             scope.spawn(move || decompress_part::<W>(words, vals, mine));
         }
     });
-    out
+    Bytes::from_elems(elems)
 }
 
 /// Compresses `bytes` of elements of `w` bytes (1, 2, 4 or 8) into a bitmask and the
@@ -144,12 +168,12 @@ pub fn compress(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
 
 /// Decompresses `n` elements of `w` bytes; the caller has checked that the bitmask's bits
 /// match the values.
-pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Vec<u8> {
+pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Bytes {
     match w {
-        1 => decompress_w::<1>(masks, values, n),
-        2 => decompress_w::<2>(masks, values, n),
-        4 => decompress_w::<4>(masks, values, n),
-        8 => decompress_w::<8>(masks, values, n),
+        1 => decompress_w::<u8, 1>(masks, values, n),
+        2 => decompress_w::<u16, 2>(masks, values, n),
+        4 => decompress_w::<u32, 4>(masks, values, n),
+        8 => decompress_w::<u64, 8>(masks, values, n),
         _ => unreachable!("widths are checked by `compress::width`"),
     }
 }

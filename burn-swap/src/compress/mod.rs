@@ -125,7 +125,7 @@ pub fn decompress(c: &Compressed) -> Result<TensorData, CodecError> {
         )));
     }
     let bytes = cpu::decompress(&c.bitmask, &c.values, n, w);
-    Ok(TensorData::from_bytes_vec(bytes, c.shape.clone(), c.dtype))
+    Ok(TensorData::from_bytes(bytes, c.shape.clone(), c.dtype))
 }
 
 /// Bytes of the compressed form of `n` elements of `w` bytes with `nonzeros` nonzero.
