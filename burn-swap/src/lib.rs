@@ -22,6 +22,7 @@
 //!
 //! Values never change: offload and fetch move bytes, bit for bit.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod backend;
 pub mod compress;
@@ -30,6 +31,8 @@ pub mod config;
 pub mod cuda;
 pub mod error;
 pub(crate) mod exec;
+#[allow(unsafe_code)]
+pub mod gpu;
 pub mod plan;
 pub mod report;
 pub mod trace;

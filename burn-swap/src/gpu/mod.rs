@@ -1,0 +1,5 @@
+//! Code that works on device memory directly: CubeCL kernels and their launches (and, with
+//! the CUDA fast path, cudarc copies). All `unsafe` code of the crate lives under this
+//! module (the crate root denies it elsewhere); every `unsafe` block says why it is sound.
+
+pub mod zvc;
