@@ -100,5 +100,59 @@ fn relu_ratio(_c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, throughput, relu_ratio);
+criterion_group!(benches, throughput, relu_ratio, kernels);
 criterion_main!(benches);
+
+/// The kernels against a device-to-device copy of the same bytes, on `client`.
+fn kernels_on<R: burn_swap::gpu::cubecl::Runtime>(
+    c: &mut Criterion,
+    name: &str,
+    client: burn_swap::gpu::cubecl::prelude::ComputeClient<R>,
+) {
+    use burn_swap::gpu::zvc;
+    let n = 4 << 20;
+    let data = tensor_with_zeros(0.5);
+    let input = client.create_from_slice(&data.bytes);
+    let mut group = c.benchmark_group(format!("kernels_{name}"));
+    group.throughput(Throughput::Bytes((4 * n) as u64));
+    group.sample_size(10);
+    group.bench_function("device_copy", |b| {
+        b.iter(|| {
+            let out = zvc::copy(&client, &input, n).unwrap();
+            zvc::sync(&client).unwrap();
+            out
+        })
+    });
+    group.bench_function("compress_0.5", |b| {
+        b.iter(|| {
+            let c = zvc::compress(&client, &input, n, 4).unwrap();
+            zvc::sync(&client).unwrap();
+            c
+        })
+    });
+    let compressed = zvc::compress(&client, &input, n, 4).unwrap();
+    group.bench_function("decompress_0.5", |b| {
+        b.iter(|| {
+            let out = zvc::decompress(&client, &compressed).unwrap();
+            zvc::sync(&client).unwrap();
+            out
+        })
+    });
+    group.finish();
+}
+
+fn kernels(c: &mut Criterion) {
+    #[cfg(feature = "cuda")]
+    {
+        use burn_swap::gpu::cubecl::cuda::{CudaDevice, CudaRuntime};
+        use burn_swap::gpu::cubecl::prelude::Runtime;
+        let client = CudaRuntime::client(&CudaDevice::default());
+        kernels_on::<CudaRuntime>(c, "cuda", client);
+    }
+    use cubecl::Runtime;
+    use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
+    match std::panic::catch_unwind(|| WgpuRuntime::client(&WgpuDevice::DefaultDevice)) {
+        Ok(client) => kernels_on::<WgpuRuntime>(c, "wgpu", client),
+        Err(_) => eprintln!("no wgpu adapter: kernel benches skipped"),
+    }
+}

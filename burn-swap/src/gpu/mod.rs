@@ -3,3 +3,6 @@
 //! module (the crate root denies it elsewhere); every `unsafe` block says why it is sound.
 
 pub mod zvc;
+
+/// The CubeCL this crate's kernels are written with (its runtimes, for callers and benches).
+pub use cubecl;

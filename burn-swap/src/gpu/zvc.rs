@@ -268,6 +268,48 @@ fn scatter_packed_kernel(
     }
 }
 
+/// A plain device-to-device copy of `words` words, one word per unit: the yardstick the
+/// kernels' throughput is measured against.
+#[cube(launch)]
+fn copy_kernel(input: &Array<u32>, output: &mut Array<u32>) {
+    if ABSOLUTE_POS < output.len() {
+        output[ABSOLUTE_POS] = input[ABSOLUTE_POS];
+    }
+}
+
+/// Copies `words` words of `input` into a new buffer (for the benches' yardstick).
+pub fn copy<R: Runtime>(
+    client: &ComputeClient<R>,
+    input: &Handle,
+    words: usize,
+) -> Result<Handle, KernelError> {
+    let output = client.empty(4 * words.max(1));
+    let cubes = u32::try_from(words.div_ceil(BLOCK as usize))
+        .ok()
+        .filter(|&c| c <= 65_535)
+        .ok_or(KernelError::TooLarge(words))?;
+    // SAFETY: both buffers hold `words` words.
+    let args = unsafe {
+        (
+            ArrayArg::from_raw_parts(input.clone(), words),
+            ArrayArg::from_raw_parts(output.clone(), words),
+        )
+    };
+    copy_kernel::launch::<R>(
+        client,
+        CubeCount::Static(cubes, 1, 1),
+        CubeDim::new_1d(BLOCK),
+        args.0,
+        args.1,
+    );
+    Ok(output)
+}
+
+/// Waits until the client's queued work has run.
+pub fn sync<R: Runtime>(client: &ComputeClient<R>) -> Result<(), KernelError> {
+    cubecl::future::block_on(client.sync()).map_err(|e| KernelError::Read(format!("{e:?}")))
+}
+
 /// A tensor compressed on the device: the bitmask and the packed values, each in a buffer of
 /// `u32` words.
 pub struct DeviceCompressed {
