@@ -94,3 +94,33 @@ pub fn image_batch(
         TensorData::new(labels, [batch]),
     )
 }
+
+/// The text corpus shipped with the repository (`data/corpus.txt`), tokenised bytewise.
+pub const CORPUS: &str = include_str!("../data/corpus.txt");
+
+/// A next-byte prediction batch from `corpus`: inputs `[batch, seq]` (byte values) and
+/// targets `[batch * seq]` (the byte after each input), from windows at positions drawn
+/// from `seed` and `step`.
+pub fn text_batch(
+    corpus: &[u8],
+    seed: u64,
+    step: usize,
+    batch: usize,
+    seq: usize,
+) -> (TensorData, TensorData) {
+    let mut rng = XorShift::new(seed ^ (step as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let span = corpus.len().saturating_sub(seq + 1).max(1);
+    let mut inputs = Vec::with_capacity(batch * seq);
+    let mut targets = Vec::with_capacity(batch * seq);
+    for _ in 0..batch {
+        let start = (rng.next_u64() % span as u64) as usize;
+        for k in 0..seq {
+            inputs.push(corpus[(start + k) % corpus.len()] as i64);
+            targets.push(corpus[(start + k + 1) % corpus.len()] as i64);
+        }
+    }
+    (
+        TensorData::new(inputs, [batch, seq]),
+        TensorData::new(targets, [batch * seq]),
+    )
+}

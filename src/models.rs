@@ -6,8 +6,12 @@ use burn::nn::attention::{
 };
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::nn::{Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::nn::{
+    Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+    PaddingConfig2d, Relu,
+};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
@@ -240,14 +244,26 @@ impl TransformerConfig {
     }
 
     fn block<B: Backend>(&self, device: &B::Device) -> TransformerBlock<B> {
+        block(self.d_model, self.heads, self.d_ff, device)
+    }
+}
+
+/// One transformer block with attention dropout off.
+fn block<B: Backend>(
+    d_model: usize,
+    heads: usize,
+    d_ff: usize,
+    device: &B::Device,
+) -> TransformerBlock<B> {
+    {
         TransformerBlock {
-            norm1: LayerNormConfig::new(self.d_model).init(device),
-            attention: MultiHeadAttentionConfig::new(self.d_model, self.heads)
+            norm1: LayerNormConfig::new(d_model).init(device),
+            attention: MultiHeadAttentionConfig::new(d_model, heads)
                 .with_dropout(0.0)
                 .init(device),
-            norm2: LayerNormConfig::new(self.d_model).init(device),
-            ff1: LinearConfig::new(self.d_model, self.d_ff).init(device),
-            ff2: LinearConfig::new(self.d_ff, self.d_model).init(device),
+            norm2: LayerNormConfig::new(d_model).init(device),
+            ff1: LinearConfig::new(d_model, d_ff).init(device),
+            ff2: LinearConfig::new(d_ff, d_model).init(device),
             gelu: Gelu::new(),
         }
     }
@@ -318,5 +334,213 @@ impl<B: Backend> Transformer<B> {
         ]);
         let y = Tensor::<B, 2>::from_data(y, device);
         MseLoss::new().forward(self.forward(x), y, Reduction::Mean)
+    }
+}
+
+/// Sizes of a [`Gpt`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GptConfig {
+    /// Blocks.
+    pub layers: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Model width.
+    pub d_model: usize,
+    /// Sequence length (and the number of learned positions).
+    pub seq: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the batches.
+    pub seed: u64,
+}
+
+impl GptConfig {
+    /// Bytes: the vocabulary of the bytewise tokeniser.
+    pub const VOCAB: usize = 256;
+
+    /// Small enough for the CPU: 2 blocks of width 64, 4 heads, 64 positions, batch 8.
+    pub fn small() -> Self {
+        Self {
+            layers: 2,
+            heads: 4,
+            d_model: 64,
+            seq: 64,
+            batch: 8,
+            seed: 21,
+        }
+    }
+
+    /// GPT-2 small's shape (12 blocks of width 768, 12 heads, 1024 positions), for a GPU.
+    pub fn gpt2_small() -> Self {
+        Self {
+            layers: 12,
+            heads: 12,
+            d_model: 768,
+            seq: 1024,
+            batch: 8,
+            seed: 21,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Gpt<B> {
+        Gpt {
+            tokens: EmbeddingConfig::new(Self::VOCAB, self.d_model).init(device),
+            positions: EmbeddingConfig::new(self.seq, self.d_model).init(device),
+            blocks: (0..self.layers)
+                .map(|_| block(self.d_model, self.heads, 4 * self.d_model, device))
+                .collect(),
+            norm: LayerNormConfig::new(self.d_model).init(device),
+            head: LinearConfig::new(self.d_model, Self::VOCAB).init(device),
+        }
+    }
+}
+
+/// A GPT-2-style decoder over bytes: token and learned position embeddings, pre-norm blocks
+/// with causal attention, a final layer norm and a linear head to the 256 byte values.
+#[derive(Module, Debug)]
+pub struct Gpt<B: Backend> {
+    tokens: Embedding<B>,
+    positions: Embedding<B>,
+    blocks: Vec<TransformerBlock<B>>,
+    norm: LayerNorm<B>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> Gpt<B> {
+    /// Logits `[batch, seq, 256]` for byte inputs `[batch, seq]`.
+    pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        let [batch, seq] = tokens.dims();
+        let device = tokens.device();
+        let positions = Tensor::<B, 1, Int>::arange(0..seq as i64, &device)
+            .reshape([1, seq])
+            .repeat_dim(0, batch);
+        let h = self.tokens.forward(tokens) + self.positions.forward(positions);
+        let h = self.blocks.iter().fold(h, |h, block| block.forward(h));
+        self.head.forward(self.norm.forward(h))
+    }
+
+    /// Next-byte cross entropy on the corpus batch of `step`.
+    pub fn loss(&self, config: &GptConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) = data::text_batch(
+            data::CORPUS.as_bytes(),
+            config.seed,
+            step,
+            config.batch,
+            config.seq,
+        );
+        let x = Tensor::<B, 2, Int>::from_data(x, device);
+        let y = Tensor::<B, 1, Int>::from_data(y, device);
+        let logits = self
+            .forward(x)
+            .reshape([config.batch * config.seq, GptConfig::VOCAB]);
+        CrossEntropyLossConfig::new()
+            .init(device)
+            .forward(logits, y)
+    }
+}
+
+/// Sizes of a [`ResNet`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResNetConfig {
+    /// Input channels.
+    pub channels: usize,
+    /// Image side.
+    pub size: usize,
+    /// Channels of the residual blocks.
+    pub width: usize,
+    /// Residual blocks.
+    pub blocks: usize,
+    /// Classes.
+    pub classes: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic images.
+    pub seed: u64,
+}
+
+impl ResNetConfig {
+    /// Small enough for the CPU: 3 × 32 × 32 images, 4 blocks of 16 channels, batch 16.
+    pub fn small() -> Self {
+        Self {
+            channels: 3,
+            size: 32,
+            width: 16,
+            blocks: 4,
+            classes: 4,
+            batch: 16,
+            seed: 31,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> ResNet<B> {
+        let same = PaddingConfig2d::Explicit(1, 1, 1, 1);
+        let conv = |input: usize| {
+            Conv2dConfig::new([input, self.width], [3, 3])
+                .with_padding(same.clone())
+                .init(device)
+        };
+        ResNet {
+            stem: conv(self.channels),
+            blocks: (0..self.blocks)
+                .map(|_| ResidualBlock {
+                    conv1: conv(self.width),
+                    conv2: conv(self.width),
+                })
+                .collect(),
+            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            head: LinearConfig::new(self.width, self.classes).init(device),
+            activation: Relu::new(),
+        }
+    }
+}
+
+/// Two 3×3 convolutions with a skip connection.
+#[derive(Module, Debug)]
+pub struct ResidualBlock<B: Backend> {
+    conv1: Conv2d<B>,
+    conv2: Conv2d<B>,
+}
+
+/// A ResNet-style CNN with ReLU: a stem convolution, residual blocks, global average pooling,
+/// a linear head.
+#[derive(Module, Debug)]
+pub struct ResNet<B: Backend> {
+    stem: Conv2d<B>,
+    blocks: Vec<ResidualBlock<B>>,
+    pool: AdaptiveAvgPool2d,
+    head: Linear<B>,
+    activation: Relu,
+}
+
+impl<B: Backend> ResNet<B> {
+    /// Forward pass to logits.
+    pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 2> {
+        let x = self.activation.forward(self.stem.forward(x));
+        let x = self.blocks.iter().fold(x, |x, b| {
+            let y = b
+                .conv2
+                .forward(self.activation.forward(b.conv1.forward(x.clone())));
+            self.activation.forward(x + y)
+        });
+        self.head.forward(self.pool.forward(x).flatten(1, 3))
+    }
+
+    /// Cross entropy on the synthetic image batch of `step`.
+    pub fn loss(&self, config: &ResNetConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) = data::image_batch(
+            config.seed,
+            step,
+            config.batch,
+            config.channels,
+            config.size,
+            config.classes,
+        );
+        let x = Tensor::<B, 4>::from_data(x, device);
+        let y = Tensor::<B, 1, Int>::from_data(y, device);
+        CrossEntropyLossConfig::new()
+            .init(device)
+            .forward(self.forward(x), y)
     }
 }

@@ -80,3 +80,79 @@ fn swap_options_without_swap_are_refused() {
     let err = mlp::run::<Autodiff<Flex>>(&options(swap), &FlexDevice, false).unwrap_err();
     assert!(err.to_string().contains("need the `swap` feature"));
 }
+
+fn run_options(swap: SwapOptions) -> burn_swap_suite::trainers::RunOptions {
+    burn_swap_suite::trainers::RunOptions {
+        steps: 6,
+        learning_rate: 1e-3,
+        swap,
+        progress: false,
+    }
+}
+
+fn quarter() -> SwapOptions {
+    SwapOptions {
+        budget: Some(Budget::DeviceFraction(0.25)),
+        ..SwapOptions::default()
+    }
+}
+
+/// Runs a trainer without and with burn-swap at a quarter of its warm-up peak and compares.
+fn both_ways(name: &str, run: impl Fn(SwapOptions, bool) -> burn_swap_suite::trainers::RunOutcome) {
+    let plain = run(SwapOptions::default(), false);
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::restart_trace(&FlexDevice);
+    let swapped = run(quarter(), true);
+    let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&plain.losses), bits(&swapped.losses), "{name}");
+    let report = swapped.report.unwrap();
+    assert!(
+        report.peak_bytes <= report.budget_bytes.unwrap(),
+        "{name}\n{report}"
+    );
+    assert!(report.offloads + report.recomputes > 0, "{name}\n{report}");
+    burn_swap::configure(&FlexDevice, burn_swap::SwapConfig::default()).unwrap();
+}
+
+#[test]
+fn bit_identical_train_gpt_at_a_quarter_of_the_peak() {
+    use burn_swap_suite::models::GptConfig;
+    use burn_swap_suite::trainers::gpt::{self, GptOptions};
+    let model = GptConfig {
+        seq: 32,
+        ..GptConfig::small()
+    };
+    both_ways("train_gpt", |swap, on| {
+        let options = GptOptions {
+            model,
+            run: run_options(swap),
+        };
+        if on {
+            gpt::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap()
+        } else {
+            gpt::run::<Autodiff<Flex>>(&options, &FlexDevice, false).unwrap()
+        }
+    });
+}
+
+#[test]
+fn bit_identical_train_cnn_at_a_quarter_of_the_peak() {
+    use burn_swap_suite::models::ResNetConfig;
+    use burn_swap_suite::trainers::cnn::{self, CnnOptions};
+    let model = ResNetConfig {
+        size: 16,
+        batch: 8,
+        ..ResNetConfig::small()
+    };
+    both_ways("train_cnn", |swap, on| {
+        let options = CnnOptions {
+            model,
+            run: run_options(swap),
+        };
+        if on {
+            cnn::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap()
+        } else {
+            cnn::run::<Autodiff<Flex>>(&options, &FlexDevice, false).unwrap()
+        }
+    });
+}

@@ -229,7 +229,8 @@ impl<B: BackendIr> Engine<B> {
             || (strided
                 && self.budget().is_some()
                 && self.outputs.len() == 1
-                && layout::replayable(&op));
+                && layout::replayable(&op)
+                && self.inputs_can_leave());
         if recipe || self.consumes_pinned() {
             self.keep_inputs(&mut op, recipe);
         }
@@ -297,6 +298,17 @@ impl<B: BackendIr> Engine<B> {
                 .recipes
                 .get(pos)
                 .is_some_and(|r| !r.is_empty())
+    }
+
+    /// Whether every input of the op in progress could leave the device itself (it is
+    /// contiguous, or has a recipe): a recipe that pinned an input that can never leave would
+    /// hold its bytes for nothing.
+    fn inputs_can_leave(&self) -> bool {
+        self.inputs.iter().all(|(id, _)| {
+            self.residency
+                .get(id)
+                .is_none_or(|e| !e.strided || e.recipe.is_some())
+        })
     }
 
     /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
@@ -572,9 +584,8 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Prepares a native op: fetches its inputs and makes room for an output as large as its
-    /// largest input (the output of an activation, a norm or a sort; index-producing ops such
-    /// as `argwhere` or sorts with indices make more, counted when they arrive).
+    /// Prepares a native op: fetches its inputs and makes room for its outputs, as
+    /// [`native_output_bytes`] predicts them.
     pub fn native_prepare(
         &mut self,
         name: &'static str,
@@ -584,11 +595,7 @@ impl<B: BackendIr> Engine<B> {
             self.poll_transfers();
         }
         let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
-        let output_bytes = inputs
-            .iter()
-            .map(|t| bytes_of(&t.shape, t.dtype))
-            .max()
-            .unwrap_or(0);
+        let output_bytes = native_output_bytes(name, inputs);
         self.fit(input_bytes, absent_bytes, output_bytes, || {
             format!("Native.{name}")
         })?;
@@ -1566,5 +1573,42 @@ impl<B: BackendIr> Engine<B> {
     #[cfg(test)]
     pub fn books(&self) -> (u64, u64) {
         (self.counters.resident, self.counters.host)
+    }
+}
+
+/// The bytes a native op's outputs will take, from its name and inputs: the shapes of the ops
+/// whose outputs outgrow their inputs (an embedding's rows, a sort's indices, a grid sample's
+/// grid) are computed; every other native op (activations, norms, sorts, transposes) makes
+/// one output no larger than its largest input. Ops without tensor inputs (`int_arange`,
+/// `int_full`) and `unfold4d` are not predicted: their outputs are counted as they arrive.
+fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
+    let largest = inputs
+        .iter()
+        .map(|t| bytes_of(&t.shape, t.dtype))
+        .max()
+        .unwrap_or(0);
+    let dims = |i: usize| inputs.get(i).map(|t| t.shape.as_slice());
+    match name {
+        // embedding(weights [V, D], indices [..]) -> [.., D]
+        "embedding" => match (dims(0), dims(1)) {
+            (Some([_, d]), Some(idx)) => {
+                (idx.iter().product::<usize>() * d * inputs[0].dtype.size()) as u64
+            }
+            _ => largest,
+        },
+        // Values and their i64 indices.
+        "float_sort_with_indices" | "int_sort_with_indices" => {
+            inputs.first().map_or(largest, |t| {
+                bytes_of(&t.shape, t.dtype) + 8 * t.shape.num_elements() as u64
+            })
+        }
+        // grid_sample_2d(tensor [N, C, H, W], grid [N, Ho, Wo, 2]) -> [N, C, Ho, Wo]
+        "float_grid_sample_2d" => match (dims(0), dims(1)) {
+            (Some([n, c, _, _]), Some([_, ho, wo, _])) => {
+                (n * c * ho * wo * inputs[0].dtype.size()) as u64
+            }
+            _ => largest,
+        },
+        _ => largest,
     }
 }

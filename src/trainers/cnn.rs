@@ -1,0 +1,63 @@
+//! `train_cnn`: a ResNet-style CNN with ReLU on synthetic images, with Adam.
+
+use std::error::Error;
+
+use burn::tensor::backend::AutodiffBackend;
+
+use super::{RunOptions, RunOutcome, SwapOptions};
+use crate::cli::Args;
+use crate::models::{ResNet, ResNetConfig};
+
+/// The options of `train_cnn`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CnnOptions {
+    /// Model and batch sizes.
+    pub model: ResNetConfig,
+    /// Steps, learning rate, burn-swap's options, progress bar.
+    pub run: RunOptions,
+}
+
+impl CnnOptions {
+    /// The valued options beyond the shared ones.
+    pub const KNOWN: &'static [&'static str] = &["width", "blocks", "size", "lr"];
+
+    /// The options from the command line: `--width` (16), `--blocks` (4), `--size` (32),
+    /// `--batch` (16), `--steps N` (20), `--lr` (1e-3), and the [`SwapOptions`].
+    pub fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+        let small = ResNetConfig::small();
+        Ok(Self {
+            model: ResNetConfig {
+                width: args.get("width", small.width)?,
+                blocks: args.get("blocks", small.blocks)?,
+                size: args.get("size", small.size)?,
+                batch: args.get("batch", small.batch)?,
+                ..small
+            },
+            run: RunOptions {
+                steps: args.get("steps", 20)?,
+                learning_rate: args.get("lr", 1e-3)?,
+                swap: SwapOptions::from_args(args)?,
+                progress: true,
+            },
+        })
+    }
+}
+
+/// Trains the CNN (see [`super::drive`]).
+pub fn run<B: AutodiffBackend>(
+    options: &CnnOptions,
+    device: &B::Device,
+    swap: bool,
+) -> Result<RunOutcome, Box<dyn Error>> {
+    let config = options.model;
+    let model = {
+        let _guard = crate::rng_lock();
+        B::seed(device, 42);
+        let model = config.init::<B>(device);
+        crate::train::parameters(&model);
+        model
+    };
+    super::drive(model, &options.run, device, swap, |m: &ResNet<B>, step| {
+        m.loss(&config, step, device)
+    })
+}
