@@ -7,6 +7,7 @@ pub mod baseline;
 pub mod cli;
 pub mod data;
 pub mod models;
+pub mod plot;
 pub mod train;
 pub mod trainers;
 

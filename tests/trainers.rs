@@ -156,3 +156,47 @@ fn bit_identical_train_cnn_at_a_quarter_of_the_peak() {
         }
     });
 }
+
+/// `--plot` draws the memory timeline: a non-trivial SVG whose data has hundreds of points
+/// and the budget line.
+#[test]
+fn plot_draws_the_memory_timeline() {
+    use burn_swap_suite::models::ResNetConfig;
+    use burn_swap_suite::plot::Timeline;
+    use burn_swap_suite::trainers::cnn::{self, CnnOptions};
+    let dir = std::env::temp_dir().join(format!("burn-swap-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("timeline.svg").to_string_lossy().into_owned();
+    let options = CnnOptions {
+        model: ResNetConfig {
+            size: 16,
+            batch: 8,
+            ..ResNetConfig::small()
+        },
+        run: run_options(SwapOptions {
+            plot: Some(path.clone()),
+            ..quarter()
+        }),
+    };
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::restart_trace(&FlexDevice);
+    let outcome = cnn::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.len() > 10_000, "{} bytes", svg.len());
+    assert!(svg.contains("budget") && svg.contains("under burn-swap"));
+
+    let trace = burn_swap::trace(&FlexDevice).unwrap();
+    let budget = outcome.report.unwrap().budget_bytes;
+    let timeline = Timeline::new(&trace, Some(&trace), budget);
+    assert!(
+        timeline.resident.len() >= 300,
+        "{} points",
+        timeline.resident.len()
+    );
+    let budget_mib = timeline.budget.unwrap();
+    assert!(budget_mib > 0.0);
+    assert!(timeline.resident.iter().all(|p| p.1 <= budget_mib + 1e-9));
+    assert!(!timeline.offloads.is_empty() && !timeline.fetches.is_empty());
+    std::fs::remove_dir_all(dir).ok();
+    burn_swap::configure(&FlexDevice, burn_swap::SwapConfig::default()).unwrap();
+}

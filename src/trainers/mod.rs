@@ -29,6 +29,8 @@ pub struct SwapOptions {
     pub report_json: Option<String>,
     /// Where to write the last complete iteration's trace as JSON.
     pub trace_json: Option<String>,
+    /// Where to draw the memory timeline of the last complete iteration (SVG).
+    pub plot: Option<String>,
 }
 
 impl SwapOptions {
@@ -80,6 +82,7 @@ impl SwapOptions {
             eviction,
             report_json: args.value("report-json").map(String::from),
             trace_json: args.value("trace-json").map(String::from),
+            plot: args.value("plot").map(String::from),
         })
     }
 
@@ -152,6 +155,7 @@ pub const KNOWN: &[&str] = &[
     "eviction",
     "report-json",
     "trace-json",
+    "plot",
     "device",
 ];
 
@@ -183,6 +187,10 @@ where
     let (model, mut losses) =
         crate::train::train_loop(model, 1, options.learning_rate, &loss_of, |_, _| {});
     let warm_up_peak = swap.then(|| burn_swap::memory(device).map(|m| m.peak_bytes).unwrap_or(0));
+    // The unbudgeted curve of the timeline: the warm-up step's ops.
+    let warm_up_trace = (swap && options.swap.plot.is_some())
+        .then(|| burn_swap::trace_window(device))
+        .flatten();
     if let Some(peak) = warm_up_peak {
         burn_swap::configure(device, options.swap.config(peak))?;
         burn_swap::reset_counters(device);
@@ -228,6 +236,13 @@ where
         && let Some(path) = &options.swap.report_json
     {
         std::fs::write(path, report.to_json())?;
+    }
+    if swap && let Some(path) = &options.swap.plot {
+        let trace =
+            burn_swap::trace(device).ok_or("no complete iteration was traced (run more steps)")?;
+        let budget = report.as_ref().and_then(|r| r.budget_bytes);
+        crate::plot::Timeline::new(&trace, warm_up_trace.as_ref(), budget)
+            .draw(path, "counted memory over one training iteration")?;
     }
     if swap && let Some(path) = &options.swap.trace_json {
         let trace =

@@ -57,6 +57,8 @@ pub(crate) struct Engine<B: BackendIr> {
     pending_recipe: Option<Box<Recipe>>,
     /// Tensors that room-making must not touch (recipe inputs being brought back).
     protect: Vec<TensorId>,
+    /// What was moved since the last op was recorded (for the trace's per-op events).
+    events: crate::trace::OpEvents,
     /// The CPU codec's measured throughput (raw bytes per second), once measured.
     codec_bandwidth: Option<f64>,
     /// Whether an input of the op in progress may have a strided layout.
@@ -100,6 +102,7 @@ impl<B: BackendIr> Engine<B> {
             fitting: false,
             inputs_strided: false,
             codec_bandwidth: None,
+            events: Default::default(),
         }
     }
 
@@ -162,6 +165,7 @@ impl<B: BackendIr> Engine<B> {
                 self.recorder.end(OpCounters {
                     nanos: 0,
                     live_before,
+                    events: std::mem::take(&mut self.events),
                     resident_during: self.counters.resident,
                 });
             }
@@ -210,6 +214,7 @@ impl<B: BackendIr> Engine<B> {
             self.recorder.end(OpCounters {
                 nanos: 0,
                 live_before,
+                events: std::mem::take(&mut self.events),
                 resident_during: during,
             });
             timed.then(Instant::now)
@@ -559,6 +564,7 @@ impl<B: BackendIr> Engine<B> {
             self.unpin(input);
         }
         self.counters.recomputes += 1;
+        self.events.recomputes += 1;
         self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
         Ok(())
     }
@@ -720,6 +726,7 @@ impl<B: BackendIr> Engine<B> {
         self.recorder.end(OpCounters {
             nanos: 0,
             live_before,
+            events: std::mem::take(&mut self.events),
             resident_during: self.counters.resident,
         });
     }
@@ -864,6 +871,7 @@ impl<B: BackendIr> Engine<B> {
                 if let Some(entry) = self.residency.get_mut(&id) {
                     entry.state = State::Offloaded(Box::new(copy));
                 }
+                self.events.offloads += 1;
                 Ok(())
             }
             Err(error) => {
@@ -964,6 +972,7 @@ impl<B: BackendIr> Engine<B> {
             self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
         }
         host::fetch(&self.runner, id, data);
+        self.events.fetches += 1;
         self.counters.host -= stored;
         self.counters.resident += bytes;
         self.counters.note_resident(self.counters.resident);
@@ -996,6 +1005,7 @@ impl<B: BackendIr> Engine<B> {
             entry.state = State::Offloading;
         }
         self.offloading_bytes += bytes;
+        self.events.offloads += 1;
         true
     }
 
@@ -1030,6 +1040,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.host -= stored;
         self.counters.resident += bytes;
         self.counters.note_resident(self.counters.resident);
+        self.events.fetches += 1;
         true
     }
 

@@ -11,5 +11,5 @@ pub(crate) mod signature;
 pub mod synthetic;
 
 pub use model::{
-    Access, AccessKind, End, EndKind, IterationPeak, OpTrace, Slot, TensorTrace, Trace,
+    Access, AccessKind, End, EndKind, IterationPeak, OpEvents, OpTrace, Slot, TensorTrace, Trace,
 };

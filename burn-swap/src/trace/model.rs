@@ -61,6 +61,18 @@ pub enum Slot {
     },
 }
 
+/// What the executor moved around one op: offloads and fetches it started or made, and
+/// recomputations, just before the op ran or right after the previous one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpEvents {
+    /// Offloads (to host) started or made.
+    pub offloads: u16,
+    /// Fetches (from host) started or made.
+    pub fetches: u16,
+    /// Tensors recomputed.
+    pub recomputes: u16,
+}
+
 /// One op of the trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpTrace {
@@ -79,6 +91,9 @@ pub struct OpTrace {
     pub nanos: u64,
     /// Counted resident bytes while the op ran.
     pub resident_bytes: u64,
+    /// What the executor moved around the op.
+    #[serde(default)]
+    pub events: OpEvents,
 }
 
 /// One tensor of the trace.

@@ -3,7 +3,7 @@
 //! keeps only the last few iterations.
 
 use super::model::{
-    Access, AccessKind, End, EndKind, IterationPeak, OpTrace, Slot, TensorTrace, Trace,
+    Access, AccessKind, End, EndKind, IterationPeak, OpEvents, OpTrace, Slot, TensorTrace, Trace,
 };
 use super::period;
 use super::signature;
@@ -30,6 +30,7 @@ pub(crate) struct OpRecord {
     live_before: u64,
     /// Counted resident bytes while the op ran (inputs and outputs together).
     resident_during: u64,
+    events: OpEvents,
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +48,7 @@ pub(crate) struct OpCounters {
     pub nanos: u64,
     pub live_before: u64,
     pub resident_during: u64,
+    pub events: OpEvents,
 }
 
 /// The op being recorded.
@@ -271,6 +273,7 @@ impl Recorder {
             nanos: c.nanos,
             live_before: c.live_before,
             resident_during: c.resident_during,
+            events: c.events,
         };
         self.ops.push(op);
         self.verify_last();
@@ -706,6 +709,7 @@ impl Recorder {
                 outputs,
                 nanos,
                 resident_bytes: op.resident_during,
+                events: op.events,
             });
         }
         if let Some(p) = period
@@ -809,6 +813,7 @@ mod tests {
             nanos: 0,
             live_before: 4 * dims as u64,
             resident_during: 8 * dims as u64,
+            ..Default::default()
         });
     }
 
