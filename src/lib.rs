@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod cli;
 pub mod data;
+pub mod harness;
 pub mod models;
 pub mod plot;
 pub mod train;

@@ -1,0 +1,111 @@
+//! `swap-bench`: step time and peak memory of one workload on the unwrapped backend, on
+//! Burn's `BalancedCheckpointing`, and under burn-swap with each policy at fractions of the
+//! unwrapped peak, measured in one process; and the largest batch under a memory cap.
+//!
+//! ```text
+//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn [--quick] [--steps 20]
+//!     [--warmup 6] [--budgets 100,75,50,33,25,10] [--cap 50] [--csv swap-bench.csv]
+//!     [--pareto swap-bench.svg]
+//! ```
+//!
+//! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
+//! Prints the table last.
+
+use std::process::ExitCode;
+
+use burn_swap::Policy;
+use burn_swap_suite::cli::Args;
+use burn_swap_suite::harness::{self, Plan, Workload};
+use burn_swap_suite::models::{GptConfig, MlpConfig, ResNetConfig};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("swap-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse(
+        std::env::args().skip(1),
+        &["quick"],
+        &[
+            "model", "steps", "warmup", "budgets", "cap", "csv", "pareto", "limit",
+        ],
+    )?;
+    let quick = args.flag("quick");
+    let workload = match (args.value("model").unwrap_or("mlp"), quick) {
+        ("mlp", true) => Workload::Mlp(MlpConfig {
+            d_in: 32,
+            hidden: 64,
+            depth: 4,
+            d_out: 8,
+            batch: 64,
+            seed: 3,
+        }),
+        ("mlp", false) => Workload::Mlp(MlpConfig::bench()),
+        ("gpt", true) => Workload::Gpt(GptConfig {
+            seq: 32,
+            ..GptConfig::small()
+        }),
+        ("gpt", false) => Workload::Gpt(GptConfig::small()),
+        ("cnn", true) => Workload::Cnn(ResNetConfig {
+            size: 16,
+            batch: 8,
+            ..ResNetConfig::small()
+        }),
+        ("cnn", false) => Workload::Cnn(ResNetConfig::small()),
+        (other, _) => return Err(format!("--model {other}: expected mlp, gpt or cnn").into()),
+    };
+    let budgets: Vec<f64> = match args.value("budgets") {
+        Some(list) => list
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<f64>()
+                    .map(|v| v / 100.0)
+                    .map_err(|_| format!("--budgets: {p:?} is not a percentage"))
+            })
+            .collect::<Result<_, _>>()?,
+        None if quick => vec![1.0, 0.5, 0.25],
+        None => vec![1.0, 0.75, 0.5, 0.33, 0.25, 0.10],
+    };
+    let plan = Plan {
+        workload,
+        warm_up: args.get("warmup", if quick { 4 } else { 6 })?,
+        steps: args.get("steps", if quick { 6 } else { 20 })?,
+        budgets,
+        policies: Policy::ALL.to_vec(),
+        cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
+    };
+    let limit: usize = args.get("limit", if quick { 256 } else { 4096 })?;
+    let csv_path = args.value("csv").unwrap_or("swap-bench.csv").to_string();
+    let pareto_path = args.value("pareto").unwrap_or("swap-bench.svg").to_string();
+
+    // Configurations that cannot run under their budget fail their op with a message, which
+    // the table shows; the default hook would print each as a panic.
+    std::panic::set_hook(Box::new(|_| {}));
+    eprintln!(
+        "swap-bench: {:?}, {} warm-up + {} measured steps",
+        plan.workload, plan.warm_up, plan.steps
+    );
+    let rows = harness::run(&plan);
+    let (cap, unwrapped_batch, swap_batch) =
+        harness::max_batches(&plan.workload, plan.cap_fraction, limit);
+    let _ = std::panic::take_hook();
+
+    std::fs::write(&csv_path, harness::csv(&rows))?;
+    harness::pareto(&rows, &pareto_path)?;
+    println!("csv: {csv_path}; pareto plot: {pareto_path}");
+    println!(
+        "max batch under a cap of {cap} bytes ({:.0}% of the unwrapped peak at batch {}): \
+         unwrapped {unwrapped_batch}, burn-swap {swap_batch} (bisection up to {limit})",
+        plan.cap_fraction * 100.0,
+        plan.workload.batch()
+    );
+    print!("{}", harness::table(&rows));
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! The benchmark harness behind `swap-bench`: one workload trained on the unwrapped backend,
+//! on Burn's `BalancedCheckpointing`, and under burn-swap with each policy at fractions of
+//! the unwrapped peak, all in one process; median steady-state step time, the ratio to the
+//! unwrapped run, counted peaks, bytes moved each way, time waited on transfers; and the
+//! largest batch that trains under a fixed memory cap, by bisection.
+
+use std::error::Error;
+use std::time::Instant;
+
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::AutodiffBackend;
+use burn_swap::{Policy, Swap, SwapConfig};
+
+use crate::models::{GptConfig, MlpConfig, ResNetConfig};
+use crate::train::{init_mlp, parameters, train_loop};
+
+/// A model and its batch size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Workload {
+    /// `train_mlp`'s model.
+    Mlp(MlpConfig),
+    /// `train_gpt`'s model.
+    Gpt(GptConfig),
+    /// `train_cnn`'s model.
+    Cnn(ResNetConfig),
+}
+
+impl Workload {
+    /// The same workload with another batch size.
+    pub fn with_batch(self, batch: usize) -> Self {
+        match self {
+            Workload::Mlp(c) => Workload::Mlp(MlpConfig { batch, ..c }),
+            Workload::Gpt(c) => Workload::Gpt(GptConfig { batch, ..c }),
+            Workload::Cnn(c) => Workload::Cnn(ResNetConfig { batch, ..c }),
+        }
+    }
+
+    /// Its batch size.
+    pub fn batch(&self) -> usize {
+        match self {
+            Workload::Mlp(c) => c.batch,
+            Workload::Gpt(c) => c.batch,
+            Workload::Cnn(c) => c.batch,
+        }
+    }
+
+    /// Trains `steps` steps on `B` and returns each step's wall time in seconds.
+    pub fn step_times<B: AutodiffBackend>(&self, device: &B::Device, steps: usize) -> Vec<f64> {
+        self.step_times_from::<B>(device, steps, usize::MAX)
+    }
+
+    /// [`Workload::step_times`], resetting burn-swap's counters after step `measure_from`
+    /// (so that the report covers the measured steps only).
+    pub fn step_times_from<B: AutodiffBackend>(
+        &self,
+        device: &B::Device,
+        steps: usize,
+        measure_from: usize,
+    ) -> Vec<f64> {
+        let mut times = Vec::with_capacity(steps);
+        let last = std::cell::Cell::new(Instant::now());
+        let on_step = |step: usize, _: f32| {
+            if step + 1 == measure_from {
+                burn_swap::reset_counters(device);
+            }
+            let now = Instant::now();
+            times.push((now - last.get()).as_secs_f64());
+            last.set(now);
+        };
+        let lr = 1e-3;
+        match *self {
+            Workload::Mlp(c) => {
+                let model = init_mlp::<B>(&c, device, 42);
+                last.set(Instant::now());
+                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
+            }
+            Workload::Gpt(c) => {
+                let model = {
+                    let _guard = crate::rng_lock();
+                    B::seed(device, 42);
+                    let m = c.init::<B>(device);
+                    parameters(&m);
+                    m
+                };
+                last.set(Instant::now());
+                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
+            }
+            Workload::Cnn(c) => {
+                let model = {
+                    let _guard = crate::rng_lock();
+                    B::seed(device, 42);
+                    let m = c.init::<B>(device);
+                    parameters(&m);
+                    m
+                };
+                last.set(Instant::now());
+                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
+            }
+        }
+        times
+    }
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `unwrapped`, `balanced-checkpointing`, or the policy's name.
+    pub config: String,
+    /// The budget as a fraction of the unwrapped peak (burn-swap rows).
+    pub budget_fraction: Option<f64>,
+    /// Median step time after the warm-up, in seconds (`None` when it could not run).
+    pub median_step: Option<f64>,
+    /// `median_step` over the unwrapped run's.
+    pub time_ratio: Option<f64>,
+    /// Counted peak in bytes (for the unwrapped and checkpointing rows, counted by burn-swap
+    /// without a budget in a separate run).
+    pub peak_bytes: Option<u64>,
+    /// `peak_bytes` over the unwrapped peak.
+    pub memory_ratio: Option<f64>,
+    /// Bytes offloaded to host memory per step.
+    pub offloaded_per_step: u64,
+    /// Bytes fetched back per step.
+    pub fetched_per_step: u64,
+    /// Time per step the ops waited on transfers, in seconds.
+    pub exposed_per_step: f64,
+    /// Why it could not run, if it could not.
+    pub error: Option<String>,
+}
+
+/// What the harness runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The workload.
+    pub workload: Workload,
+    /// Steps not measured (the trace finds the loop, one iteration is profiled, the plan made).
+    pub warm_up: usize,
+    /// Steps measured after the warm-up.
+    pub steps: usize,
+    /// Budgets as fractions of the unwrapped peak.
+    pub budgets: Vec<f64>,
+    /// The policies under burn-swap.
+    pub policies: Vec<Policy>,
+    /// The memory cap of the max-batch search, as a fraction of the unwrapped peak.
+    pub cap_fraction: f64,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// Runs `f`, turning a panic (an op that cannot run under the budget) into an error.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into())
+    })
+}
+
+/// The counted peak of `workload` under burn-swap without a budget, with autodiff strategy
+/// chosen by `checkpointing`.
+fn counted_peak(workload: &Workload, checkpointing: bool) -> u64 {
+    let device = FlexDevice;
+    burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
+    burn_swap::reset_counters(&device);
+    if checkpointing {
+        workload.step_times::<Autodiff<Swap<Flex>, BalancedCheckpointing>>(&device, 2);
+    } else {
+        workload.step_times::<Autodiff<Swap<Flex>>>(&device, 2);
+    }
+    burn_swap::report(&device).map_or(0, |r| r.peak_bytes)
+}
+
+/// Runs the plan; the caller holds the Flex device for itself (one process, one device).
+pub fn run(plan: &Plan) -> Vec<Row> {
+    let device = FlexDevice;
+    let total = plan.warm_up + plan.steps;
+    let peak = counted_peak(&plan.workload, false);
+    let steady = |times: Vec<f64>| median(times.into_iter().skip(plan.warm_up).collect());
+
+    let unwrapped = steady(plan.workload.step_times::<Autodiff<Flex>>(&device, total));
+    let mut rows = vec![Row {
+        config: "unwrapped".into(),
+        budget_fraction: None,
+        median_step: Some(unwrapped),
+        time_ratio: Some(1.0),
+        peak_bytes: Some(peak),
+        memory_ratio: Some(1.0),
+        offloaded_per_step: 0,
+        fetched_per_step: 0,
+        exposed_per_step: 0.0,
+        error: None,
+    }];
+    let checkpointed = steady(
+        plan.workload
+            .step_times::<Autodiff<Flex, BalancedCheckpointing>>(&device, total),
+    );
+    let checkpoint_peak = counted_peak(&plan.workload, true);
+    rows.push(Row {
+        config: "balanced-checkpointing".into(),
+        budget_fraction: None,
+        median_step: Some(checkpointed),
+        time_ratio: Some(checkpointed / unwrapped),
+        peak_bytes: Some(checkpoint_peak),
+        memory_ratio: Some(checkpoint_peak as f64 / peak as f64),
+        offloaded_per_step: 0,
+        fetched_per_step: 0,
+        exposed_per_step: 0.0,
+        error: None,
+    });
+
+    for &fraction in &plan.budgets {
+        let budget = ((peak as f64 * fraction) as u64).max(1);
+        for &policy in &plan.policies {
+            burn_swap::configure(
+                &device,
+                SwapConfig::budget_bytes(budget).with_policy(policy),
+            )
+            .expect("a positive budget is valid");
+            burn_swap::restart_trace(&device);
+            let workload = plan.workload;
+            let result = guarded(|| {
+                workload.step_times_from::<Autodiff<Swap<Flex>>>(&device, total, plan.warm_up)
+            });
+            let measured = plan.steps.max(1) as u64;
+            let row = match (result, burn_swap::report(&device)) {
+                (Ok(times), Some(r)) => {
+                    let step = steady(times);
+                    Row {
+                        config: policy.name().into(),
+                        budget_fraction: Some(fraction),
+                        median_step: Some(step),
+                        time_ratio: Some(step / unwrapped),
+                        peak_bytes: Some(r.peak_bytes),
+                        memory_ratio: Some(r.peak_bytes as f64 / peak as f64),
+                        offloaded_per_step: r.offloaded_bytes / measured,
+                        fetched_per_step: r.fetched_bytes / measured,
+                        exposed_per_step: r.exposed_wait_ns as f64 * 1e-9 / measured as f64,
+                        error: None,
+                    }
+                }
+                (result, _) => Row {
+                    config: policy.name().into(),
+                    budget_fraction: Some(fraction),
+                    median_step: None,
+                    time_ratio: None,
+                    peak_bytes: None,
+                    memory_ratio: None,
+                    offloaded_per_step: 0,
+                    fetched_per_step: 0,
+                    exposed_per_step: 0.0,
+                    error: Some(match result {
+                        Err(message) => message.lines().next().unwrap_or("").to_string(),
+                        Ok(_) => "no report".to_string(),
+                    }),
+                },
+            };
+            rows.push(row);
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
+    rows
+}
+
+/// The largest batch (bisection from 1 up to `limit`) for which `fits` holds.
+pub fn max_batch(limit: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
+    if !fits(1) {
+        return 0;
+    }
+    let (mut lo, mut hi) = (1, limit.max(1));
+    if fits(hi) {
+        return hi;
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The max-batch search at a cap of `cap_fraction` of the workload's unwrapped peak: the
+/// largest batch whose unwrapped counted peak fits the cap, and the largest that trains
+/// under burn-swap (`Planned`) with the cap as its budget. Returns `(cap bytes, unwrapped,
+/// burn-swap)`.
+pub fn max_batches(workload: &Workload, cap_fraction: f64, limit: usize) -> (u64, usize, usize) {
+    let device = FlexDevice;
+    let cap = (counted_peak(workload, false) as f64 * cap_fraction) as u64;
+    let unwrapped = max_batch(limit, |b| {
+        counted_peak(&workload.with_batch(b), false) <= cap
+    });
+    let swapped = max_batch(limit, |b| {
+        burn_swap::configure(&device, SwapConfig::budget_bytes(cap.max(1)))
+            .expect("a positive budget is valid");
+        burn_swap::restart_trace(&device);
+        let ok = guarded(|| {
+            workload
+                .with_batch(b)
+                .step_times::<Autodiff<Swap<Flex>>>(&device, 3)
+        })
+        .is_ok();
+        burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
+        ok
+    });
+    (cap, unwrapped, swapped)
+}
+
+/// The rows as CSV.
+pub fn csv(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "config,budget_fraction,median_step_ms,time_ratio,peak_bytes,memory_ratio,\
+         offloaded_per_step,fetched_per_step,exposed_ms_per_step,error\n",
+    );
+    let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
+    for r in rows {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{:.4},{}\n",
+            r.config,
+            opt(r.budget_fraction, 1.0),
+            opt(r.median_step, 1e3),
+            opt(r.time_ratio, 1.0),
+            r.peak_bytes.map_or(String::new(), |p| p.to_string()),
+            opt(r.memory_ratio, 1.0),
+            r.offloaded_per_step,
+            r.fetched_per_step,
+            r.exposed_per_step * 1e3,
+            r.error.as_deref().unwrap_or("").replace(',', ";")
+        ));
+    }
+    out
+}
+
+/// The rows as a table.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<24} {:>7} {:>10} {:>7} {:>12} {:>7} {:>11} {:>10}\n",
+        "config", "budget", "step ms", "time x", "peak B", "mem x", "moved/step", "wait ms"
+    );
+    for r in rows {
+        let budget = r
+            .budget_fraction
+            .map_or("-".into(), |f| format!("{:.0}%", f * 100.0));
+        match (&r.error, r.median_step) {
+            (None, Some(step)) => out.push_str(&format!(
+                "{:<24} {:>7} {:>10.2} {:>7.2} {:>12} {:>7.3} {:>11} {:>10.2}\n",
+                r.config,
+                budget,
+                step * 1e3,
+                r.time_ratio.unwrap_or(f64::NAN),
+                r.peak_bytes.unwrap_or(0),
+                r.memory_ratio.unwrap_or(f64::NAN),
+                r.offloaded_per_step + r.fetched_per_step,
+                r.exposed_per_step * 1e3
+            )),
+            _ => out.push_str(&format!(
+                "{:<24} {:>7} {}\n",
+                r.config,
+                budget,
+                r.error.as_deref().unwrap_or("did not run")
+            )),
+        }
+    }
+    out
+}
+
+/// Draws the Pareto picture (memory ratio against time ratio) as SVG.
+pub fn pareto(rows: &[Row], path: &str) -> Result<(), Box<dyn Error>> {
+    use plotters::prelude::*;
+    let points: Vec<(f64, f64, &str)> = rows
+        .iter()
+        .filter_map(|r| Some((r.memory_ratio?, r.time_ratio?, r.config.as_str())))
+        .collect();
+    let max_t = points.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
+    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "memory against time, relative to the unwrapped run",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..1.1f64, 0f64..max_t)?;
+    chart
+        .configure_mesh()
+        .x_desc("peak memory / unwrapped peak")
+        .y_desc("step time / unwrapped step time")
+        .draw()?;
+    chart.draw_series(
+        points
+            .iter()
+            .map(|&(m, t, _)| Circle::new((m, t), 4, BLUE.filled())),
+    )?;
+    chart.draw_series(points.iter().map(|&(m, t, name)| {
+        Text::new(name.to_string(), (m, t), ("sans-serif", 11).into_font())
+    }))?;
+    root.present()?;
+    Ok(())
+}
