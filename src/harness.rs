@@ -7,10 +7,10 @@
 use std::error::Error;
 use std::time::Instant;
 
+use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
-use burn::backend::flex::FlexDevice;
-use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::AutodiffBackend;
+use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 
 use crate::models::{GptConfig, MlpConfig, ResNetConfig};
@@ -172,30 +172,29 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 /// The counted peak of `workload` under burn-swap without a budget, with autodiff strategy
 /// chosen by `checkpointing`.
-fn counted_peak(workload: &Workload, checkpointing: bool) -> u64 {
-    let device = FlexDevice;
-    burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
-    burn_swap::reset_counters(&device);
+fn counted_peak<I: BackendIr>(device: &I::Device, workload: &Workload, checkpointing: bool) -> u64 {
+    burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
+    burn_swap::reset_counters(device);
     if checkpointing {
-        workload.step_times::<Autodiff<Swap<Flex>, BalancedCheckpointing>>(&device, 2);
+        workload.step_times::<Autodiff<Swap<I>, BalancedCheckpointing>>(device, 2);
     } else {
-        workload.step_times::<Autodiff<Swap<Flex>>>(&device, 2);
+        workload.step_times::<Autodiff<Swap<I>>>(device, 2);
     }
-    burn_swap::report(&device).map_or(0, |r| r.peak_bytes)
+    burn_swap::report(device).map_or(0, |r| r.peak_bytes)
 }
 
-/// Runs the plan; the caller holds the Flex device for itself (one process, one device).
-pub fn run(plan: &Plan) -> Vec<Row> {
-    let device = FlexDevice;
+/// Runs the plan on the inner backend `I` (Flex, or CUDA); the caller holds the device for
+/// itself.
+pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     let total = plan.warm_up + plan.steps;
-    let peak = counted_peak(&plan.workload, false);
+    let peak = counted_peak::<I>(device, &plan.workload, false);
     let steady = |times: Vec<f64>| median(times.into_iter().skip(plan.warm_up).collect());
 
     // The first run in a process pays for cold caches and the allocator's first growth:
     // one run of the unwrapped backend is thrown away, and it is measured again at the end
     // (the last row) to show the drift of the machine over the whole run.
-    plan.workload.step_times::<Autodiff<Flex>>(&device, total);
-    let unwrapped = steady(plan.workload.step_times::<Autodiff<Flex>>(&device, total));
+    plan.workload.step_times::<Autodiff<I>>(device, total);
+    let unwrapped = steady(plan.workload.step_times::<Autodiff<I>>(device, total));
     let mut rows = vec![Row {
         config: "unwrapped".into(),
         budget_fraction: None,
@@ -210,9 +209,9 @@ pub fn run(plan: &Plan) -> Vec<Row> {
     }];
     let checkpointed = steady(
         plan.workload
-            .step_times::<Autodiff<Flex, BalancedCheckpointing>>(&device, total),
+            .step_times::<Autodiff<I, BalancedCheckpointing>>(device, total),
     );
-    let checkpoint_peak = counted_peak(&plan.workload, true);
+    let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
     rows.push(Row {
         config: "balanced-checkpointing".into(),
         budget_fraction: None,
@@ -229,18 +228,15 @@ pub fn run(plan: &Plan) -> Vec<Row> {
     for &fraction in &plan.budgets {
         let budget = ((peak as f64 * fraction) as u64).max(1);
         for &policy in &plan.policies {
-            burn_swap::configure(
-                &device,
-                SwapConfig::budget_bytes(budget).with_policy(policy),
-            )
-            .expect("a positive budget is valid");
-            burn_swap::restart_trace(&device);
+            burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
+                .expect("a positive budget is valid");
+            burn_swap::restart_trace(device);
             let workload = plan.workload;
             let result = guarded(|| {
-                workload.step_times_from::<Autodiff<Swap<Flex>>>(&device, total, plan.warm_up)
+                workload.step_times_from::<Autodiff<Swap<I>>>(device, total, plan.warm_up)
             });
             let measured = plan.steps.max(1) as u64;
-            let row = match (result, burn_swap::report(&device)) {
+            let row = match (result, burn_swap::report(device)) {
                 (Ok(times), Some(r)) => {
                     let step = steady(times);
                     Row {
@@ -275,8 +271,8 @@ pub fn run(plan: &Plan) -> Vec<Row> {
             rows.push(row);
         }
     }
-    burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
-    let again = steady(plan.workload.step_times::<Autodiff<Flex>>(&device, total));
+    burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
+    let again = steady(plan.workload.step_times::<Autodiff<I>>(device, total));
     rows.push(Row {
         config: "unwrapped-again".into(),
         median_step: Some(again),
@@ -310,23 +306,27 @@ pub fn max_batch(limit: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
 /// largest batch whose unwrapped counted peak fits the cap, and the largest that trains
 /// under burn-swap (`Planned`) with the cap as its budget. Returns `(cap bytes, unwrapped,
 /// burn-swap)`.
-pub fn max_batches(workload: &Workload, cap_fraction: f64, limit: usize) -> (u64, usize, usize) {
-    let device = FlexDevice;
-    let cap = (counted_peak(workload, false) as f64 * cap_fraction) as u64;
+pub fn max_batches<I: BackendIr>(
+    device: &I::Device,
+    workload: &Workload,
+    cap_fraction: f64,
+    limit: usize,
+) -> (u64, usize, usize) {
+    let cap = (counted_peak::<I>(device, workload, false) as f64 * cap_fraction) as u64;
     let unwrapped = max_batch(limit, |b| {
-        counted_peak(&workload.with_batch(b), false) <= cap
+        counted_peak::<I>(device, &workload.with_batch(b), false) <= cap
     });
     let swapped = max_batch(limit, |b| {
-        burn_swap::configure(&device, SwapConfig::budget_bytes(cap.max(1)))
+        burn_swap::configure(device, SwapConfig::budget_bytes(cap.max(1)))
             .expect("a positive budget is valid");
-        burn_swap::restart_trace(&device);
+        burn_swap::restart_trace(device);
         let ok = guarded(|| {
             workload
                 .with_batch(b)
-                .step_times::<Autodiff<Swap<Flex>>>(&device, 3)
+                .step_times::<Autodiff<Swap<I>>>(device, 3)
         })
         .is_ok();
-        burn_swap::configure(&device, SwapConfig::default()).expect("the default is valid");
+        burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
         ok
     });
     (cap, unwrapped, swapped)

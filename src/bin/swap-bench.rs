@@ -3,9 +3,9 @@
 //! unwrapped peak, measured in one process; and the largest batch under a memory cap.
 //!
 //! ```text
-//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn [--quick] [--steps 20]
-//!     [--warmup 6] [--budgets 100,75,50,33,25,10] [--cap 50] [--csv swap-bench.csv]
-//!     [--pareto swap-bench.svg]
+//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn [--preset gpt2-small] [--quick]
+//!     [--device flex|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
+//!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
 //! ```
 //!
 //! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
@@ -33,7 +33,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         std::env::args().skip(1),
         &["quick"],
         &[
-            "model", "steps", "warmup", "budgets", "cap", "csv", "pareto", "limit",
+            "model", "steps", "warmup", "budgets", "cap", "csv", "pareto", "limit", "device",
+            "preset",
         ],
     )?;
     let quick = args.flag("quick");
@@ -51,7 +52,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             seq: 32,
             ..GptConfig::small()
         }),
-        ("gpt", false) => Workload::Gpt(GptConfig::small()),
+        ("gpt", false) => Workload::Gpt(match args.value("preset").unwrap_or("small") {
+            "gpt2-small" => GptConfig::gpt2_small(),
+            _ => GptConfig::small(),
+        }),
         ("cnn", true) => Workload::Cnn(ResNetConfig {
             size: 16,
             batch: 8,
@@ -82,6 +86,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
     };
     let limit: usize = args.get("limit", if quick { 256 } else { 4096 })?;
+    let device = args.value("device").unwrap_or("flex").to_string();
     let csv_path = args.value("csv").unwrap_or("swap-bench.csv").to_string();
     let pareto_path = args.value("pareto").unwrap_or("swap-bench.svg").to_string();
 
@@ -92,9 +97,44 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "swap-bench: {:?}, {} warm-up + {} measured steps",
         plan.workload, plan.warm_up, plan.steps
     );
-    let rows = harness::run(&plan);
-    let (cap, unwrapped_batch, swap_batch) =
-        harness::max_batches(&plan.workload, plan.cap_fraction, limit);
+    let (rows, (cap, unwrapped_batch, swap_batch)) = match device.as_str() {
+        "flex" => {
+            let device = burn::backend::flex::FlexDevice;
+            (
+                harness::run::<burn::backend::Flex>(&plan, &device),
+                harness::max_batches::<burn::backend::Flex>(
+                    &device,
+                    &plan.workload,
+                    plan.cap_fraction,
+                    limit,
+                ),
+            )
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => {
+            let device = Default::default();
+            (
+                harness::run::<burn::backend::Cuda>(&plan, &device),
+                harness::max_batches::<burn::backend::Cuda>(
+                    &device,
+                    &plan.workload,
+                    plan.cap_fraction,
+                    limit,
+                ),
+            )
+        }
+        other => {
+            return Err(format!(
+                "--device {other}: expected flex{}",
+                if cfg!(feature = "cuda") {
+                    " or cuda"
+                } else {
+                    " (cuda needs the `cuda` feature)"
+                }
+            )
+            .into());
+        }
+    };
     let _ = std::panic::take_hook();
 
     std::fs::write(&csv_path, harness::csv(&rows))?;

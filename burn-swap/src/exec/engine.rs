@@ -59,6 +59,9 @@ pub(crate) struct Engine<B: BackendIr> {
     protect: Vec<TensorId>,
     /// What was moved since the last op was recorded (for the trace's per-op events).
     events: crate::trace::OpEvents,
+    /// For each tensor, the strided views made from it that keep their op for later (see
+    /// [`Entry::view_op`]): when Burn lets go of the tensor, those views get their recipes.
+    view_sources: hashbrown::HashMap<TensorId, Vec<TensorId>>,
     /// The CPU codec's measured throughput (raw bytes per second), once measured.
     codec_bandwidth: Option<f64>,
     /// Whether an input of the op in progress may have a strided layout.
@@ -103,6 +106,7 @@ impl<B: BackendIr> Engine<B> {
             inputs_strided: false,
             codec_bandwidth: None,
             events: Default::default(),
+            view_sources: Default::default(),
         }
     }
 
@@ -230,12 +234,26 @@ impl<B: BackendIr> Engine<B> {
         };
         // A strided output cannot be offloaded bit for bit (see `exec::layout`): under a
         // budget it gets a recipe, so that it can leave by recomputation instead.
-        let recipe = self.wants_recipe()
-            || (strided
-                && self.budget().is_some()
-                && self.outputs.len() == 1
-                && layout::replayable(&op)
-                && self.inputs_can_leave());
+        // A strided output cannot be offloaded bit for bit (see `exec::layout`): under a
+        // budget its op is kept, so that it can later leave by recomputation while its
+        // inputs are still there (they are pinned only then).
+        if !self.view_sources.is_empty() {
+            for i in 0..self.inputs.len() {
+                let (id, status) = self.inputs[i];
+                if status == TensorStatus::ReadWrite {
+                    self.pin_for_views(id);
+                }
+            }
+        }
+        let replayable_view = strided
+            && self.budget().is_some()
+            && self.outputs.len() == 1
+            && layout::replayable(&op);
+        // When the op consumes its input, the input would be gone by then: the recipe is made
+        // now (pinning the input, which must itself be able to leave).
+        let eager = replayable_view && self.consumes_any() && self.inputs_can_leave();
+        let view_op = (replayable_view && !eager).then(|| Box::new(op.clone()));
+        let recipe = self.wants_recipe() || eager;
         if recipe || self.consumes_pinned() {
             self.keep_inputs(&mut op, recipe);
         }
@@ -268,6 +286,18 @@ impl<B: BackendIr> Engine<B> {
             let mut entry = Entry::new(bytes, dims, dtype, now);
             entry.strided = strided;
             self.residency.insert(id, entry);
+        }
+        if let Some(view_op) = view_op
+            && let Some(entry) = self.residency.get_mut(&self.out_ids[0])
+        {
+            let view = self.out_ids[0];
+            for t in view_op.inputs() {
+                let views = self.view_sources.entry(t.id).or_default();
+                if !views.contains(&view) {
+                    views.push(view);
+                }
+            }
+            entry.view_op = Some(view_op);
         }
         if let Some(recipe) = self.pending_recipe.take()
             && let Some(entry) = self.residency.get_mut(&self.out_ids[0])
@@ -314,6 +344,13 @@ impl<B: BackendIr> Engine<B> {
                 .get(id)
                 .is_none_or(|e| !e.strided || e.recipe.is_some())
         })
+    }
+
+    /// Whether the op in progress reads an input for the last time.
+    fn consumes_any(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|(_, status)| *status == TensorStatus::ReadWrite)
     }
 
     /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
@@ -614,6 +651,9 @@ impl<B: BackendIr> Engine<B> {
     /// Takes an input's handle for a native op (removing it from the books when it is the
     /// input's last use, unless a recipe still needs it).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+        }
         if tensor.status == TensorStatus::ReadWrite && self.residency.is_pinned(&tensor.id) {
             let read = TensorIr {
                 status: TensorStatus::ReadOnly,
@@ -732,6 +772,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
+        self.pin_for_views(id);
         if self.residency.is_pinned(&id) {
             // A recipe still reads it: it stays, as an orphan.
             self.release_by_burn(&id);
@@ -788,7 +829,7 @@ impl<B: BackendIr> Engine<B> {
         candidates.clear();
         for (id, entry) in self.residency.entries.iter() {
             if matches!(entry.state, State::Resident)
-                && (!entry.strided || entry.recipe.is_some())
+                && (!entry.strided || entry.recipe.is_some() || self.can_rebuild(entry))
                 && !(protect_inputs && self.inputs.iter().any(|(i, _)| i == id))
                 && !self.protect.contains(id)
             {
@@ -816,7 +857,8 @@ impl<B: BackendIr> Engine<B> {
                 }
                 let id = TensorId::new(c.key);
                 if self.residency.get(&id).is_some_and(|e| e.strided) {
-                    // Strided: it leaves by recomputation (it has a recipe).
+                    // Strided: it leaves by recomputation, from a recipe made now if needed.
+                    self.make_view_recipe(id);
                     self.evict(id);
                     freed += c.bytes;
                     continue;
@@ -1213,6 +1255,63 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
+    /// Burn is about to let go of `source`: the strided views still made from it get their
+    /// recipes now (pinning it), so that they can still leave by recomputation.
+    fn pin_for_views(&mut self, source: TensorId) {
+        let Some(views) = self.view_sources.remove(&source) else {
+            return;
+        };
+        for view in views {
+            let rebuildable = self
+                .residency
+                .get(&view)
+                .is_some_and(|e| e.view_op.is_some() && self.can_rebuild(e));
+            if rebuildable {
+                self.make_view_recipe(view);
+            }
+        }
+    }
+
+    /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
+    fn can_rebuild(&self, entry: &Entry) -> bool {
+        entry
+            .view_op
+            .as_ref()
+            .is_some_and(|op| op.inputs().all(|t| self.residency.get(&t.id).is_some()))
+    }
+
+    /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
+    /// [`Self::can_rebuild`]) are pinned from now on.
+    fn make_view_recipe(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        if entry.recipe.is_some() {
+            return;
+        }
+        let Some(mut op) = entry.view_op.take() else {
+            return;
+        };
+        let mut ids: Vec<TensorId> = Vec::new();
+        for t in op.inputs() {
+            if !ids.contains(&t.id) {
+                ids.push(t.id);
+            }
+        }
+        op.mark_read_only(&ids);
+        for input in &ids {
+            if let Some(e) = self.residency.get_mut(input) {
+                e.pins += 1;
+            }
+        }
+        if let Some(entry) = self.residency.get_mut(&id) {
+            entry.recipe = Some(Box::new(Recipe {
+                op: *op,
+                inputs: ids,
+            }));
+        }
+    }
+
     /// Drops a resident tensor that has a recipe; it is recomputed before its next use.
     fn evict(&mut self, id: TensorId) {
         let Some(entry) = self.residency.get_mut(&id) else {
@@ -1474,6 +1573,9 @@ impl<B: BackendIr> Engine<B> {
     /// The handle of a tensor that is on the device, for a read or a move; Burn's last use of
     /// it takes it out of the books (unless a recipe still needs it).
     fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+        }
         let pinned = self.residency.is_pinned(&tensor.id);
         let read = TensorIr {
             status: if pinned {
@@ -1539,6 +1641,9 @@ impl<B: BackendIr> Engine<B> {
             } else {
                 match self.ensure_resident(&tensor) {
                     Ok(()) => {
+                        if tensor.status == TensorStatus::ReadWrite {
+                            self.pin_for_views(tensor.id);
+                        }
                         let pinned = self.residency.is_pinned(&tensor.id);
                         let read = TensorIr {
                             status: if pinned {

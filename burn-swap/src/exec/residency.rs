@@ -120,6 +120,9 @@ pub(crate) struct Entry {
     /// Its layout may be strided: a fetch would not restore it, so it is never offloaded
     /// (see `exec::layout`).
     pub strided: bool,
+    /// For a strided tensor under a budget: the op that made it, to become its recipe if it
+    /// must leave while its inputs are still there.
+    pub view_op: Option<Box<OperationIr>>,
 }
 
 impl Entry {
@@ -134,6 +137,7 @@ impl Entry {
             pins: 0,
             orphan: false,
             strided: false,
+            view_op: None,
         }
     }
 
