@@ -303,33 +303,31 @@ pub fn max_batch(limit: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
 }
 
 /// The max-batch search at a cap of `cap_fraction` of the workload's unwrapped peak: the
-/// largest batch whose unwrapped counted peak fits the cap, and the largest that trains
-/// under burn-swap (`Planned`) with the cap as its budget. Returns `(cap bytes, unwrapped,
-/// burn-swap)`.
+/// largest batch whose unwrapped counted peak fits the cap, and the largest for which
+/// `swap_fits(batch, cap)` holds (training under burn-swap with the cap as its budget; the
+/// caller runs each probe in a fresh process, since a step that fails under its budget can
+/// leave the tensors of its unwound graph alive). Returns `(cap bytes, unwrapped, burn-swap)`.
 pub fn max_batches<I: BackendIr>(
     device: &I::Device,
     workload: &Workload,
     cap_fraction: f64,
     limit: usize,
+    mut swap_fits: impl FnMut(usize, u64) -> bool,
 ) -> (u64, usize, usize) {
     let cap = (counted_peak::<I>(device, workload, false) as f64 * cap_fraction) as u64;
     let unwrapped = max_batch(limit, |b| {
         counted_peak::<I>(device, &workload.with_batch(b), false) <= cap
     });
-    let swapped = max_batch(limit, |b| {
-        burn_swap::configure(device, SwapConfig::budget_bytes(cap.max(1)))
-            .expect("a positive budget is valid");
-        burn_swap::restart_trace(device);
-        let ok = guarded(|| {
-            workload
-                .with_batch(b)
-                .step_times::<Autodiff<Swap<I>>>(device, 3)
-        })
-        .is_ok();
-        burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
-        ok
-    });
+    let swapped = max_batch(limit, |b| swap_fits(b, cap));
     (cap, unwrapped, swapped)
+}
+
+/// One probe of the max-batch search, for a fresh process: trains three steps of `workload`
+/// under burn-swap with a budget of `cap` bytes; whether it ran.
+pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) -> bool {
+    burn_swap::configure(device, SwapConfig::budget_bytes(cap.max(1)))
+        .expect("a positive budget is valid");
+    guarded(|| workload.step_times::<Autodiff<Swap<I>>>(device, 3)).is_ok()
 }
 
 /// The rows as CSV.

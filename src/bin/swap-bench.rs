@@ -33,8 +33,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         std::env::args().skip(1),
         &["quick"],
         &[
-            "model", "steps", "warmup", "budgets", "cap", "csv", "pareto", "limit", "device",
+            "model",
+            "steps",
+            "warmup",
+            "budgets",
+            "cap",
+            "csv",
+            "pareto",
+            "limit",
+            "device",
             "preset",
+            "probe-batch",
+            "probe-cap",
         ],
     )?;
     let quick = args.flag("quick");
@@ -87,6 +97,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let limit: usize = args.get("limit", if quick { 256 } else { 4096 })?;
     let device = args.value("device").unwrap_or("flex").to_string();
+    // A probe of the max-batch search, run by the parent in a fresh process.
+    let probe_batch: Option<usize> = args.value("probe-batch").map(str::parse).transpose()?;
+    let probe_cap: u64 = args.get("probe-cap", 0)?;
+    if probe_batch.is_some() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
+    let probe_in_child = |batch: usize, cap: u64| -> bool {
+        let Ok(exe) = std::env::current_exe() else {
+            return false;
+        };
+        let mut command = std::process::Command::new(exe);
+        command.args(std::env::args().skip(1)).args([
+            "--probe-batch".to_string(),
+            batch.to_string(),
+            "--probe-cap".to_string(),
+            cap.to_string(),
+        ]);
+        command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
     let csv_path = args.value("csv").unwrap_or("swap-bench.csv").to_string();
     let pareto_path = args.value("pareto").unwrap_or("swap-bench.svg").to_string();
 
@@ -100,28 +133,46 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (rows, (cap, unwrapped_batch, swap_batch)) = match device.as_str() {
         "flex" => {
             let device = burn::backend::flex::FlexDevice;
-            (
-                harness::run::<burn::backend::Flex>(&plan, &device),
-                harness::max_batches::<burn::backend::Flex>(
+            // The max-batch search first, on a fresh device: a configuration that fails
+            // under its budget can leave tensors of the unwound step counted.
+            if let Some(batch) = probe_batch {
+                let ok = harness::probe::<burn::backend::Flex>(
                     &device,
-                    &plan.workload,
-                    plan.cap_fraction,
-                    limit,
-                ),
-            )
+                    &plan.workload.with_batch(batch),
+                    probe_cap,
+                );
+                std::process::exit(if ok { 0 } else { 1 });
+            }
+            let batches = harness::max_batches::<burn::backend::Flex>(
+                &device,
+                &plan.workload,
+                plan.cap_fraction,
+                limit,
+                probe_in_child,
+            );
+            (harness::run::<burn::backend::Flex>(&plan, &device), batches)
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
             let device = Default::default();
-            (
-                harness::run::<burn::backend::Cuda>(&plan, &device),
-                harness::max_batches::<burn::backend::Cuda>(
+            // The max-batch search first, on a fresh device: a configuration that fails
+            // under its budget can leave tensors of the unwound step counted.
+            if let Some(batch) = probe_batch {
+                let ok = harness::probe::<burn::backend::Cuda>(
                     &device,
-                    &plan.workload,
-                    plan.cap_fraction,
-                    limit,
-                ),
-            )
+                    &plan.workload.with_batch(batch),
+                    probe_cap,
+                );
+                std::process::exit(if ok { 0 } else { 1 });
+            }
+            let batches = harness::max_batches::<burn::backend::Cuda>(
+                &device,
+                &plan.workload,
+                plan.cap_fraction,
+                limit,
+                probe_in_child,
+            );
+            (harness::run::<burn::backend::Cuda>(&plan, &device), batches)
         }
         other => {
             return Err(format!(
