@@ -100,9 +100,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A probe of the max-batch search, run by the parent in a fresh process.
     let probe_batch: Option<usize> = args.value("probe-batch").map(str::parse).transpose()?;
     let probe_cap: u64 = args.get("probe-cap", 0)?;
-    if probe_batch.is_some() {
-        std::panic::set_hook(Box::new(|_| {}));
-    }
+    harness::quiet_expected_panics();
     let probe_in_child = |batch: usize, cap: u64| -> bool {
         let Ok(exe) = std::env::current_exe() else {
             return false;
@@ -123,9 +121,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let csv_path = args.value("csv").unwrap_or("swap-bench.csv").to_string();
     let pareto_path = args.value("pareto").unwrap_or("swap-bench.svg").to_string();
 
-    // Configurations that cannot run under their budget fail their op with a message, which
-    // the table shows; the default hook would print each as a panic.
-    std::panic::set_hook(Box::new(|_| {}));
     eprintln!(
         "swap-bench: {:?}, {} warm-up + {} measured steps",
         plan.workload, plan.warm_up, plan.steps
@@ -186,7 +181,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
     };
-    let _ = std::panic::take_hook();
 
     std::fs::write(&csv_path, harness::csv(&rows))?;
     harness::pareto(&rows, &pareto_path)?;
