@@ -450,3 +450,28 @@ pub fn pareto(rows: &[Row], path: &str) -> Result<(), Box<dyn Error>> {
     root.present()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_batch_bisects_to_the_largest_that_fits() {
+        for largest in [0usize, 1, 2, 7, 100, 255, 256] {
+            let mut probes = 0;
+            let found = max_batch(256, |b| {
+                probes += 1;
+                b <= largest
+            });
+            assert_eq!(found, largest, "largest {largest}");
+            assert!(probes <= 10, "{probes} probes");
+        }
+    }
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
+}

@@ -1728,3 +1728,47 @@ fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
         _ => largest,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::native_output_bytes;
+    use burn_backend::{DType, Shape};
+    use burn_ir::{TensorId, TensorIr, TensorStatus};
+
+    fn ir(dims: &[usize], dtype: DType) -> TensorIr {
+        TensorIr {
+            id: TensorId::new(0),
+            shape: Shape::from(dims.to_vec()),
+            status: TensorStatus::ReadOnly,
+            dtype,
+        }
+    }
+
+    #[test]
+    fn native_outputs_are_predicted_from_their_shapes() {
+        // An embedding of 32 rows of 64 floats looked up for 8 × 32 indices: 8·32·64 floats,
+        // more than either input.
+        let weights = ir(&[32, 64], DType::F32);
+        let indices = ir(&[8, 32], DType::I64);
+        assert_eq!(
+            native_output_bytes("embedding", &[weights, indices]),
+            8 * 32 * 64 * 4
+        );
+        // A sort with indices makes the values and i64 indices.
+        let x = ir(&[100], DType::F32);
+        assert_eq!(
+            native_output_bytes("float_sort_with_indices", std::slice::from_ref(&x)),
+            400 + 800
+        );
+        // A grid sample makes [N, C, Ho, Wo] from the grid's size.
+        let t = ir(&[2, 3, 8, 8], DType::F32);
+        let grid = ir(&[2, 16, 16, 2], DType::F32);
+        assert_eq!(
+            native_output_bytes("float_grid_sample_2d", &[t, grid]),
+            2 * 3 * 16 * 16 * 4
+        );
+        // Anything else: the largest input.
+        assert_eq!(native_output_bytes("relu", &[x]), 400);
+        assert_eq!(native_output_bytes("int_arange", &[]), 0);
+    }
+}

@@ -265,4 +265,111 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_carried_tensor_is_prefetched_in_the_next_iteration() {
+        // Tensor 0 is carried to the next iteration (made at op 0, last used at op 2); its
+        // counterpart of the previous iteration (tensor 1, made before the iteration) is first
+        // used at op 1. An offload after op 2 whose prefetch starts at op 5 + 1 (op 1 of the
+        // next iteration) compiles to a prefetch after op 0 of the iteration.
+        use crate::trace::{Access, AccessKind, OpTrace, Slot, TensorTrace, Trace};
+        let op = |i: usize, inputs: Vec<u64>, outputs: Vec<u64>| OpTrace {
+            index: i,
+            kind: "Float.Add".into(),
+            signature: i as u64,
+            inputs,
+            outputs,
+            nanos: 1000,
+            resident_bytes: 0,
+            events: Default::default(),
+        };
+        let tensor = |id: u64, slot, producer, accesses: Vec<usize>, wraps_to| TensorTrace {
+            id,
+            slot,
+            shape: vec![250],
+            dtype: "F32".into(),
+            bytes: 1000,
+            producer,
+            accesses: accesses
+                .into_iter()
+                .map(|op| Access {
+                    op,
+                    kind: AccessKind::Read,
+                })
+                .collect(),
+            end: None,
+            wraps_to,
+        };
+        let trace = Trace {
+            period: Some(5),
+            iteration: 0,
+            first_op: 0,
+            periodic_from: 0,
+            peak_bytes: 0,
+            ops: vec![
+                op(0, vec![], vec![10]),
+                op(1, vec![20], vec![]),
+                op(2, vec![10], vec![]),
+                op(3, vec![], vec![]),
+                op(4, vec![], vec![]),
+            ],
+            tensors: vec![
+                tensor(
+                    10,
+                    Slot::Output { op: 0, index: 0 },
+                    Some(0),
+                    vec![2],
+                    Some(1),
+                ),
+                tensor(20, Slot::Input { op: 1, index: 0 }, None, vec![1], None),
+            ],
+        };
+        let program = compile(
+            &trace,
+            &plan(vec![(
+                0,
+                Action::Offload {
+                    after: 2,
+                    prefetch_at: 6,
+                },
+            )]),
+        );
+        assert_eq!(
+            program.after[2],
+            vec![Step::Offload {
+                port: Port::Input(0),
+                tag: 0
+            }]
+        );
+        assert_eq!(program.after[0], vec![Step::Prefetch { tag: 0 }]);
+
+        // The simulated lifetimes: the carried tensor leaves after op 2, and its counterpart
+        // of the previous iteration lives from the prefetch (op 1) instead of from the start.
+        let lifetimes = crate::plan::combine::lifetimes(
+            &trace,
+            &[(
+                0,
+                Action::Offload {
+                    after: 2,
+                    prefetch_at: 6,
+                },
+            )],
+        );
+        assert_eq!(lifetimes[0].until, Some(2));
+        assert_eq!(lifetimes[1].from, Some(1));
+        assert_eq!(lifetimes.len(), 2);
+
+        // The candidate's gap runs across the boundary: from its last use (op 2) to its
+        // counterpart's first use in the next iteration (op 5 + 1); it is not recomputable.
+        let profile = crate::plan::profile::Profile::new(&trace, None);
+        let candidates = crate::plan::checkpoint::candidates(&trace, &profile, 1);
+        let carried = candidates.iter().find(|c| c.tensor == 0).unwrap();
+        assert_eq!(carried.gap, (2, 6));
+        assert!(!carried.recomputable);
+        assert!(
+            (carried.gap_seconds - 3e-6).abs() < 1e-12,
+            "{}",
+            carried.gap_seconds
+        );
+    }
 }
