@@ -313,7 +313,11 @@ impl<B: BackendIr> Engine<B> {
     fn finish_op(&mut self) {
         self.counters.ops += 1;
         self.now += 1;
-        if self.config.policy.planned() && self.tracing() {
+        // Without a budget there is nothing to plan, and nothing planned is pending.
+        if self.config.policy.planned()
+            && self.tracing()
+            && (self.budget.is_some() || self.program.is_some() || !self.deferred.is_empty())
+        {
             self.follow_plan();
         }
     }
