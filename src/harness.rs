@@ -14,7 +14,7 @@ use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 
 use crate::models::{GptConfig, MlpConfig, ResNetConfig};
-use crate::train::{init_mlp, parameters, train_loop};
+use crate::train::{init_mlp, init_seeded, train_loop};
 
 /// A model and its batch size.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,24 +77,12 @@ impl Workload {
                 train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
             }
             Workload::Gpt(c) => {
-                let model = {
-                    let _guard = crate::rng_lock();
-                    B::seed(device, 42);
-                    let m = c.init::<B>(device);
-                    parameters(&m);
-                    m
-                };
+                let model = init_seeded::<B, _>(device, 42, || c.init::<B>(device));
                 last.set(Instant::now());
                 train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
             }
             Workload::Cnn(c) => {
-                let model = {
-                    let _guard = crate::rng_lock();
-                    B::seed(device, 42);
-                    let m = c.init::<B>(device);
-                    parameters(&m);
-                    m
-                };
+                let model = init_seeded::<B, _>(device, 42, || c.init::<B>(device));
                 last.set(Instant::now());
                 train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
             }

@@ -64,13 +64,23 @@ where
     (model, losses)
 }
 
-/// Initialises an MLP deterministically (seeded, under [`crate::rng_lock`]).
-pub fn init_mlp<B: AutodiffBackend>(config: &MlpConfig, device: &B::Device, seed: u64) -> Mlp<B> {
+/// Makes a model deterministically: seeds the backend with `seed` and runs `init` under
+/// [`crate::rng_lock`], then reads its parameters (forcing lazily initialised ones).
+pub fn init_seeded<B: AutodiffBackend, M: Module<B>>(
+    device: &B::Device,
+    seed: u64,
+    init: impl FnOnce() -> M,
+) -> M {
     let _guard = crate::rng_lock();
     B::seed(device, seed);
-    let model = config.init::<B>(device);
+    let model = init();
     parameters(&model);
     model
+}
+
+/// Initialises an MLP deterministically (seeded, under [`crate::rng_lock`]).
+pub fn init_mlp<B: AutodiffBackend>(config: &MlpConfig, device: &B::Device, seed: u64) -> Mlp<B> {
+    init_seeded::<B, _>(device, seed, || config.init::<B>(device))
 }
 
 /// Initialises a conv net deterministically (seeded, under [`crate::rng_lock`]).
@@ -79,11 +89,7 @@ pub fn init_convnet<B: AutodiffBackend>(
     device: &B::Device,
     seed: u64,
 ) -> ConvNet<B> {
-    let _guard = crate::rng_lock();
-    B::seed(device, seed);
-    let model = config.init::<B>(device);
-    parameters(&model);
-    model
+    init_seeded::<B, _>(device, seed, || config.init::<B>(device))
 }
 
 /// Trains an MLP from its deterministic initialisation and returns what to compare.
@@ -133,13 +139,7 @@ pub fn train_transformer<B: AutodiffBackend>(
     device: &B::Device,
     steps: usize,
 ) -> Outcome {
-    let model = {
-        let _guard = crate::rng_lock();
-        B::seed(device, 42);
-        let model = config.init::<B>(device);
-        parameters(&model);
-        model
-    };
+    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     let (model, losses) = train_loop(
         model,
         steps,

@@ -68,13 +68,7 @@ pub fn run<B: AutodiffBackend>(
     swap: bool,
 ) -> Result<RunOutcome, Box<dyn Error>> {
     let config = options.model;
-    let model = {
-        let _guard = crate::rng_lock();
-        B::seed(device, 42);
-        let model = config.init::<B>(device);
-        crate::train::parameters(&model);
-        model
-    };
+    let model = crate::train::init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     super::drive(model, &options.run, device, swap, |m: &Gpt<B>, step| {
         m.loss(&config, step, device)
     })

@@ -655,21 +655,7 @@ impl<B: BackendIr> Engine<B> {
     /// Takes an input's handle for a native op (removing it from the books when it is the
     /// input's last use, unless a recipe still needs it).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
-        if tensor.status == TensorStatus::ReadWrite {
-            self.pin_for_views(tensor.id);
-        }
-        if tensor.status == TensorStatus::ReadWrite && self.residency.is_pinned(&tensor.id) {
-            let read = TensorIr {
-                status: TensorStatus::ReadOnly,
-                ..tensor.clone()
-            };
-            let handle = self.runner.get_tensor_handle(&read);
-            self.release_by_burn(&tensor.id);
-            return handle;
-        }
-        let handle = self.runner.get_tensor_handle(tensor);
-        self.consume_if_last(tensor);
-        handle
+        self.take_for_read(tensor)
     }
 
     /// Registers an output of a native op; returns its id.
@@ -1577,21 +1563,27 @@ impl<B: BackendIr> Engine<B> {
     /// The handle of a tensor that is on the device, for a read or a move; Burn's last use of
     /// it takes it out of the books (unless a recipe still needs it).
     fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
-        if tensor.status == TensorStatus::ReadWrite {
-            self.pin_for_views(tensor.id);
-        }
-        let pinned = self.residency.is_pinned(&tensor.id);
-        let read = TensorIr {
-            status: if pinned {
-                TensorStatus::ReadOnly
-            } else {
-                tensor.status
-            },
-            ..tensor.clone()
-        };
+        let read = self.read_status(tensor);
         let handle = self.runner.get_tensor_handle(&read);
         self.consume_if_last(tensor);
         handle
+    }
+
+    /// `tensor` as the inner backend must be asked for it: Burn's last use of a tensor a
+    /// recipe still needs (or will need: the source of a kept view) becomes a read-only one.
+    fn read_status(&mut self, tensor: &TensorIr) -> TensorIr {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+        }
+        let status = if self.residency.is_pinned(&tensor.id) {
+            TensorStatus::ReadOnly
+        } else {
+            tensor.status
+        };
+        TensorIr {
+            status,
+            ..tensor.clone()
+        }
     }
 
     /// Brings a tensor back to the device before it leaves through a read or a move.
@@ -1645,18 +1637,7 @@ impl<B: BackendIr> Engine<B> {
             } else {
                 match self.ensure_resident(&tensor) {
                     Ok(()) => {
-                        if tensor.status == TensorStatus::ReadWrite {
-                            self.pin_for_views(tensor.id);
-                        }
-                        let pinned = self.residency.is_pinned(&tensor.id);
-                        let read = TensorIr {
-                            status: if pinned {
-                                TensorStatus::ReadOnly
-                            } else {
-                                tensor.status
-                            },
-                            ..tensor.clone()
-                        };
+                        let read = self.read_status(&tensor);
                         let future = self.runner.read_tensor_async(read);
                         self.consume_if_last(&tensor);
                         future
