@@ -11,6 +11,7 @@
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
+//! | `BURN_SWAP_JITTER` | microseconds (`0`, `300`): each transfer finishes up to this late, a stress test for ordering | `0` |
 //!
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
 //! never replaced by a default.
@@ -159,6 +160,12 @@ pub struct SwapConfig {
     pub trace: bool,
     /// Zero-value compression of offloaded tensors (see [`crate::compress`]).
     pub compression: Compression,
+    /// A stress test for ordering, off at 0: each transfer worker holds every finished
+    /// transfer for a pseudo-random time of up to this many microseconds before reporting
+    /// it, so that completions reach compute in every order and at every distance from the
+    /// ops that need them. Training must stay bit-identical (`tests/stress.rs`).
+    #[serde(default)]
+    pub transfer_jitter_micros: u64,
 }
 
 impl Default for SwapConfig {
@@ -170,6 +177,7 @@ impl Default for SwapConfig {
             eviction: EvictionScore::Dtr,
             trace: true,
             compression: Compression::Off,
+            transfer_jitter_micros: 0,
         }
     }
 }
@@ -212,6 +220,13 @@ impl SwapConfig {
     /// Sets when offloaded tensors are compressed.
     pub fn with_compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
+        self
+    }
+
+    /// Holds each finished transfer up to `max_micros` microseconds before it is reported
+    /// (see [`SwapConfig::transfer_jitter_micros`]); 0 turns it off.
+    pub fn with_transfer_jitter(mut self, max_micros: u64) -> Self {
+        self.transfer_jitter_micros = max_micros;
         self
     }
 
@@ -272,6 +287,15 @@ impl SwapConfig {
         }
         if let Some(value) = lookup("BURN_SWAP_TRACE") {
             self.trace = parse_switch("BURN_SWAP_TRACE", &value)?;
+        }
+        if let Some(value) = lookup("BURN_SWAP_JITTER") {
+            self.transfer_jitter_micros = value.trim().parse().map_err(|_| {
+                invalid(
+                    "BURN_SWAP_JITTER",
+                    &value,
+                    "expected a whole number of microseconds",
+                )
+            })?;
         }
         Ok(self)
     }
@@ -464,6 +488,8 @@ mod tests {
             ("BURN_SWAP_COMPRESS", "maybe"),
             ("BURN_SWAP_COMPRESS", "on:1.5"),
             ("BURN_SWAP_COMPRESS", "on:x"),
+            ("BURN_SWAP_JITTER", "-5"),
+            ("BURN_SWAP_JITTER", "300us"),
         ] {
             let err = SwapConfig::default()
                 .with_vars(|name| (name == var).then(|| value.to_string()))
@@ -485,6 +511,7 @@ mod tests {
                 "BURN_SWAP_POLICY" => Some("Offload_Only".into()),
                 "BURN_SWAP_COMPRESS" => Some("auto:0.5".into()),
                 "BURN_SWAP_TRACE" => Some("0".into()),
+                "BURN_SWAP_JITTER" => Some(" 250 ".into()),
                 _ => None,
             })
             .unwrap();
@@ -493,6 +520,7 @@ mod tests {
         assert_eq!(config.eviction, EvictionScore::Lru);
         assert_eq!(config.policy, Policy::OffloadOnly);
         assert_eq!(config.compression, Compression::Auto { max_ratio: 0.5 });
+        assert_eq!(config.transfer_jitter_micros, 250);
         assert_eq!(
             parse_compression("ON"),
             Ok(Compression::On { max_ratio: 0.8 })

@@ -25,6 +25,7 @@ pub(crate) struct Counters {
     pub recomputes: u64,
     pub recompute_nanos: u64,
     pub exposed_wait_nanos: u64,
+    pub planned_waits: u64,
     pub plans: u64,
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
@@ -112,6 +113,9 @@ pub struct Report {
     /// Nanoseconds the ops waited on transfers: offloads and fetches made on the op's path,
     /// and waits for transfers in flight (the time transfers were not hidden).
     pub exposed_wait_ns: u64,
+    /// Planned fetches that compute had to wait for before an op (seed 003's waits that
+    /// found the fetch still in flight); their time is part of `exposed_wait_ns`.
+    pub planned_waits: u64,
     /// Plans made (one per profiled schedule, under a planned policy).
     pub plans: u64,
     /// Seconds spent planning, in total.

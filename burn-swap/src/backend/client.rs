@@ -224,6 +224,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             recomputes: c.recomputes,
             recompute_seconds: c.recompute_nanos as f64 * 1e-9,
             exposed_wait_ns: c.exposed_wait_nanos,
+            planned_waits: c.planned_waits,
             plans: c.plans,
             planning_seconds: c.planning_nanos as f64 * 1e-9,
             predicted_peak_bytes: c.predicted_peak,

@@ -75,10 +75,14 @@ pub(crate) struct Engine<B: BackendIr> {
 struct Active {
     program: Program,
     tags: hashbrown::HashMap<u32, TensorId>,
+    /// The tensors whose planned prefetch started, by tag, until an op waited for them.
+    fetching: hashbrown::HashMap<u32, TensorId>,
 }
 
 impl<B: BackendIr> Engine<B> {
     pub fn new(runner: Runner<B>, config: SwapConfig, budget: Option<u64>) -> Self {
+        let transfers = Transfers::default();
+        transfers.set_jitter(config.transfer_jitter_micros);
         Self {
             runner,
             config,
@@ -95,7 +99,7 @@ impl<B: BackendIr> Engine<B> {
             native_out: 0,
             links: None,
             out_ids: Vec::new(),
-            transfers: Transfers::default(),
+            transfers,
             offloading_bytes: 0,
             program: None,
             planned_for: None,
@@ -1220,16 +1224,50 @@ impl<B: BackendIr> Engine<B> {
                 }
                 Step::Prefetch { tag } => {
                     let id = self.program.as_mut().and_then(|a| a.tags.remove(&tag));
-                    if let Some(id) = id
-                        && !self.start_prefetch(id)
-                    {
-                        self.deferred.push(id);
+                    if let Some(id) = id {
+                        if let Some(active) = self.program.as_mut() {
+                            active.fetching.insert(tag, id);
+                        }
+                        if !self.start_prefetch(id) {
+                            self.deferred.push(id);
+                        }
                     }
                 }
             }
         }
         if let Some(active) = self.program.as_mut() {
             active.program.after[pos] = steps;
+        }
+        self.await_fetches((pos + 1) % self.program.as_ref().map_or(1, |a| a.program.period));
+    }
+
+    /// Seed 003's waits on the compute side: before the op at `pos`, the planned fetches it
+    /// reads must have landed (`Program::fetch_waits`). A fetch that failed surfaces at the
+    /// op's own use of the tensor, which fetches again on this thread.
+    fn await_fetches(&mut self, pos: usize) {
+        let Some(active) = self.program.as_mut() else {
+            return;
+        };
+        let Some(tags) = active.program.fetch_waits.get(pos) else {
+            return;
+        };
+        if tags.is_empty() {
+            return;
+        }
+        let ids: Vec<TensorId> = tags
+            .iter()
+            .filter_map(|tag| active.fetching.remove(tag))
+            .collect();
+        for id in ids {
+            if matches!(
+                self.residency.get(&id).map(|e| &e.state),
+                Some(State::Fetching)
+            ) {
+                let start = Instant::now();
+                let _ = self.wait_for(id);
+                self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+                self.counters.planned_waits += 1;
+            }
         }
     }
 
@@ -1356,6 +1394,7 @@ impl<B: BackendIr> Engine<B> {
         self.program = Some(Active {
             program,
             tags: Default::default(),
+            fetching: Default::default(),
         });
     }
 
@@ -1475,6 +1514,7 @@ impl<B: BackendIr> Engine<B> {
             self.program = None;
             self.planned_for = None;
         }
+        self.transfers.set_jitter(config.transfer_jitter_micros);
         self.config = config;
         self.budget = budget;
         if let Some(budget) = self.budget()
@@ -1664,6 +1704,11 @@ impl<B: BackendIr> Engine<B> {
     }
 
     #[cfg(test)]
+    pub fn set_jitter_for_test(&mut self, max_micros: u64) {
+        self.transfers.set_jitter(max_micros);
+    }
+
+    #[cfg(test)]
     pub fn settle_all_for_test(&mut self) {
         while let Some(done) = self.transfers.next() {
             self.settle(done);
@@ -1674,6 +1719,11 @@ impl<B: BackendIr> Engine<B> {
     #[cfg(test)]
     pub fn books(&self) -> (u64, u64) {
         (self.counters.resident, self.counters.host)
+    }
+
+    #[cfg(test)]
+    pub fn offload_nanos_for_test(&self) -> u64 {
+        self.counters.offload_nanos
     }
 }
 

@@ -26,7 +26,6 @@ pub(crate) fn device_memory<B: burn_backend::Backend>(_device: &B::Device) -> Op
 #[cfg(test)]
 mod tests {
     use super::host::faults;
-    use super::transfer::delays;
     use crate::{Swap, SwapConfig};
     use burn::backend::Flex;
     use burn::backend::flex::FlexDevice;
@@ -131,16 +130,16 @@ mod tests {
         // largest op).
         for (max_micros, fraction) in [(0, 0.9), (300, 0.9), (300, 0.7)] {
             let budget = largest + ((peak - largest) as f64 * fraction) as u64;
-            delays::set(max_micros);
             crate::configure(
                 &device,
-                SwapConfig::budget_bytes(budget).with_policy(crate::Policy::OffloadOnly),
+                SwapConfig::budget_bytes(budget)
+                    .with_policy(crate::Policy::OffloadOnly)
+                    .with_transfer_jitter(max_micros),
             )
             .unwrap();
             crate::restart_trace(&device);
             crate::reset_counters(&device);
             let swapped = train::<Autodiff<S>>(12);
-            delays::set(0);
             let report = crate::report(&device).unwrap();
             assert_eq!(swapped, plain, "delays up to {max_micros} µs at {fraction}");
             assert!(report.peak_bytes <= budget, "{report}");
@@ -159,10 +158,9 @@ mod tests {
         use burn_router::Runner;
         let mut engine = super::engine::Engine::new(
             Runner::<Flex>::new(FlexDevice),
-            SwapConfig::default(),
+            SwapConfig::default().with_transfer_jitter(200),
             None,
         );
-        delays::set(200);
         let tensors: Vec<(TensorIr, Vec<f32>)> = (0..12)
             .map(|k| {
                 let values: Vec<f32> = (0..1000 + 64 * k).map(|i| (i * 7 + k) as f32).collect();
@@ -198,7 +196,7 @@ mod tests {
                 assert_eq!(&data.to_vec::<f32>().unwrap(), values, "round {round}");
             }
         }
-        delays::set(0);
+        engine.set_jitter_for_test(0);
         engine.settle_all_for_test();
         let (resident, host) = engine.books();
         assert_eq!(resident + host, total);
@@ -212,6 +210,39 @@ mod tests {
                 .unwrap();
             assert_eq!(&data.to_vec::<f32>().unwrap(), values);
         }
+    }
+
+    /// The jitter is really applied: each offload reports no sooner than its own delay.
+    #[test]
+    fn transfer_jitter_holds_each_transfer_its_own_delay() {
+        use burn_router::Runner;
+        let max = 4_000;
+        let mut engine = super::engine::Engine::new(
+            Runner::<Flex>::new(FlexDevice),
+            SwapConfig::default().with_transfer_jitter(max),
+            None,
+        );
+        let ids: Vec<_> = (0..6)
+            .map(|k| {
+                let data = TensorData::new(vec![k as f32; 64], [64]);
+                engine.register_data(data).unwrap().id
+            })
+            .collect();
+        let expected: u64 = ids
+            .iter()
+            .map(|id| super::transfer::jitter_micros(id.value(), max) * 1_000)
+            .sum();
+        assert!(expected > 0);
+        for &id in &ids {
+            engine.start_offload_for_test(id);
+        }
+        engine.settle_all_for_test();
+        assert!(
+            engine.offload_nanos_for_test() >= expected,
+            "{} ns reported, {expected} ns of jitter",
+            engine.offload_nanos_for_test()
+        );
+        assert_eq!(engine.books(), (0, 6 * 64 * 4));
     }
 
     #[test]

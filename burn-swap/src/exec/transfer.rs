@@ -11,6 +11,8 @@
 //!
 //! Fetched tensors come back as backend handles; the engine gives them the tensor's id.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -73,6 +75,9 @@ pub(crate) struct Transfers<B: BackendIr> {
     done: Option<mpsc::Receiver<Done<B>>>,
     workers: Vec<JoinHandle<()>>,
     in_flight: usize,
+    /// The ordering stress test's maximum delay, in microseconds (0: off), shared with the
+    /// workers; see [`crate::SwapConfig::transfer_jitter_micros`].
+    jitter: Arc<AtomicU64>,
 }
 
 impl<B: BackendIr> Default for Transfers<B> {
@@ -83,9 +88,34 @@ impl<B: BackendIr> Default for Transfers<B> {
             done: None,
             workers: Vec::new(),
             in_flight: 0,
+            jitter: Arc::new(AtomicU64::new(0)),
         }
     }
 }
+
+/// The delay in microseconds that a transfer keyed `seed` is held under a jitter of at most
+/// `max` microseconds: SplitMix64 of the key, so that each transfer gets its own and a run
+/// can be repeated.
+pub(crate) fn jitter_micros(seed: u64, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z % (max + 1)
+}
+
+fn pause(jitter: &AtomicU64, seed: u64) {
+    let micros = jitter_micros(seed, jitter.load(Ordering::Relaxed));
+    if micros > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(micros));
+    }
+}
+
+/// The key of the jitter of the receive worker's transfers (the send worker's is the id).
+pub(crate) const RECEIVE_KEY: u64 = 0x9e37_79b9;
 
 fn read<B: BackendIr>(job: OffloadJob<B>) -> Result<TensorData, String> {
     let handle = TensorHandle {
@@ -139,6 +169,11 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl<B: BackendIr> Transfers<B> {
+    /// Sets the ordering stress test's maximum delay (0: off), also for workers running.
+    pub fn set_jitter(&self, max_micros: u64) {
+        self.jitter.store(max_micros, Ordering::Relaxed);
+    }
+
     fn start(&mut self) {
         if self.done.is_some() {
             return;
@@ -147,6 +182,7 @@ impl<B: BackendIr> Transfers<B> {
         let (send_tx, send_rx) = mpsc::channel::<OffloadJob<B>>();
         let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
         let done = done_tx.clone();
+        let jitter = self.jitter.clone();
         let sender = std::thread::Builder::new()
             .name("burn-swap-send".into())
             .spawn(move || {
@@ -167,8 +203,7 @@ impl<B: BackendIr> Transfers<B> {
                         }
                         Err(e) => (Err(e), 0),
                     };
-                    #[cfg(test)]
-                    delays::pause(id.value());
+                    pause(&jitter, id.value());
                     let nanos = start.elapsed().as_nanos() as u64;
                     let report = Done::Offloaded {
                         id,
@@ -182,6 +217,7 @@ impl<B: BackendIr> Transfers<B> {
                 }
             });
         let done = done_tx;
+        let jitter = self.jitter.clone();
         let receiver = std::thread::Builder::new()
             .name("burn-swap-receive".into())
             .spawn(move || {
@@ -200,8 +236,7 @@ impl<B: BackendIr> Transfers<B> {
                             .and_then(|r| r);
                     let codec_nanos = result.as_ref().map_or(0, |r| r.1);
                     let result = result.map(|r| r.0);
-                    #[cfg(test)]
-                    delays::pause(id.value() ^ 0x9e37_79b9);
+                    pause(&jitter, id.value() ^ RECEIVE_KEY);
                     let nanos = start.elapsed().as_nanos() as u64;
                     let report = Done::Fetched {
                         id,
@@ -307,31 +342,5 @@ impl<B: BackendIr> Drop for Transfers<B> {
         for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
-    }
-}
-
-/// Randomised delays on the copy side for the engine's own tests: each transfer reports up
-/// to `max` microseconds late, so that completions arrive in every order relative to compute.
-#[cfg(test)]
-pub(crate) mod delays {
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    static MAX_MICROS: AtomicU64 = AtomicU64::new(0);
-
-    pub fn set(max_micros: u64) {
-        MAX_MICROS.store(max_micros, Ordering::SeqCst);
-    }
-
-    pub fn pause(seed: u64) {
-        let max = MAX_MICROS.load(Ordering::SeqCst);
-        if max == 0 {
-            return;
-        }
-        // SplitMix64 of the tensor id: a different delay per transfer, reproducible.
-        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        std::thread::sleep(std::time::Duration::from_micros(z % (max + 1)));
     }
 }

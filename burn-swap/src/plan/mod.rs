@@ -10,6 +10,9 @@
 //! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
 //!   bytes as possible.
 //! - [`program`]: a plan turned into the steps the executor takes after each op.
+//! - [`waits`]: seed 003's cross-queue waits: which work on the compute, send and receive
+//!   queues must wait for which, so that no copy races a kernel and no buffer is freed while
+//!   another queue reads it.
 //! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
 //!   planners read.
 
@@ -20,3 +23,4 @@ pub mod program;
 pub mod reactive;
 pub mod segments;
 pub mod simulate;
+pub mod waits;

@@ -85,6 +85,9 @@ pub struct Program {
     pub recipes: Vec<Vec<u16>>,
     /// Per op position: the steps to take right after it.
     pub after: Vec<Vec<Step>>,
+    /// Per op position: the planned fetches (by tag) to wait for before the op runs, from
+    /// seed 003's analysis ([`super::waits::fetch_waits`]).
+    pub fetch_waits: Vec<Vec<u32>>,
     /// The simulated pool peak of the plan, in bytes.
     pub predicted_peak_bytes: u64,
     /// Transfer time the plan expects not to hide, per iteration.
@@ -117,6 +120,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         period,
         recipes: vec![Vec::new(); period],
         after: vec![Vec::new(); period],
+        fetch_waits: vec![Vec::new(); period],
         predicted_peak_bytes: plan.simulation.peak_pool_bytes,
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
@@ -159,6 +163,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
     for steps in &mut program.after {
         steps.sort_by_key(|s| matches!(s, Step::Prefetch { .. }));
     }
+    program.fetch_waits = super::waits::fetch_waits(trace, &program);
     program
 }
 

@@ -1,0 +1,674 @@
+//! Seed 003 (CN114035968B, OneFlow): cross-stream waits.
+//!
+//! Work runs on several queues at once: the compute queue, the send queue that copies tensors
+//! to the host, the receive queue that copies them back (on CUDA each is a stream of its own).
+//! A queue runs its nodes in order; two queues run in any order relative to each other unless
+//! a *wait* orders them. For every buffer, whenever a node touches it after a node of another
+//! queue touched it and one of the two writes or frees it, the later node must wait for the
+//! earlier one: a read waits for the write that made the data (a true dependence), a write or
+//! a free waits for the reads still under way (the buffer-release hazard: a buffer freed on
+//! one queue while another queue still reads it).
+//!
+//! [`waits`] inserts the waits, leaving out those already implied by queue order and earlier
+//! waits (vector clocks). [`check`] is the independent judge: it takes any set of waits and
+//! names the first pair of conflicting touches left unordered. [`timeline`] lays out the
+//! nodes the executor issues when it follows a [`Program`] over two iterations of a trace
+//! (the second catches what a carried tensor's plan does across the boundary).
+//!
+//! Pure: no device, no clock. The executor realises each kind of wait (see [`Node`]):
+//! compute waits for a planned fetch before the op that uses it; a device copy is released
+//! only after its offload reported completion; a copy queue reads only what compute has
+//! issued before (on CubeCL, the backend makes the copy stream wait on the producer's event).
+
+use hashbrown::HashMap;
+
+use super::program::{Port, Program, Step};
+use crate::trace::Trace;
+
+/// A queue of work, in order within itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Queue {
+    /// The ops of the model, and the releases and recomputations the executor does between
+    /// them.
+    Compute,
+    /// Copies to the host (the send worker, or its stream).
+    Send,
+    /// Copies back to the device (the receive worker, or its stream).
+    Receive,
+}
+
+impl Queue {
+    /// Every queue.
+    pub const ALL: [Queue; 3] = [Queue::Compute, Queue::Send, Queue::Receive];
+
+    fn index(self) -> usize {
+        match self {
+            Queue::Compute => 0,
+            Queue::Send => 1,
+            Queue::Receive => 2,
+        }
+    }
+}
+
+/// A buffer: one tensor's copy on the device or on the host. `tensor` is a key unique over the
+/// timeline (see [`timeline`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Buffer {
+    /// The device copy.
+    Device(u64),
+    /// The host copy.
+    Host(u64),
+}
+
+/// What a node does to a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// Reads it.
+    Read,
+    /// Writes it (makes its data).
+    Write,
+    /// Gives its memory back.
+    Free,
+}
+
+/// What a node of a [`timeline`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// Op number `op` of the timeline (position `op % period` of the iteration).
+    Op(usize),
+    /// An end of life: Burn let go of the tensor after an op.
+    End,
+    /// The recomputation of an evicted tensor before its use.
+    Recompute,
+    /// An eviction (the device copy dropped; it is recomputed later).
+    Evict,
+    /// The copy of a tensor to the host (offload `tag`).
+    Offload(u32),
+    /// The release of a device copy whose offload finished.
+    Release,
+    /// The copy back of offload `tag`.
+    Prefetch(u32),
+    /// A node of a hand-built timeline.
+    Other,
+}
+
+/// One piece of work on one queue and the buffers it touches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Where it runs.
+    pub queue: Queue,
+    /// What it is.
+    pub what: What,
+    /// The buffers it touches, and how.
+    pub touches: Vec<(Buffer, Touch)>,
+}
+
+impl Node {
+    /// A node of a hand-built timeline.
+    pub fn new(queue: Queue, touches: &[(Buffer, Touch)]) -> Self {
+        Self {
+            queue,
+            what: What::Other,
+            touches: touches.to_vec(),
+        }
+    }
+}
+
+/// Node `before` may start only after node `after` (on another queue) finished, because of
+/// `buffer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// The waiting node.
+    pub before: usize,
+    /// The node waited for; it comes earlier in the timeline.
+    pub after: usize,
+    /// The buffer both touch.
+    pub buffer: Buffer,
+}
+
+/// Two touches of one buffer that no queue order or wait orders.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Hazard {
+    /// A later node may run before an earlier conflicting one.
+    #[error(
+        "node {later} ({later_touch:?} on {later_queue:?}) may run before node {earlier} \
+         ({earlier_touch:?} on {earlier_queue:?}) on {buffer:?}"
+    )]
+    Unordered {
+        /// The earlier node.
+        earlier: usize,
+        /// Its queue.
+        earlier_queue: Queue,
+        /// How it touches the buffer.
+        earlier_touch: Touch,
+        /// The later node.
+        later: usize,
+        /// Its queue.
+        later_queue: Queue,
+        /// How it touches the buffer.
+        later_touch: Touch,
+        /// The buffer.
+        buffer: Buffer,
+    },
+    /// A wait names a node that is not earlier than the waiting one.
+    #[error("wait {0:?} does not point back in the timeline")]
+    Backwards(Wait),
+}
+
+/// Per queue, how many of its nodes are known finished.
+type Clock = [u32; 3];
+
+fn join(a: &mut Clock, b: &Clock) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = (*x).max(*y);
+    }
+}
+
+/// Node clocks: what each node knows finished when it starts, and its number on its queue.
+struct Clocks {
+    seq: Vec<u32>,
+    finished: Vec<Clock>,
+    queue_tip: [Clock; 3],
+    queue_len: [u32; 3],
+}
+
+impl Clocks {
+    fn new(len: usize) -> Self {
+        Self {
+            seq: Vec::with_capacity(len),
+            finished: Vec::with_capacity(len),
+            queue_tip: [[0; 3]; 3],
+            queue_len: [0; 3],
+        }
+    }
+
+    /// Whether node `a` is finished before node `b` (on `b`'s queue, as it starts) runs.
+    fn before(&self, nodes: &[Node], a: usize, start_of_b: &Clock) -> bool {
+        start_of_b[nodes[a].queue.index()] > self.seq[a]
+    }
+
+    /// What the next node on `queue` knows finished as it starts, before its waits.
+    fn start(&self, queue: Queue) -> Clock {
+        self.queue_tip[queue.index()]
+    }
+
+    /// Finishes the next node on `queue`, which started knowing `start`.
+    fn finish(&mut self, queue: Queue, mut start: Clock) {
+        let q = queue.index();
+        let seq = self.queue_len[q];
+        self.queue_len[q] += 1;
+        start[q] = seq + 1;
+        self.seq.push(seq);
+        self.finished.push(start);
+        self.queue_tip[q] = start;
+    }
+}
+
+/// The waits that order every conflicting pair of touches in `nodes` (issue order), leaving
+/// out those that queue order and earlier waits already imply.
+pub fn waits(nodes: &[Node]) -> Vec<Wait> {
+    let _span = tracing::debug_span!("burn_swap::plan_waits", nodes = nodes.len()).entered();
+    // Per buffer: the last node that wrote or freed it, and the nodes that read it since.
+    let mut last_write: HashMap<Buffer, usize> = HashMap::new();
+    let mut readers: HashMap<Buffer, Vec<usize>> = HashMap::new();
+    let mut clocks = Clocks::new(nodes.len());
+    let mut out = Vec::new();
+    let mut needs = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let mut start = clocks.start(node.queue);
+        needs.clear();
+        for &(buffer, touch) in &node.touches {
+            if let Some(&w) = last_write.get(&buffer) {
+                needs.push((w, buffer));
+            }
+            if touch != Touch::Read
+                && let Some(rs) = readers.get(&buffer)
+            {
+                needs.extend(rs.iter().map(|&r| (r, buffer)));
+            }
+        }
+        // Latest first: waiting for a later node of a queue covers its earlier ones.
+        needs.sort_by_key(|&(earlier, _)| core::cmp::Reverse(earlier));
+        for &(earlier, buffer) in &needs {
+            if earlier == n || clocks.before(nodes, earlier, &start) {
+                continue;
+            }
+            out.push(Wait {
+                before: n,
+                after: earlier,
+                buffer,
+            });
+            join(&mut start, &clocks.finished[earlier]);
+        }
+        clocks.finish(node.queue, start);
+        for &(buffer, touch) in &node.touches {
+            match touch {
+                Touch::Read => readers.entry(buffer).or_default().push(n),
+                Touch::Write | Touch::Free => {
+                    last_write.insert(buffer, n);
+                    if let Some(rs) = readers.get_mut(&buffer) {
+                        rs.clear();
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Checks that `waits` order every pair of conflicting touches in `nodes` (every pair of
+/// touches of one buffer, at least one not a read, by different nodes): the first pair left
+/// unordered, or a wait that points forward, is the error.
+pub fn check(nodes: &[Node], waits: &[Wait]) -> Result<(), Hazard> {
+    let mut waited: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for w in waits {
+        if w.after >= w.before || w.before >= nodes.len() {
+            return Err(Hazard::Backwards(*w));
+        }
+        waited[w.before].push(w.after);
+    }
+    let mut clocks = Clocks::new(nodes.len());
+    let mut starts = Vec::with_capacity(nodes.len());
+    for (n, node) in nodes.iter().enumerate() {
+        let mut start = clocks.start(node.queue);
+        for &a in &waited[n] {
+            join(&mut start, &clocks.finished[a]);
+        }
+        starts.push(start);
+        clocks.finish(node.queue, start);
+    }
+    // Every touch of every buffer, in order; each conflicting pair must be ordered.
+    let mut touches: HashMap<Buffer, Vec<(usize, Touch)>> = HashMap::new();
+    for (n, node) in nodes.iter().enumerate() {
+        for &(buffer, touch) in &node.touches {
+            touches.entry(buffer).or_default().push((n, touch));
+        }
+    }
+    let mut found: Option<Hazard> = None;
+    for (buffer, list) in &touches {
+        for (j, &(b, tb)) in list.iter().enumerate() {
+            for &(a, ta) in &list[..j] {
+                if a == b || (ta == Touch::Read && tb == Touch::Read) {
+                    continue;
+                }
+                if !clocks.before(nodes, a, &starts[b]) {
+                    let hazard = Hazard::Unordered {
+                        earlier: a,
+                        earlier_queue: nodes[a].queue,
+                        earlier_touch: ta,
+                        later: b,
+                        later_queue: nodes[b].queue,
+                        later_touch: tb,
+                        buffer: *buffer,
+                    };
+                    // The earliest later node, so that the answer does not depend on hashing.
+                    let earliest = match &found {
+                        Some(Hazard::Unordered { later, earlier, .. }) => {
+                            (b, a) < (*later, *earlier)
+                        }
+                        _ => true,
+                    };
+                    if earliest {
+                        found = Some(hazard);
+                    }
+                }
+            }
+        }
+    }
+    found.map_or(Ok(()), Err)
+}
+
+/// Where a tensor is while the timeline is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Device,
+    Host,
+    Evicted,
+    Gone,
+}
+
+/// The nodes the executor issues when it follows `program` over two iterations of `trace`, in
+/// issue order. Tensors are keyed per iteration (`iteration · tensors + index`), except that
+/// a carried tensor (`wraps_to`) keeps its key into the next iteration.
+pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
+    let period = trace.ops.len().min(program.period);
+    let count = trace.tensors.len() as u64;
+    let index_of: HashMap<u64, usize> = trace
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    // Tensors ending after each op.
+    let mut ends: Vec<Vec<usize>> = vec![Vec::new(); period];
+    for (i, t) in trace.tensors.iter().enumerate() {
+        if let Some(end) = t.end
+            && end.op < period
+        {
+            ends[end.op].push(i);
+        }
+    }
+    let mut key: Vec<u64> = (0..count).collect();
+    let mut place: HashMap<u64, Place> = HashMap::new();
+    let mut tags: HashMap<u32, u64> = HashMap::new();
+    let mut nodes = Vec::new();
+    let tensor_at = |op: usize, port: Port| -> Option<usize> {
+        let o = &trace.ops[op];
+        let id = match port {
+            Port::Input(i) => *o.inputs.get(i as usize)?,
+            Port::Output(i) => *o.outputs.get(i as usize)?,
+        };
+        index_of.get(&id).copied()
+    };
+    for iteration in 0..2u64 {
+        if iteration == 1 {
+            // The next iteration's tensors: new keys, but carried tensors keep theirs.
+            let mut next: Vec<u64> = (0..count).map(|i| count + i).collect();
+            for (i, t) in trace.tensors.iter().enumerate() {
+                if let Some(j) = t.wraps_to
+                    && j < next.len()
+                {
+                    next[j] = key[i];
+                }
+            }
+            key = next;
+        }
+        for (k, (op, ended)) in trace.ops.iter().zip(&ends).enumerate() {
+            let mut touches = Vec::new();
+            for id in &op.inputs {
+                let Some(&i) = index_of.get(id) else { continue };
+                let t = key[i];
+                if place.get(&t) == Some(&Place::Evicted) {
+                    nodes.push(Node {
+                        queue: Queue::Compute,
+                        what: What::Recompute,
+                        touches: vec![(Buffer::Device(t), Touch::Write)],
+                    });
+                    place.insert(t, Place::Device);
+                }
+                touches.push((Buffer::Device(t), Touch::Read));
+            }
+            for id in &op.outputs {
+                let Some(&i) = index_of.get(id) else { continue };
+                touches.push((Buffer::Device(key[i]), Touch::Write));
+                place.insert(key[i], Place::Device);
+            }
+            nodes.push(Node {
+                queue: Queue::Compute,
+                what: What::Op(iteration as usize * period + k),
+                touches,
+            });
+            for step in program.after.get(k).map_or(&[][..], |s| &s[..]) {
+                match *step {
+                    Step::Offload { port, tag } => {
+                        let Some(i) = tensor_at(k, port) else {
+                            continue;
+                        };
+                        let t = key[i];
+                        if place.get(&t) != Some(&Place::Device) {
+                            continue;
+                        }
+                        nodes.push(Node {
+                            queue: Queue::Send,
+                            what: What::Offload(tag),
+                            touches: vec![
+                                (Buffer::Device(t), Touch::Read),
+                                (Buffer::Host(t), Touch::Write),
+                            ],
+                        });
+                        nodes.push(Node {
+                            queue: Queue::Compute,
+                            what: What::Release,
+                            touches: vec![(Buffer::Device(t), Touch::Free)],
+                        });
+                        place.insert(t, Place::Host);
+                        tags.insert(tag, t);
+                    }
+                    Step::Evict { port } => {
+                        let Some(i) = tensor_at(k, port) else {
+                            continue;
+                        };
+                        let t = key[i];
+                        if place.get(&t) != Some(&Place::Device) {
+                            continue;
+                        }
+                        nodes.push(Node {
+                            queue: Queue::Compute,
+                            what: What::Evict,
+                            touches: vec![(Buffer::Device(t), Touch::Free)],
+                        });
+                        place.insert(t, Place::Evicted);
+                    }
+                    Step::Prefetch { tag } => {
+                        let Some(t) = tags.remove(&tag) else {
+                            continue;
+                        };
+                        if place.get(&t) != Some(&Place::Host) {
+                            continue;
+                        }
+                        nodes.push(Node {
+                            queue: Queue::Receive,
+                            what: What::Prefetch(tag),
+                            touches: vec![
+                                (Buffer::Host(t), Touch::Read),
+                                (Buffer::Device(t), Touch::Write),
+                                (Buffer::Host(t), Touch::Free),
+                            ],
+                        });
+                        place.insert(t, Place::Device);
+                    }
+                }
+            }
+            for &i in ended {
+                if trace.tensors[i].wraps_to.is_some() {
+                    continue;
+                }
+                let t = key[i];
+                let buffer = match place.get(&t) {
+                    Some(Place::Device) => Buffer::Device(t),
+                    Some(Place::Host) => Buffer::Host(t),
+                    _ => continue,
+                };
+                nodes.push(Node {
+                    queue: Queue::Compute,
+                    what: What::End,
+                    touches: vec![(buffer, Touch::Free)],
+                });
+                place.insert(t, Place::Gone);
+            }
+        }
+    }
+    nodes
+}
+
+/// Per op position of the iteration, the planned fetches (by tag) that compute must wait for
+/// before the op runs: the waits of [`waits`] over the program's [`timeline`] in which an op
+/// waits for a prefetch. The executor's other waits are realised by construction (see the
+/// module documentation).
+pub fn fetch_waits(trace: &Trace, program: &Program) -> Vec<Vec<u32>> {
+    let nodes = timeline(trace, program);
+    let period = program.period.max(1);
+    let mut before = vec![Vec::new(); program.period];
+    for w in waits(&nodes) {
+        if let (What::Op(op), What::Prefetch(tag)) = (nodes[w.before].what, nodes[w.after].what) {
+            let slot: &mut Vec<u32> = &mut before[op % period];
+            if !slot.contains(&tag) {
+                slot.push(tag);
+            }
+        }
+    }
+    before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Buffer::{Device, Host};
+    use Queue::{Compute, Receive, Send};
+    use Touch::{Free, Read, Write};
+
+    fn node(queue: Queue, touches: &[(Buffer, Touch)]) -> Node {
+        Node::new(queue, touches)
+    }
+
+    /// The classic offload: produce, copy out, free, copy back, use.
+    fn offload_round_trip() -> Vec<Node> {
+        vec![
+            node(Compute, &[(Device(1), Write)]), // 0: producer
+            node(Send, &[(Device(1), Read), (Host(1), Write)]), // 1: offload
+            node(Compute, &[(Device(1), Free)]),  // 2: release
+            node(Receive, &[(Host(1), Read), (Device(1), Write)]), // 3: prefetch
+            node(Compute, &[(Device(1), Read)]),  // 4: user
+        ]
+    }
+
+    #[test]
+    fn one_queue_needs_no_wait() {
+        let nodes = vec![
+            node(Compute, &[(Device(1), Write)]),
+            node(Compute, &[(Device(1), Read), (Device(2), Write)]),
+            node(Compute, &[(Device(1), Free)]),
+        ];
+        assert!(waits(&nodes).is_empty());
+        assert_eq!(check(&nodes, &[]), Ok(()));
+    }
+
+    #[test]
+    fn the_round_trip_gets_the_four_waits_derived_by_hand() {
+        let nodes = offload_round_trip();
+        let found: Vec<(usize, usize)> =
+            waits(&nodes).iter().map(|w| (w.before, w.after)).collect();
+        // The offload waits for the producer; the release for the offload (a buffer goes
+        // back only after its copy); the prefetch for the release (its device buffer is
+        // written after a free on compute; the release waited for the offload, so the host
+        // copy is covered too); the user for the prefetch.
+        assert_eq!(found, vec![(1, 0), (2, 1), (3, 2), (4, 3)]);
+        assert_eq!(check(&nodes, &waits(&nodes)), Ok(()));
+    }
+
+    #[test]
+    fn every_missing_wait_is_caught() {
+        let nodes = offload_round_trip();
+        let all = waits(&nodes);
+        for skip in 0..all.len() {
+            let fewer: Vec<Wait> = all
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != skip)
+                .map(|(_, w)| *w)
+                .collect();
+            let hazard = check(&nodes, &fewer).unwrap_err();
+            let Hazard::Unordered { later, .. } = hazard else {
+                panic!("{hazard}");
+            };
+            assert_eq!(later, all[skip].before, "without {:?}", all[skip]);
+        }
+    }
+
+    #[test]
+    fn a_free_waits_for_every_reader_on_other_queues() {
+        // Two copy queues read the buffer; compute frees it: it must wait for both.
+        let nodes = vec![
+            node(Compute, &[(Device(7), Write)]),
+            node(Send, &[(Device(7), Read)]),
+            node(Receive, &[(Device(7), Read)]),
+            node(Compute, &[(Device(7), Free)]),
+        ];
+        let w = waits(&nodes);
+        let pairs: Vec<(usize, usize)> = w.iter().map(|w| (w.before, w.after)).collect();
+        assert_eq!(pairs, vec![(1, 0), (2, 0), (3, 2), (3, 1)]);
+        assert_eq!(check(&nodes, &w), Ok(()));
+        // Seed 003's second hazard: without the wait on the send queue, the free can overtake
+        // its read.
+        let hazard = check(&nodes, &w[..3]).unwrap_err();
+        assert!(matches!(
+            hazard,
+            Hazard::Unordered {
+                earlier: 1,
+                later: 3,
+                later_touch: Free,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn waits_already_implied_are_left_out() {
+        // The user on compute waits for the copy queue's later node, which itself waited for
+        // the earlier one: one wait covers both buffers.
+        let nodes = vec![
+            node(Receive, &[(Device(1), Write)]),
+            node(Receive, &[(Device(2), Write)]),
+            node(Compute, &[(Device(1), Read), (Device(2), Read)]),
+        ];
+        let w = waits(&nodes);
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].before, w[0].after), (2, 1));
+        assert_eq!(check(&nodes, &w), Ok(()));
+        // Transitively: send waits for compute, receive for send; receive's reader of the
+        // compute buffer needs no wait of its own.
+        let nodes = vec![
+            node(Compute, &[(Device(1), Write)]),
+            node(Send, &[(Device(1), Read), (Host(1), Write)]),
+            node(Receive, &[(Host(1), Read), (Device(1), Read)]),
+        ];
+        let w = waits(&nodes);
+        assert_eq!(
+            w.iter().map(|w| (w.before, w.after)).collect::<Vec<_>>(),
+            vec![(1, 0), (2, 1)]
+        );
+        assert_eq!(check(&nodes, &w), Ok(()));
+    }
+
+    #[test]
+    fn forward_waits_are_refused() {
+        let nodes = offload_round_trip();
+        let bad = Wait {
+            before: 1,
+            after: 3,
+            buffer: Device(1),
+        };
+        assert_eq!(check(&nodes, &[bad]), Err(Hazard::Backwards(bad)));
+    }
+
+    /// A random timeline over a few buffers and the three queues: the inserted waits always
+    /// pass the checker, and dropping any one of them fails it (none is redundant).
+    #[test]
+    fn random_timelines_are_ordered_by_exactly_their_waits() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..300 {
+            let len = 2 + next(14) as usize;
+            let nodes: Vec<Node> = (0..len)
+                .map(|_| {
+                    let queue = Queue::ALL[next(3) as usize];
+                    let touches: Vec<(Buffer, Touch)> = (0..1 + next(2))
+                        .map(|_| {
+                            let b = next(4);
+                            let buffer = if next(2) == 0 { Device(b) } else { Host(b) };
+                            let touch = [Read, Read, Write, Free][next(4) as usize];
+                            (buffer, touch)
+                        })
+                        .collect();
+                    node(queue, &touches)
+                })
+                .collect();
+            let w = waits(&nodes);
+            assert_eq!(check(&nodes, &w), Ok(()), "{nodes:?}\n{w:?}");
+            for skip in 0..w.len() {
+                let mut fewer = w.clone();
+                fewer.remove(skip);
+                assert!(
+                    check(&nodes, &fewer).is_err(),
+                    "wait {:?} is redundant in {nodes:?}",
+                    w[skip]
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Seed 003's cross-queue waits over the programs of real training iterations: the waits the
+//! analysis inserts order every conflicting pair of touches, and taking away any kind of
+//! them (compute waiting for a fetch, a release waiting for its offload, an offload waiting
+//! for its producer) leaves a hazard that the checker names.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn_swap::plan::program::{self, Program};
+use burn_swap::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
+use burn_swap::trace::Trace;
+use burn_swap::{Policy, Swap, SwapConfig};
+use burn_swap_suite::models::{MlpConfig, TransformerConfig};
+use burn_swap_suite::train::{train_mlp, train_transformer};
+
+type B = Autodiff<Swap<Flex>>;
+
+/// The trace and profile of an unbudgeted run, and the program of `policy` at `fraction` of
+/// its counted peak.
+fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Program) {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    train();
+    let trace = burn_swap::trace(&device).expect("the iteration repeats");
+    let profile = burn_swap::profile(&device).unwrap();
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let program = program::build(&trace, &profile, (peak as f64 * fraction) as u64, policy);
+    (trace, program)
+}
+
+/// Every wait of `all` whose waiting and awaited nodes satisfy `pick`, left out.
+fn without(
+    nodes: &[waits::Node],
+    all: &[Wait],
+    pick: impl Fn(&waits::Node, &waits::Node) -> bool,
+) -> (Vec<Wait>, usize) {
+    let kept: Vec<Wait> = all
+        .iter()
+        .copied()
+        .filter(|w| !pick(&nodes[w.before], &nodes[w.after]))
+        .collect();
+    let removed = all.len() - kept.len();
+    (kept, removed)
+}
+
+fn check_program(name: &str, trace: &Trace, program: &Program) {
+    assert!(program.offloads > 0, "{name}: the plan offloads nothing");
+    let nodes = waits::timeline(trace, program);
+    let all = waits::waits(&nodes);
+    assert_eq!(waits::check(&nodes, &all), Ok(()), "{name}");
+    assert!(
+        nodes.iter().any(|n| n.queue == Queue::Send)
+            && nodes.iter().any(|n| n.queue == Queue::Receive),
+        "{name}: no copies in the timeline"
+    );
+
+    // The executor's three kinds of waits; without any one kind, a hazard.
+    type Pick = fn(&waits::Node, &waits::Node) -> bool;
+    let kinds: [(&str, Pick, Queue, Touch); 3] = [
+        (
+            "compute waits for fetches",
+            |b, a| matches!(b.what, What::Op(_)) && matches!(a.what, What::Prefetch(_)),
+            Queue::Compute,
+            Touch::Read,
+        ),
+        (
+            "releases wait for offloads",
+            |b, a| b.what == What::Release && matches!(a.what, What::Offload(_)),
+            Queue::Compute,
+            Touch::Free,
+        ),
+        (
+            "offloads wait for producers",
+            |b, a| matches!(b.what, What::Offload(_)) && a.queue == Queue::Compute,
+            Queue::Send,
+            Touch::Read,
+        ),
+    ];
+    for (kind, pick, queue, touch) in kinds {
+        let (fewer, removed) = without(&nodes, &all, pick);
+        assert!(removed > 0, "{name}: no wait of the kind '{kind}'");
+        match waits::check(&nodes, &fewer) {
+            Err(Hazard::Unordered {
+                later_queue,
+                later_touch,
+                ..
+            }) => {
+                assert_eq!((later_queue, later_touch), (queue, touch), "{name}: {kind}");
+            }
+            other => panic!("{name}: without '{kind}': {other:?}"),
+        }
+    }
+
+    // The program carries the compute side's waits: one per planned fetch that an op reads.
+    let planned: usize = program.fetch_waits.iter().map(Vec::len).sum();
+    assert!(planned > 0, "{name}: no fetch waits in the program");
+    for (pos, tags) in program.fetch_waits.iter().enumerate() {
+        for tag in tags {
+            let reads = trace.ops[pos]
+                .inputs
+                .contains(&trace.tensors[*tag as usize].id);
+            assert!(
+                reads || trace.tensors[*tag as usize].wraps_to.is_some(),
+                "{name}: op {pos} waits for fetch {tag} that it does not read"
+            );
+        }
+    }
+}
+
+#[test]
+fn waits_over_the_mlp_program() {
+    let device = FlexDevice;
+    let (trace, program) = program_of(
+        || {
+            train_mlp::<B>(&MlpConfig::small(), &device, 6);
+        },
+        Policy::OffloadOnly,
+        0.25,
+    );
+    check_program("mlp offload-only at 25%", &trace, &program);
+}
+
+#[test]
+fn waits_over_the_transformer_program() {
+    let device = FlexDevice;
+    let (trace, program) = program_of(
+        || {
+            train_transformer::<B>(&TransformerConfig::small(), &device, 6);
+        },
+        Policy::Planned,
+        0.5,
+    );
+    check_program("transformer planned at 50%", &trace, &program);
+}
