@@ -42,8 +42,29 @@ use burn_backend::backend::DeviceOps;
 pub use backend::{Swap, SwapBridge, SwapChannel, SwapClient};
 pub use config::{Budget, Compression, EvictionScore, Policy, SwapConfig};
 pub use error::{ConfigError, SwapError};
-pub use report::Report;
+pub use report::{AllocatorUsage, Report};
 pub use trace::Trace;
+
+/// Burn's CubeCL backend over CubeCL's wgpu runtime (no fusion, no autotune): what CI runs
+/// the CubeCL fast path on, with a software Vulkan driver.
+#[cfg(feature = "wgpu")]
+pub type CubeWgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
+
+/// The inner backend's allocator figures for `device`, as seen from the calling thread's
+/// stream, for backends that have them (Burn's CubeCL backends: CUDA with the `cuda`
+/// feature, wgpu with `wgpu`); `None` otherwise. For a run of the plain backend on one
+/// thread this is the whole device; under [`Swap`], [`Report::allocator`] adds up every
+/// stream burn-swap uses.
+pub fn allocator_usage<B: burn_backend::Backend>(device: &B::Device) -> Option<AllocatorUsage> {
+    exec::allocator_usage::<B>(device)
+}
+
+/// Asks the inner backend's allocator to give its free pages back (CubeCL backends), so that
+/// its reserved figure starts again from what is live: call it between runs that are
+/// compared.
+pub fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
+    exec::allocator_cleanup::<B>(device)
+}
 
 /// Sets the configuration of a device.
 ///
@@ -118,6 +139,16 @@ pub fn restart_trace<D: DeviceOps>(device: &D) {
 /// before the loop's period was detected.
 pub fn profile<D: DeviceOps>(device: &D) -> Option<plan::profile::Profile> {
     backend::registry::get(device.id()).and_then(|c| c.profile())
+}
+
+/// Measures burn-swap's own transfers on a device used under [`Swap`]: round trips of
+/// temporary `f32` tensors of each size in `sizes` (bytes) through the send and receive
+/// workers (the path planned offloads and prefetches take, on their own streams on CubeCL
+/// backends), the fastest of three per size, each fetch timed until its bytes are on the
+/// device. Outside the budget: the caller makes sure they fit. `None` when the device was
+/// never used under [`Swap`] or a transfer failed.
+pub fn measure_transfers<D: DeviceOps>(device: &D, sizes: &[u64]) -> Option<plan::profile::Links> {
+    backend::registry::get(device.id()).and_then(|c| c.measure_transfers(sizes))
 }
 
 /// The trace of every op still kept in the device's window (the last iterations), without

@@ -26,6 +26,10 @@ pub(crate) struct Counters {
     pub recompute_nanos: u64,
     pub exposed_wait_nanos: u64,
     pub planned_waits: u64,
+    /// The allocator's figures now and their highest, sampled after each op (all the
+    /// device's streams added up); `None` when the backend has none to give.
+    pub allocator: Option<AllocatorUsage>,
+    pub allocator_peak: Option<AllocatorUsage>,
     pub plans: u64,
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
@@ -33,6 +37,8 @@ pub(crate) struct Counters {
     pub raw_bytes: u64,
     pub moved_bytes: u64,
     pub compressed_offloads: u64,
+    pub device_compressed: u64,
+    pub device_decompressed: u64,
     pub codec_nanos: u64,
     /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
     pub moves:
@@ -56,6 +62,8 @@ impl Counters {
             peak_host: self.host,
             predicted_peak: self.predicted_peak,
             predicted_exposed_nanos: self.predicted_exposed_nanos,
+            allocator: self.allocator,
+            allocator_peak: self.allocator,
             ..Self::default()
         };
     }
@@ -116,6 +124,15 @@ pub struct Report {
     /// Planned fetches that compute had to wait for before an op (seed 003's waits that
     /// found the fetch still in flight); their time is part of `exposed_wait_ns`.
     pub planned_waits: u64,
+    /// The device's total memory, when the backend can tell it (CUDA).
+    pub device_memory_bytes: Option<u64>,
+    /// The inner allocator's figures now (CubeCL backends: every stream burn-swap uses on the
+    /// device added up); `None` on backends without them.
+    pub allocator: Option<AllocatorUsage>,
+    /// The highest allocator figures, sampled after every op and transfer. Unlike
+    /// `peak_bytes` (what burn-swap counts), these include the allocator's padding, its
+    /// free pages and buffers outside burn-swap's books.
+    pub allocator_peak: Option<AllocatorUsage>,
     /// Plans made (one per profiled schedule, under a planned policy).
     pub plans: u64,
     /// Seconds spent planning, in total.
@@ -138,6 +155,10 @@ pub struct Report {
     pub compression_ratio: f64,
     /// Offloads that were compressed.
     pub compressed_offloads: u64,
+    /// Offloads compressed by the device's kernels before the copy (CubeCL backends).
+    pub device_compressed_offloads: u64,
+    /// Fetches decompressed by the device's kernels after the copy (CubeCL backends).
+    pub device_decompressed_fetches: u64,
     /// Seconds spent compressing and decompressing (on workers or on the op's path).
     pub codec_seconds: f64,
     /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
@@ -147,6 +168,37 @@ pub struct Report {
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
     pub iteration_peaks: Vec<IterationPeak>,
+}
+
+/// The inner allocator's own figures for a device, in bytes (CubeCL backends).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatorUsage {
+    /// What its pools hand out to live buffers.
+    pub in_use: u64,
+    /// What its pools hold from the driver (in use, padding and free pages).
+    pub reserved: u64,
+}
+
+impl AllocatorUsage {
+    /// The larger of each figure.
+    pub fn max(self, other: Self) -> Self {
+        Self {
+            in_use: self.in_use.max(other.in_use),
+            reserved: self.reserved.max(other.reserved),
+        }
+    }
+}
+
+impl core::ops::Add for AllocatorUsage {
+    type Output = Self;
+
+    /// Both figures added up (the pools of several streams).
+    fn add(self, other: Self) -> Self {
+        Self {
+            in_use: self.in_use + other.in_use,
+            reserved: self.reserved + other.reserved,
+        }
+    }
 }
 
 /// Offloads of tensors of one shape and dtype, and what compression did to them.

@@ -225,6 +225,9 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             recompute_seconds: c.recompute_nanos as f64 * 1e-9,
             exposed_wait_ns: c.exposed_wait_nanos,
             planned_waits: c.planned_waits,
+            device_memory_bytes: engine.device_memory,
+            allocator: c.allocator,
+            allocator_peak: c.allocator_peak,
             plans: c.plans,
             planning_seconds: c.planning_nanos as f64 * 1e-9,
             predicted_peak_bytes: c.predicted_peak,
@@ -240,6 +243,8 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
                 c.raw_bytes as f64 / c.moved_bytes as f64
             },
             compressed_offloads: c.compressed_offloads,
+            device_compressed_offloads: c.device_compressed,
+            device_decompressed_fetches: c.device_decompressed,
             codec_seconds: c.codec_nanos as f64 * 1e-9,
             compression_by_tensor: c.compression_by_tensor(),
             period,
@@ -274,6 +279,10 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
         let trace = engine.recorder.trace()?;
         let links = engine.links();
         Some(crate::plan::profile::Profile::new(&trace, links))
+    }
+
+    fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links> {
+        self.engine().measure_transfers(sizes)
     }
 
     fn trace(&self) -> Option<Trace> {

@@ -19,6 +19,7 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn restart_trace(&self);
     fn trace(&self) -> Option<Trace>;
     fn profile(&self) -> Option<crate::plan::profile::Profile>;
+    fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links>;
     fn trace_window(&self) -> Trace;
 }
 

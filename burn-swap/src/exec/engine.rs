@@ -9,7 +9,7 @@ use burn_std::future::DynFut;
 
 use super::layout::{self, Layout};
 use super::residency::{Dims, Entry, HostCopy, Recipe, Residency, State};
-use super::transfer::{Done, Transfers};
+use super::transfer::{self, Done, Transfers};
 use super::{bytes_of, host};
 use crate::config::{Compression, SwapConfig};
 use crate::error::SwapError;
@@ -69,6 +69,10 @@ pub(crate) struct Engine<B: BackendIr> {
     /// Whether an op's inputs are being put in place: an offload in flight of one of them
     /// that completes now is undone (the op is about to read it).
     fitting: bool,
+    /// Whether the inner backend gives its allocator's figures (sampled after each op).
+    allocator: bool,
+    /// The device's total memory, when the backend can tell it.
+    pub device_memory: Option<u64>,
 }
 
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
@@ -83,7 +87,12 @@ impl<B: BackendIr> Engine<B> {
     pub fn new(runner: Runner<B>, config: SwapConfig, budget: Option<u64>) -> Self {
         let transfers = Transfers::default();
         transfers.set_jitter(config.transfer_jitter_micros);
+        let device = runner.device();
+        let allocator = super::allocator_usage::<B>(&device).is_some();
+        let device_memory = super::device_memory::<B>(&device);
         Self {
+            allocator,
+            device_memory,
             runner,
             config,
             budget,
@@ -317,6 +326,9 @@ impl<B: BackendIr> Engine<B> {
     fn finish_op(&mut self) {
         self.counters.ops += 1;
         self.now += 1;
+        if self.allocator {
+            self.sample_allocator();
+        }
         // Without a budget there is nothing to plan, and nothing planned is pending.
         if self.config.policy.planned()
             && self.tracing()
@@ -324,6 +336,21 @@ impl<B: BackendIr> Engine<B> {
         {
             self.follow_plan();
         }
+    }
+
+    /// Reads the allocator's figures: this thread's stream plus the workers' streams (as they
+    /// last read theirs).
+    fn sample_allocator(&mut self) {
+        let Some(own) = super::allocator_usage::<B>(&self.runner.device()) else {
+            return;
+        };
+        let total = own + self.transfers.memory();
+        self.counters.allocator = Some(total);
+        self.counters.allocator_peak = Some(
+            self.counters
+                .allocator_peak
+                .map_or(total, |peak| peak.max(total)),
+        );
     }
 
     /// Whether the plan keeps a recipe for the output of the op recorded last.
@@ -890,20 +917,26 @@ impl<B: BackendIr> Engine<B> {
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        let result = host::offload(&self.runner, id, entry);
-        let (result, codec_nanos) = match result {
-            Ok(data) => {
-                let (copy, codec_nanos) = crate::compress::pack(data, &compression);
-                (Ok(copy), codec_nanos)
-            }
-            Err(e) => (Err(e), 0),
+        // Read-only, so that a failed copy leaves the device handle in place: a failed
+        // offload never loses data.
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let result = if host::faults::take() {
+            Err("injected offload failure".to_string())
+        } else {
+            let handle = self.runner.get_tensor_handle(&ir);
+            transfer::copy_out::<B>(handle, ir.shape.clone(), ir.dtype, &compression)
         };
         let nanos = start.elapsed().as_nanos() as u64;
         self.counters.exposed_wait_nanos += nanos;
         match result {
-            Ok(copy) => {
+            Ok((copy, codec_nanos, on_device)) => {
+                self.runner.register_op(OperationIr::Drop(TensorIr {
+                    status: TensorStatus::ReadWrite,
+                    ..ir
+                }));
                 self.counters.resident -= bytes;
                 self.note_offloaded(id, &copy, nanos, codec_nanos);
+                self.counters.device_compressed += u64::from(on_device);
                 if let Some(entry) = self.residency.get_mut(&id) {
                     entry.state = State::Offloaded(Box::new(copy));
                 }
@@ -916,7 +949,7 @@ impl<B: BackendIr> Engine<B> {
                 Err(SwapError::TransferFailed {
                     tensor: id.value(),
                     bytes,
-                    reason: error.to_string(),
+                    reason: error,
                 })
             }
         }
@@ -988,6 +1021,23 @@ impl<B: BackendIr> Engine<B> {
         let start = Instant::now();
         let stored = copy.bytes();
         let compressed = matches!(*copy, HostCopy::Compressed(_));
+        if let Some(Ok(handle)) = transfer::device_decompress::<B>(&copy, &self.runner.device()) {
+            // On the device: only the compressed bytes crossed the link.
+            self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
+            self.counters.device_decompressed += 1;
+            if let Some(entry) = self.residency.get(&id) {
+                let ir = entry.ir(id, TensorStatus::NotInit);
+                self.install(handle, ir);
+            }
+            self.events.fetches += 1;
+            self.counters.host -= stored;
+            self.counters.resident += bytes;
+            self.counters.note_resident(self.counters.resident);
+            self.counters.fetches += 1;
+            self.counters.fetched_bytes += bytes;
+            self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+            return Ok(());
+        }
         let data = match copy.into_data() {
             Ok(data) => data,
             Err(error) => {
@@ -1031,9 +1081,10 @@ impl<B: BackendIr> Engine<B> {
         let bytes = entry.bytes;
         let handle = self.runner.get_tensor_handle(&ir);
         let compression = self.compression_policy();
+        let device = self.runner.device();
         if !self
             .transfers
-            .offload(id, handle, ir.shape, ir.dtype, compression)
+            .offload(id, handle, ir.shape, ir.dtype, compression, device)
         {
             return self.offload(id).is_ok();
         }
@@ -1065,7 +1116,7 @@ impl<B: BackendIr> Engine<B> {
         };
         let stored = copy.bytes();
         let device = self.runner.device();
-        if let Err(copy) = self.transfers.fetch(id, *copy, device) {
+        if let Err(copy) = self.transfers.fetch(id, *copy, device, false) {
             if let Some(entry) = self.residency.get_mut(&id) {
                 entry.state = State::Offloaded(Box::new(copy));
             }
@@ -1100,6 +1151,7 @@ impl<B: BackendIr> Engine<B> {
                 result,
                 nanos,
                 codec_nanos,
+                on_device,
                 ..
             } => {
                 if !matches!(entry.state, State::Offloading) {
@@ -1121,6 +1173,7 @@ impl<B: BackendIr> Engine<B> {
                         self.runner.register_op(OperationIr::Drop(ir));
                         self.counters.resident -= bytes;
                         self.note_offloaded(id, &copy, nanos, codec_nanos);
+                        self.counters.device_compressed += u64::from(on_device);
                         if let Some(entry) = self.residency.get_mut(&id) {
                             entry.state = State::Offloaded(Box::new(copy));
                         }
@@ -1136,6 +1189,7 @@ impl<B: BackendIr> Engine<B> {
                 result,
                 nanos,
                 codec_nanos,
+                on_device,
                 ..
             } => {
                 if !matches!(entry.state, State::Fetching) {
@@ -1150,6 +1204,7 @@ impl<B: BackendIr> Engine<B> {
                         self.counters.fetched_bytes += bytes;
                         self.counters.fetch_nanos += nanos;
                         self.counters.codec_nanos += codec_nanos;
+                        self.counters.device_decompressed += u64::from(on_device);
                     }
                     Err(reason) => {
                         // The bytes are gone with the failed allocation: the tensor cannot
@@ -1436,8 +1491,15 @@ impl<B: BackendIr> Engine<B> {
         self.links.clone()
     }
 
+    /// [`Engine::measure_worker_links`] for the given sizes, outside the budget (the caller
+    /// makes sure they fit on the device).
+    pub fn measure_transfers(&mut self, sizes: &[u64]) -> Option<crate::plan::profile::Links> {
+        self.measure_worker_links(sizes)
+    }
+
     /// Times round trips of temporary tensors (outside the books) through the send and
     /// receive workers, the fastest of three per size; `None` when a worker is unavailable.
+    /// Each fetch is timed until its bytes are on the device.
     fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<crate::plan::profile::Links> {
         use crate::plan::profile::{CopySample, Links};
         let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
@@ -1468,9 +1530,14 @@ impl<B: BackendIr> Engine<B> {
                     link_bandwidth: None,
                     codec_bandwidth: None,
                 };
-                let queued = self
-                    .transfers
-                    .offload(ir.id, handle, ir.shape.clone(), ir.dtype, off);
+                let queued = self.transfers.offload(
+                    ir.id,
+                    handle,
+                    ir.shape.clone(),
+                    ir.dtype,
+                    off,
+                    device.clone(),
+                );
                 let done = if queued { self.transfers.next() } else { None };
                 self.runner.register_op(OperationIr::Drop(ir.clone()));
                 let Some(Done::Offloaded {
@@ -1481,7 +1548,11 @@ impl<B: BackendIr> Engine<B> {
                 };
                 down = down.min(start.elapsed().as_secs_f64());
                 let start = Instant::now();
-                if self.transfers.fetch(ir.id, copy, device.clone()).is_err() {
+                if self
+                    .transfers
+                    .fetch(ir.id, copy, device.clone(), true)
+                    .is_err()
+                {
                     return None;
                 }
                 let Some(Done::Fetched {

@@ -1,45 +1,11 @@
-//! Host offload on the generic path: a tensor's bytes are read back through the inner
-//! backend's own data path and written again under the same id when needed.
+//! Host copies made on the op's thread through the inner backend's own data path: a raw
+//! copy written back under the tensor's own id, and the copy throughput measured when the
+//! transfer workers cannot run. (Copies out go through `transfer::copy_out` on every thread.)
 
 use burn_backend::{ExecutionError, TensorData};
 use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 use burn_std::reader::try_read_sync;
-
-use super::residency::Entry;
-
-/// Copies a resident tensor's bytes to host memory, then releases its device handle.
-///
-/// The read is made with a read-only status so that a failed read leaves the device handle in
-/// place: a failed offload never loses data.
-pub(crate) fn offload<B: BackendIr>(
-    runner: &Runner<B>,
-    id: burn_ir::TensorId,
-    entry: &Entry,
-) -> Result<TensorData, ExecutionError> {
-    #[cfg(test)]
-    if faults::take() {
-        return Err(ExecutionError::WithContext {
-            reason: "injected offload failure".into(),
-        });
-    }
-    let ir = TensorIr {
-        id,
-        shape: entry.dims.to_shape(),
-        status: TensorStatus::ReadOnly,
-        dtype: entry.dtype,
-    };
-    let data = try_read_sync(runner.read_tensor_async(ir.clone())).ok_or_else(|| {
-        ExecutionError::WithContext {
-            reason: "burn-swap: this platform cannot block on a read".into(),
-        }
-    })??;
-    runner.register_op(OperationIr::Drop(TensorIr {
-        status: TensorStatus::ReadWrite,
-        ..ir
-    }));
-    Ok(data)
-}
 
 /// Writes host bytes back to the device under the tensor's own id.
 pub(crate) fn fetch<B: BackendIr>(runner: &Runner<B>, id: burn_ir::TensorId, data: TensorData) {
@@ -101,7 +67,16 @@ pub(crate) fn measure_links<B: BackendIr>(
     Ok(links)
 }
 
-/// Fault injection for the engine's own tests: the next `n` offloads fail before reading.
+/// Fault injection for the engine's own tests: the next `n` offloads made on the op's
+/// thread fail before reading. (Always false outside the tests.)
+#[cfg(not(test))]
+pub(crate) mod faults {
+    #[inline]
+    pub fn take() -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod faults {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,6 +4,8 @@
 //! The engine decides no policy: when an op would exceed the budget it asks
 //! [`crate::plan::reactive`] which tensors to move, then moves them.
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod engine;
 mod host;
 mod layout;
@@ -17,10 +19,40 @@ pub(crate) fn bytes_of(shape: &Shape, dtype: DType) -> u64 {
     (shape.num_elements() * dtype.size()) as u64
 }
 
-/// Total memory of the device when the backend can tell it. The generic path cannot, so a
+pub(crate) use crate::report::AllocatorUsage;
+
+/// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.
-pub(crate) fn device_memory<B: burn_backend::Backend>(_device: &B::Device) -> Option<u64> {
-    None
+pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Option<u64> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return cube::total_memory::<B>(device);
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
+    }
+}
+
+/// Asks the inner allocator to give its free pages back (CubeCL backends; nothing
+/// elsewhere).
+pub(crate) fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    let _ = cube::allocator_cleanup::<B>(device);
+    let _ = device;
+}
+
+/// The inner allocator's figures for the calling thread's stream on `device`, when the
+/// backend is a CubeCL one (see [`cube`]); `None` otherwise.
+pub(crate) fn allocator_usage<B: burn_backend::Backend>(
+    device: &B::Device,
+) -> Option<AllocatorUsage> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return cube::allocator_usage::<B>(device);
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
+    }
 }
 
 #[cfg(test)]

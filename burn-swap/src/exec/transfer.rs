@@ -30,6 +30,7 @@ struct OffloadJob<B: BackendIr> {
     shape: Shape,
     dtype: DType,
     compression: crate::compress::Policy,
+    device: B::Device,
 }
 
 /// A fetch for the receive worker.
@@ -37,6 +38,33 @@ struct FetchJob<B: BackendIr> {
     id: TensorId,
     copy: HostCopy,
     device: B::Device,
+    /// Wait until the bytes are on the device before reporting (for timing the link; a
+    /// fetch needs no such wait for correctness: the backend orders its users after it).
+    sync: bool,
+}
+
+/// The allocator's figures for the pools of the workers' own streams (see
+/// [`super::allocator_usage`]), as each worker last read them.
+#[derive(Default)]
+pub(crate) struct WorkerMemory {
+    send: [AtomicU64; 2],
+    receive: [AtomicU64; 2],
+}
+
+impl WorkerMemory {
+    fn store(slot: &[AtomicU64; 2], usage: super::AllocatorUsage) {
+        slot[0].store(usage.in_use, Ordering::Relaxed);
+        slot[1].store(usage.reserved, Ordering::Relaxed);
+    }
+
+    /// Both workers' figures added up.
+    pub fn total(&self) -> super::AllocatorUsage {
+        let get = |slot: &[AtomicU64; 2], i: usize| slot[i].load(Ordering::Relaxed);
+        super::AllocatorUsage {
+            in_use: get(&self.send, 0) + get(&self.receive, 0),
+            reserved: get(&self.send, 1) + get(&self.receive, 1),
+        }
+    }
 }
 
 /// A finished transfer.
@@ -48,6 +76,8 @@ pub(crate) enum Done<B: BackendIr> {
         result: Result<HostCopy, String>,
         nanos: u64,
         codec_nanos: u64,
+        /// Whether the device's kernels compressed it (before the copy).
+        on_device: bool,
     },
     /// The bytes of `id` are back on the device, in a handle without an id yet, or the
     /// inner backend failed to allocate them (its message).
@@ -56,6 +86,8 @@ pub(crate) enum Done<B: BackendIr> {
         result: Result<B::Handle, String>,
         nanos: u64,
         codec_nanos: u64,
+        /// Whether the device's kernels decompressed it (after the copy).
+        on_device: bool,
     },
 }
 
@@ -78,6 +110,8 @@ pub(crate) struct Transfers<B: BackendIr> {
     /// The ordering stress test's maximum delay, in microseconds (0: off), shared with the
     /// workers; see [`crate::SwapConfig::transfer_jitter_micros`].
     jitter: Arc<AtomicU64>,
+    /// The allocator's figures for the workers' streams.
+    memory: Arc<WorkerMemory>,
 }
 
 impl<B: BackendIr> Default for Transfers<B> {
@@ -89,6 +123,7 @@ impl<B: BackendIr> Default for Transfers<B> {
             workers: Vec::new(),
             in_flight: 0,
             jitter: Arc::new(AtomicU64::new(0)),
+            memory: Arc::default(),
         }
     }
 }
@@ -117,19 +152,16 @@ fn pause(jitter: &AtomicU64, seed: u64) {
 /// The key of the jitter of the receive worker's transfers (the send worker's is the id).
 pub(crate) const RECEIVE_KEY: u64 = 0x9e37_79b9;
 
-fn read<B: BackendIr>(job: OffloadJob<B>) -> Result<TensorData, String> {
-    let handle = TensorHandle {
-        handle: job.handle,
-        shape: job.shape,
-    };
-    let result = if job.dtype.is_float() {
+fn read<B: BackendIr>(handle: B::Handle, shape: Shape, dtype: DType) -> Result<TensorData, String> {
+    let handle = TensorHandle { handle, shape };
+    let result = if dtype.is_float() {
         try_read_sync(B::float_into_data(B::float_tensor(handle)))
-    } else if job.dtype.is_int() {
+    } else if dtype.is_int() {
         try_read_sync(B::int_into_data(B::int_tensor(handle)))
-    } else if job.dtype.is_bool() {
+    } else if dtype.is_bool() {
         try_read_sync(B::bool_into_data(B::bool_tensor(handle)))
     } else {
-        return Err(format!("dtype {:?} cannot be offloaded", job.dtype));
+        return Err(format!("dtype {dtype:?} cannot be offloaded"));
     };
     match result {
         Some(Ok(data)) => Ok(data),
@@ -138,10 +170,78 @@ fn read<B: BackendIr>(job: OffloadJob<B>) -> Result<TensorData, String> {
     }
 }
 
-/// Decompresses (when compressed) and writes to the device; returns the handle and the
-/// nanoseconds spent decompressing.
-fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64), String> {
+/// Copies a tensor to the host, compressed where it pays: on a CubeCL backend by the device
+/// kernels before the copy (only the compressed bytes cross the link), elsewhere by the CPU
+/// codec after it. Returns the copy, the nanoseconds spent on compression, and whether the
+/// device compressed it.
+fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), String> {
+    copy_out::<B>(job.handle, job.shape, job.dtype, &job.compression)
+}
+
+/// [`send`]'s work on any thread: the copy of a tensor (its handle) to the host, compressed
+/// where it pays (on the device for a CubeCL backend). Returns the copy, the nanoseconds
+/// spent on compression, and whether the device compressed it.
+pub(crate) fn copy_out<B: BackendIr>(
+    handle: B::Handle,
+    shape: Shape,
+    dtype: DType,
+    compression: &crate::compress::Policy,
+) -> Result<(HostCopy, u64, bool), String> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    if dtype.is_float() {
+        let tensor = B::float_tensor(TensorHandle {
+            handle: handle.clone(),
+            shape: shape.clone(),
+        });
+        let on_device = super::cube::compress_offload::<B>(&tensor, &shape, dtype, compression);
+        drop(tensor);
+        if let Some(result) = on_device {
+            return match result? {
+                (Some(compressed), nanos) => Ok((HostCopy::Compressed(compressed), nanos, true)),
+                (None, nanos) => Ok((
+                    HostCopy::Raw(read::<B>(handle, shape, dtype)?),
+                    nanos,
+                    false,
+                )),
+            };
+        }
+    }
+    let data = read::<B>(handle, shape, dtype)?;
+    let (copy, nanos) = crate::compress::pack(data, compression);
+    Ok((copy, nanos, false))
+}
+
+/// A compressed host copy decompressed by the device's kernels into a new tensor, when the
+/// backend is a CubeCL one (`None` otherwise, or for a raw copy).
+pub(crate) fn device_decompress<B: BackendIr>(
+    copy: &HostCopy,
+    device: &B::Device,
+) -> Option<Result<B::Handle, String>> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    if let HostCopy::Compressed(c) = copy {
+        return super::cube::decompress_fetch::<B>(c, device)
+            .map(|result| result.map(B::float_tensor_handle));
+    }
+    let _ = (copy, device);
+    None
+}
+
+/// Decompresses (when compressed) and writes to the device; returns the handle, the
+/// nanoseconds spent decompressing, and whether the device decompressed it.
+fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
+    let (device, sync) = (job.device.clone(), job.sync);
+    let written = write_unsynced(job)?;
+    if sync {
+        B::sync(&device).map_err(|e| e.to_string())?;
+    }
+    Ok(written)
+}
+
+fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
     let start = Instant::now();
+    if let Some(result) = device_decompress::<B>(&job.copy, &job.device) {
+        return Ok((result?, start.elapsed().as_nanos() as u64, true));
+    }
     let compressed = matches!(job.copy, HostCopy::Compressed(_));
     let data = job.copy.into_data().map_err(|e| e.to_string())?;
     let codec_nanos = if compressed {
@@ -157,7 +257,7 @@ fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64), String> {
     } else {
         B::bool_tensor_handle(B::bool_from_data(data, &job.device))
     };
-    Ok((handle, codec_nanos))
+    Ok((handle, codec_nanos, false))
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -169,6 +269,11 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl<B: BackendIr> Transfers<B> {
+    /// The allocator's figures for the workers' own streams, as they last read them.
+    pub fn memory(&self) -> super::AllocatorUsage {
+        self.memory.total()
+    }
+
     /// Sets the ordering stress test's maximum delay (0: off), also for workers running.
     pub fn set_jitter(&self, max_micros: u64) {
         self.jitter.store(max_micros, Ordering::Relaxed);
@@ -183,6 +288,7 @@ impl<B: BackendIr> Transfers<B> {
         let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
         let done = done_tx.clone();
         let jitter = self.jitter.clone();
+        let memory = self.memory.clone();
         let sender = std::thread::Builder::new()
             .name("burn-swap-send".into())
             .spawn(move || {
@@ -192,17 +298,17 @@ impl<B: BackendIr> Transfers<B> {
                     let bytes = job.shape.num_elements() * job.dtype.size();
                     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes)
                         .entered();
-                    let compression = job.compression;
+                    let device = job.device.clone();
                     let result =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read::<B>(job)))
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))
                             .unwrap_or_else(|panic| Err(panic_message(panic)));
-                    let (result, codec_nanos) = match result {
-                        Ok(data) => {
-                            let (copy, codec_nanos) = crate::compress::pack(data, &compression);
-                            (Ok(copy), codec_nanos)
-                        }
-                        Err(e) => (Err(e), 0),
+                    let (result, codec_nanos, on_device) = match result {
+                        Ok((copy, codec_nanos, on_device)) => (Ok(copy), codec_nanos, on_device),
+                        Err(e) => (Err(e), 0, false),
                     };
+                    if let Some(usage) = super::allocator_usage::<B>(&device) {
+                        WorkerMemory::store(&memory.send, usage);
+                    }
                     pause(&jitter, id.value());
                     let nanos = start.elapsed().as_nanos() as u64;
                     let report = Done::Offloaded {
@@ -210,6 +316,7 @@ impl<B: BackendIr> Transfers<B> {
                         result,
                         nanos,
                         codec_nanos,
+                        on_device,
                     };
                     if done.send(report).is_err() {
                         return;
@@ -218,6 +325,7 @@ impl<B: BackendIr> Transfers<B> {
             });
         let done = done_tx;
         let jitter = self.jitter.clone();
+        let memory = self.memory.clone();
         let receiver = std::thread::Builder::new()
             .name("burn-swap-receive".into())
             .spawn(move || {
@@ -230,11 +338,16 @@ impl<B: BackendIr> Transfers<B> {
                         bytes = job.copy.bytes()
                     )
                     .entered();
+                    let device = job.device.clone();
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
                             .map_err(panic_message)
                             .and_then(|r| r);
+                    if let Some(usage) = super::allocator_usage::<B>(&device) {
+                        WorkerMemory::store(&memory.receive, usage);
+                    }
                     let codec_nanos = result.as_ref().map_or(0, |r| r.1);
+                    let on_device = result.as_ref().is_ok_and(|r| r.2);
                     let result = result.map(|r| r.0);
                     pause(&jitter, id.value() ^ RECEIVE_KEY);
                     let nanos = start.elapsed().as_nanos() as u64;
@@ -243,6 +356,7 @@ impl<B: BackendIr> Transfers<B> {
                         result,
                         nanos,
                         codec_nanos,
+                        on_device,
                     };
                     if done.send(report).is_err() {
                         return;
@@ -271,6 +385,7 @@ impl<B: BackendIr> Transfers<B> {
         shape: Shape,
         dtype: DType,
         compression: crate::compress::Policy,
+        device: B::Device,
     ) -> bool {
         self.start();
         let Some(send) = &self.send else {
@@ -282,6 +397,7 @@ impl<B: BackendIr> Transfers<B> {
             shape,
             dtype,
             compression,
+            device,
         };
         if send.send(job).is_err() {
             self.send = None;
@@ -298,12 +414,19 @@ impl<B: BackendIr> Transfers<B> {
         id: TensorId,
         copy: HostCopy,
         device: B::Device,
+        sync: bool,
     ) -> Result<(), HostCopy> {
         self.start();
         let Some(receive) = &self.receive else {
             return Err(copy);
         };
-        if let Err(mpsc::SendError(job)) = receive.send(FetchJob { id, copy, device }) {
+        let job = FetchJob {
+            id,
+            copy,
+            device,
+            sync,
+        };
+        if let Err(mpsc::SendError(job)) = receive.send(job) {
             self.receive = None;
             return Err(job.copy);
         }

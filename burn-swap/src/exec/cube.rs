@@ -1,0 +1,186 @@
+//! The CubeCL fast path: what the executor does differently when the inner backend is one of
+//! Burn's CubeCL backends (`CubeBackend<R>`: CUDA with the `cuda` feature, wgpu with the
+//! `wgpu` feature, which is how CI runs this code without a GPU).
+//!
+//! Found at run time, not by type: a tensor primitive of the inner backend is looked at as a
+//! `CubeTensor<R>` of each runtime compiled in; when none matches, the caller takes the
+//! generic path. (Burn's fused backends, `Fusion<CubeBackend<R>>`, hold lazy fusion handles
+//! and take the generic path, which is correct and slower.)
+//!
+//! - **Streams.** Nothing here picks a stream: CubeCL runs the work of each OS thread on a
+//!   stream of its own, so the send and receive workers' copies already run on their own
+//!   streams, apart from the compute stream of the training thread. When a copy stream uses a
+//!   buffer that compute made, CubeCL records an event on compute and makes the copy stream
+//!   wait on it, on the GPU (seed 003's waits that the executor realises through the
+//!   backend: [`crate::plan::waits`]).
+//! - **Pinned memory.** CubeCL reads device buffers into pinned host memory taken from a pool
+//!   of its own (per stream, grown in pages and reused), and uploads pinned bytes by DMA
+//!   without staging them: the host copy of an offloaded tensor is those pinned bytes, and
+//!   goes back as they are.
+//! - **Compression before the copy** ([`compress_offload`], [`decompress_fetch`]): the zero-value
+//!   kernels of [`crate::gpu::zvc`] run on the copy stream before the bytes cross the link, so
+//!   that only the bitmask and the nonzero values move.
+//! - **The allocator's figures** ([`allocator_usage`]) and the device's total memory
+//!   ([`total_memory`], for budgets given as a fraction of it).
+
+use core::any::Any;
+use std::time::Instant;
+
+use burn_backend::{Backend, DType, Shape};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::Runtime;
+
+use crate::compress::{self, Compressed, Compression, Decision};
+use crate::gpu::zvc;
+use crate::report::AllocatorUsage;
+
+/// `value` as the CubeCL tensor of runtime `R`, when it is one.
+fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {
+    (value as &dyn Any).downcast_ref::<CubeTensor<R>>()
+}
+
+/// `device` as a device of runtime `R`, when it is one.
+fn as_device<R: Runtime, D: 'static>(device: &D) -> Option<&R::Device> {
+    (device as &dyn Any).downcast_ref::<R::Device>()
+}
+
+/// Runs `$body` with `$R` bound to each CubeCL runtime compiled in, returning the first
+/// `Some`.
+macro_rules! each_runtime {
+    (|$R:ident| $body:expr) => {{
+        #[cfg(feature = "cuda")]
+        {
+            type $R = cubecl::cuda::CudaRuntime;
+            if let Some(found) = $body {
+                return Some(found);
+            }
+        }
+        #[cfg(feature = "wgpu")]
+        {
+            type $R = cubecl::wgpu::WgpuRuntime;
+            if let Some(found) = $body {
+                return Some(found);
+            }
+        }
+        None
+    }};
+}
+
+/// The allocator's figures for the pools of the calling thread's stream on `device` (CubeCL
+/// keeps a pool per stream: the caller adds up the threads it runs on). `None` when the
+/// inner backend is not a CubeCL one.
+pub(crate) fn allocator_usage<B: Backend>(device: &B::Device) -> Option<AllocatorUsage> {
+    each_runtime!(|R| as_device::<R, _>(device).and_then(|d| {
+        let usage = R::client(d).memory_usage().ok()?;
+        Some(AllocatorUsage {
+            in_use: usage.bytes_in_use,
+            reserved: usage.bytes_reserved,
+        })
+    }))
+}
+
+/// Asks the allocator of the calling thread's stream on `device` to give free pages back;
+/// `None` when the inner backend is not a CubeCL one.
+pub(crate) fn allocator_cleanup<B: Backend>(device: &B::Device) -> Option<()> {
+    each_runtime!(|R| as_device::<R, _>(device).map(|d| R::client(d).memory_cleanup()))
+}
+
+/// The device's total memory, when the backend can tell it (CUDA).
+pub(crate) fn total_memory<B: Backend>(device: &B::Device) -> Option<u64> {
+    #[cfg(feature = "cuda")]
+    if let Some(d) = as_device::<cubecl::cuda::CudaRuntime, _>(device) {
+        let context = cudarc::driver::CudaContext::new(d.index).ok()?;
+        return context.total_mem().ok().map(|b| b as u64);
+    }
+    let _ = device;
+    None
+}
+
+/// Whether a tensor of `dtype` takes the device codec: 4- and 8-byte floats (their
+/// decompressed buffers need no padding).
+fn device_codec_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64)
+}
+
+/// Compresses a float tensor on its device, on the calling thread's stream, and reads back
+/// the bitmask and the nonzero values when `policy` says it pays with the exact zero count
+/// (which the first kernel gives). `None`: not a CubeCL tensor, or not a dtype or layout the
+/// kernels take; `Some(Ok(None))`: compression does not pay (the caller copies it raw).
+/// Also returns the nanoseconds spent.
+pub(crate) fn compress_offload<B: Backend>(
+    tensor: &B::FloatTensorPrimitive,
+    shape: &Shape,
+    dtype: DType,
+    policy: &compress::Policy,
+) -> Option<Result<(Option<Compressed>, u64), String>> {
+    if policy.mode == Compression::Off || !device_codec_dtype(dtype) {
+        return None;
+    }
+    each_runtime!(|R| as_cube::<R, _>(tensor)
+        .filter(|t| t.is_contiguous() && t.dtype == dtype)
+        .map(|t| compress_cube(t, shape, dtype, policy)))
+}
+
+fn compress_cube<R: CubeRuntime>(
+    tensor: &CubeTensor<R>,
+    shape: &Shape,
+    dtype: DType,
+    policy: &compress::Policy,
+) -> Result<(Option<Compressed>, u64), String> {
+    let start = Instant::now();
+    let width = dtype.size();
+    let n = shape.num_elements();
+    let _span = tracing::debug_span!("burn_swap::device_compress", bytes = n * width).entered();
+    let c = zvc::compress(&tensor.client, &tensor.handle, n, width).map_err(|e| e.to_string())?;
+    let decision = Decision {
+        elements: n,
+        width,
+        zero_fraction: 1.0 - c.nonzeros as f64 / n.max(1) as f64,
+        link_bandwidth: policy.link_bandwidth,
+        // The kernels run far faster than the link: the time check is the link's alone.
+        codec_bandwidth: None,
+    };
+    if !decision.pays(policy.mode) || decision.predicted() >= decision.raw() {
+        return Ok((None, start.elapsed().as_nanos() as u64));
+    }
+    let host = zvc::to_host(&tensor.client, &c, shape.as_slice().to_vec(), dtype)
+        .map_err(|e| e.to_string())?;
+    Ok((Some(host), start.elapsed().as_nanos() as u64))
+}
+
+/// Uploads a compressed host copy and decompresses it on the device, on the calling thread's
+/// stream, into a new float tensor of the inner backend. `None` when the backend is not a
+/// CubeCL one or the dtype does not take the device codec (the caller decompresses on the
+/// CPU).
+pub(crate) fn decompress_fetch<B: Backend>(
+    c: &Compressed,
+    device: &B::Device,
+) -> Option<Result<B::FloatTensorPrimitive, String>> {
+    if !device_codec_dtype(c.dtype) {
+        return None;
+    }
+    each_runtime!(|R| as_device::<R, _>(device).map(|d| decompress_cube::<R, B>(c, d)))
+}
+
+fn decompress_cube<R: CubeRuntime, B: Backend>(
+    c: &Compressed,
+    device: &R::Device,
+) -> Result<B::FloatTensorPrimitive, String> {
+    let _span = tracing::debug_span!("burn_swap::device_decompress", bytes = c.bytes()).entered();
+    let client = R::client(device);
+    let on_device = zvc::from_host(&client, c).map_err(|e| e.to_string())?;
+    let handle = zvc::decompress(&client, &on_device).map_err(|e| e.to_string())?;
+    let tensor = CubeTensor::<R>::new_contiguous(
+        client,
+        device.clone(),
+        Shape::from(c.shape.clone()),
+        handle,
+        c.dtype,
+    );
+    let boxed: Box<dyn Any> = Box::new(tensor);
+    boxed
+        .downcast::<B::FloatTensorPrimitive>()
+        .map(|b| *b)
+        .map_err(|_| "the inner backend's float tensors are not CubeCL tensors".to_string())
+}

@@ -1,0 +1,137 @@
+//! The CubeCL fast path, on CubeCL's wgpu runtime (CI runs it on a software Vulkan driver;
+//! the same code serves CUDA): training through `Autodiff<Swap<CubeWgpu>>` is bit-identical
+//! to `Autodiff<CubeWgpu>` under budgets, with offloads compressed by the device kernels
+//! before the copy and decompressed on the device after it, and the report gives the
+//! allocator's own figures. Without a wgpu adapter the tests say so and pass, unless
+//! `BURN_SWAP_REQUIRE_KERNELS=1` (set by `.ci/run`).
+#![cfg(feature = "wgpu")]
+
+use burn::backend::Autodiff;
+use burn_swap::{Compression, CubeWgpu, Policy, Swap, SwapConfig};
+use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
+use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
+use cubecl::wgpu::WgpuDevice;
+
+type Plain = Autodiff<CubeWgpu>;
+type Swapped = Autodiff<Swap<CubeWgpu>>;
+
+const STEPS: usize = 6;
+
+/// Whether a wgpu adapter exists (else the tests are skipped, or fail when required).
+fn adapter() -> bool {
+    use cubecl::Runtime;
+    let found = std::panic::catch_unwind(|| {
+        cubecl::wgpu::WgpuRuntime::client(&WgpuDevice::DefaultDevice);
+    })
+    .is_ok();
+    if !found {
+        assert!(
+            std::env::var("BURN_SWAP_REQUIRE_KERNELS").as_deref() != Ok("1"),
+            "no wgpu adapter, and BURN_SWAP_REQUIRE_KERNELS=1"
+        );
+        eprintln!("SKIPPED: no wgpu adapter (install mesa-vulkan-drivers)");
+    }
+    found
+}
+
+fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) {
+    let device = WgpuDevice::DefaultDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let plain = train(false);
+    let plain_usage = burn_swap::allocator_usage::<CubeWgpu>(&device)
+        .expect("a CubeCL backend gives its allocator's figures");
+    assert!(plain_usage.reserved > 0);
+
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    assert_eq!(train(true), plain, "{name} unbudgeted");
+    let report = burn_swap::report(&device).unwrap();
+    let peak = report.peak_bytes;
+    let allocator = report
+        .allocator_peak
+        .expect("the allocator's peak on CubeCL");
+    assert!(allocator.in_use >= report.current_bytes, "{report:?}");
+
+    for (policy, fraction) in [(Policy::Planned, 0.5), (Policy::OffloadOnly, 0.25)] {
+        let budget = (peak as f64 * fraction) as u64;
+        let what = format!("{name}, {} at {fraction}", policy.name());
+        burn_swap::configure(
+            &device,
+            SwapConfig::budget_bytes(budget)
+                .with_policy(policy)
+                .with_compression(compression)
+                .with_transfer_jitter(200),
+        )
+        .unwrap();
+        burn_swap::restart_trace(&device);
+        burn_swap::reset_counters(&device);
+        let swapped = train(true);
+        let report = burn_swap::report(&device).unwrap();
+        assert_eq!(
+            swapped.loss_bits(),
+            plain.loss_bits(),
+            "{what}: losses\n{report}"
+        );
+        assert_eq!(swapped, plain, "{what}: parameters");
+        assert!(report.peak_bytes <= budget, "{what}\n{report}");
+        assert!(
+            report.offloads > 0 && report.fetches > 0,
+            "{what}\n{report}"
+        );
+        assert!(report.allocator_peak.is_some(), "{what}");
+        if compression != Compression::Off {
+            assert!(
+                report.compressed_offloads > 0,
+                "{what}: nothing compressed\n{report}"
+            );
+            // Every compressed planned offload ran the device kernels, and came back through
+            // them (the reactive fallback's offloads on the op's thread use the CPU codec).
+            assert!(
+                report.device_compressed_offloads > 0 && report.device_decompressed_fetches > 0,
+                "{what}: the device codec did not run\n{report:?}"
+            );
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+#[test]
+fn mlp_on_cubecl_is_bit_identical() {
+    if !adapter() {
+        return;
+    }
+    let device = WgpuDevice::DefaultDevice;
+    let config = MlpConfig::small();
+    check(
+        "mlp",
+        |swap| {
+            if swap {
+                train_mlp::<Swapped>(&config, &device, STEPS)
+            } else {
+                train_mlp::<Plain>(&config, &device, STEPS)
+            }
+        },
+        Compression::Off,
+    );
+}
+
+#[test]
+fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
+    if !adapter() {
+        return;
+    }
+    let device = WgpuDevice::DefaultDevice;
+    let config = ConvNetConfig::small();
+    check(
+        "convnet",
+        |swap| {
+            if swap {
+                train_convnet::<Swapped>(&config, &device, STEPS)
+            } else {
+                train_convnet::<Plain>(&config, &device, STEPS)
+            }
+        },
+        Compression::On { max_ratio: 0.9 },
+    );
+}
