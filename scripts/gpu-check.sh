@@ -2,26 +2,36 @@
 # The GPU check in two halves.
 #
 #   scripts/gpu-check.sh build    # here (a Rust toolchain, no GPU needed): builds the CUDA
-#                                 # binaries (release, stripped) into .device/ (git-ignored)
+#                                 # binaries (release, stripped, gzipped) into .device/
+#                                 # (git-ignored; about 30 MB, under the device tool's 64 MiB)
 #   .device/run.sh                # on the GPU machine (no toolchain, no network): runs them
 #
 # With the device tool: run(command=".device/run.sh", carry=[".device"]).
-# What runs there: the harness on the GPT model under CUDA (unwrapped, Burn's
-# BalancedCheckpointing, every burn-swap policy at 100/75/50/33/25/10% of the unwrapped peak,
-# the max batch under half the peak), the codec kernels against a device copy, and the PyTorch
-# peer (scripts/torch_gpt.py) on the same GPT; it prints the tables last.
+# What runs there, each stage under its own time limit, tables printed last:
+#   1. swap-check: MLP, conv net and transformer through Autodiff<Swap<Cuda>> against
+#      Autodiff<Cuda>, bit for bit, under every policy at 50% and 25% of the counted peak, with
+#      transfer jitter and device-side compression; counted and allocator peaks against the
+#      unwrapped run's; burn-swap's D2H/H2D bandwidth against a plain pinned copy (cudarc).
+#   2. the codec kernels against a device-to-device copy;
+#   3. swap-bench: the harness on the GPT-2-small-shaped model (step time, peaks, time
+#      compute waited on transfers, max batch under half the peak);
+#   4. the PyTorch peer (scripts/torch_gpt.py) on the same GPT, when PyTorch is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 case "${1:-build}" in
 build)
-    cargo build --release --features cuda --bin swap-bench
+    cargo build --release --features cuda --bin swap-bench --bin swap-check
     cargo bench --no-run --features cuda --bench codec 2>&1 | tail -1
     rm -rf .device && mkdir -p .device/data .device/scripts
-    cp target/release/swap-bench .device/
     codec=$(ls -t target/release/deps/codec-* | grep -v '\.d$' | head -1)
-    cp "$codec" .device/codec-bench
-    strip .device/swap-bench .device/codec-bench
+    for bin in target/release/swap-bench target/release/swap-check "$codec"; do
+        name=$(basename "$bin")
+        case "$name" in codec-*) name=codec-bench ;; esac
+        cp "$bin" ".device/$name"
+        strip ".device/$name"
+        gzip -9 ".device/$name"
+    done
     cp data/corpus.txt .device/data/
     cp scripts/torch_gpt.py .device/scripts/
     cp scripts/gpu-run.sh .device/run.sh

@@ -11,6 +11,7 @@ pub mod models;
 pub mod plot;
 pub mod train;
 pub mod trainers;
+pub mod verify;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

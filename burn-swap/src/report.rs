@@ -343,6 +343,20 @@ impl fmt::Display for Report {
             )?;
             row(f, "predicted peak", format_bytes(predicted))?;
         }
+        if let Some(peak) = self.allocator_peak {
+            row(
+                f,
+                "allocator peak",
+                format!(
+                    "{} in use, {} reserved",
+                    format_bytes(peak.in_use),
+                    format_bytes(peak.reserved)
+                ),
+            )?;
+        }
+        if let Some(total) = self.device_memory_bytes {
+            row(f, "device memory", format_bytes(total))?;
+        }
         row(f, "ops", self.ops.to_string())?;
         row(f, "largest op", format_bytes(self.largest_op_bytes))?;
         row(

@@ -1,0 +1,204 @@
+//! `swap-check`: the GPU check's correctness and transfer half, in one run.
+//!
+//! ```text
+//! swap-check [--device flex|cuda] [--quick] [--steps 6] [--jitter 300] [--compress]
+//!            [--sizes 16,64,256] [--markdown check.md]
+//! ```
+//!
+//! 1. **Correctness**: MLP, conv net and transformer trained through `Autodiff<Swap<I>>` and
+//!    `Autodiff<I>`, bit for bit, under every policy at 50% and 25% of the counted peak (with
+//!    transfer jitter, the ordering stress test), with the counted and the allocator's peaks
+//!    next to the unwrapped run's ([`burn_swap_suite::verify`]).
+//! 2. **Transfers**: burn-swap's offload and fetch of `f32` tensors of each size (MiB) through
+//!    its workers (their own streams), against a plain pinned copy with cudarc in the same
+//!    run (CUDA only).
+//!
+//! Prints the tables last; exits non-zero when a run is not bit-identical or its counted
+//! peak exceeds its budget. `--quick`: the models at test size (what CI runs on burn-flex).
+
+use std::process::ExitCode;
+
+use burn_swap::Policy;
+use burn_swap_suite::cli::Args;
+use burn_swap_suite::verify::{self, Check, Model};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("swap-check: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One size's transfer figures: burn-swap's and the plain pinned copy's, bytes per second.
+struct Link {
+    bytes: u64,
+    swap: (f64, f64),
+    pinned: Option<(f64, f64)>,
+}
+
+fn run() -> Result<bool, Box<dyn std::error::Error>> {
+    let args = Args::parse(
+        std::env::args().skip(1),
+        &["quick", "compress"],
+        &["device", "steps", "jitter", "sizes", "markdown"],
+    )?;
+    let quick = args.flag("quick");
+    let check = Check {
+        models: if quick {
+            Model::small()
+        } else {
+            Model::large()
+        },
+        policies: Policy::ALL.to_vec(),
+        fractions: vec![0.5, 0.25],
+        steps: args.get("steps", 8)?,
+        jitter_micros: args.get("jitter", 300)?,
+        compression: if args.flag("compress") {
+            burn_swap::Compression::On { max_ratio: 0.9 }
+        } else {
+            burn_swap::Compression::Off
+        },
+    };
+    let sizes: Vec<u64> = args
+        .value("sizes")
+        .unwrap_or(if quick { "1,4" } else { "16,64,256" })
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<u64>()
+                .map(|mib| mib << 20)
+                .map_err(|_| format!("--sizes: {s:?} is not a number of MiB"))
+        })
+        .collect::<Result<_, _>>()?;
+    let device = args.value("device").unwrap_or("flex").to_string();
+    eprintln!(
+        "swap-check on {device}: {} models, {} policies x {:?}, {} steps, jitter {} us",
+        check.models.len(),
+        check.policies.len(),
+        check.fractions,
+        check.steps,
+        check.jitter_micros
+    );
+    let (rows, links, name) = match device.as_str() {
+        "flex" => {
+            let device = burn::backend::flex::FlexDevice;
+            let rows = verify::run::<burn::backend::Flex>(&check, &device);
+            let links = measure(&device, &sizes, |_| None);
+            (rows, links, "burn-flex (CPU)".to_string())
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => {
+            let device: burn::backend::cuda::CudaDevice = Default::default();
+            let rows = verify::run::<burn::backend::Cuda>(&check, &device);
+            let index = device.index;
+            let links = measure(&device, &sizes, |bytes| {
+                burn_swap::gpu::pinned::pinned_copy(index, bytes as usize, 5)
+                    .ok()
+                    .map(|b| (b.to_host, b.to_device))
+            });
+            (rows, links, format!("CUDA device {index}"))
+        }
+        other => {
+            return Err(format!(
+                "--device {other}: expected flex{}",
+                if cfg!(feature = "cuda") {
+                    " or cuda"
+                } else {
+                    " (cuda needs the `cuda` feature)"
+                }
+            )
+            .into());
+        }
+    };
+
+    let mut ok = true;
+    for r in &rows {
+        if !r.identical {
+            eprintln!(
+                "FAIL: {} {} at {}: not bit-identical",
+                r.model, r.run, r.fraction
+            );
+            ok = false;
+        }
+        if r.budget.is_some_and(|b| r.counted_peak > b) {
+            eprintln!(
+                "FAIL: {} {} at {}: counted peak over budget",
+                r.model, r.run, r.fraction
+            );
+            ok = false;
+        }
+    }
+    let mut out = format!("## swap-check on {name}\n\n{}\n", verify::table(&rows));
+    out.push_str(&links_table(&links));
+    if let Some(path) = args.value("markdown") {
+        std::fs::write(path, &out)?;
+    }
+    println!("{out}");
+    println!(
+        "{}",
+        if ok {
+            "ALL IDENTICAL"
+        } else {
+            "FAILURES ABOVE"
+        }
+    );
+    Ok(ok)
+}
+
+/// burn-swap's transfers at each size on `device` (used under `Swap` by the check), and the
+/// plain copy `pinned` measures.
+fn measure<D: burn::tensor::backend::DeviceOps>(
+    device: &D,
+    sizes: &[u64],
+    pinned: impl Fn(u64) -> Option<(f64, f64)>,
+) -> Vec<Link> {
+    let Some(links) = burn_swap::measure_transfers(device, sizes) else {
+        eprintln!("swap-check: burn-swap's transfers could not be measured");
+        return Vec::new();
+    };
+    links
+        .to_host
+        .iter()
+        .zip(&links.to_device)
+        .map(|(down, up)| Link {
+            bytes: down.bytes,
+            swap: (
+                down.bytes as f64 / down.seconds,
+                up.bytes as f64 / up.seconds,
+            ),
+            pinned: pinned(down.bytes),
+        })
+        .collect()
+}
+
+fn links_table(links: &[Link]) -> String {
+    let gb = |b: f64| format!("{:.2}", b / 1e9);
+    let mut out = String::from(
+        "| size MiB | burn-swap D2H GB/s | plain pinned D2H GB/s | D2H ratio | burn-swap H2D GB/s | plain pinned H2D GB/s | H2D ratio |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for l in links {
+        let (pd, pu) = l
+            .pinned
+            .map_or(("-".to_string(), "-".to_string()), |(d, u)| (gb(d), gb(u)));
+        let (rd, ru) = l
+            .pinned
+            .map_or(("-".to_string(), "-".to_string()), |(d, u)| {
+                (
+                    format!("{:.0}%", 100.0 * l.swap.0 / d),
+                    format!("{:.0}%", 100.0 * l.swap.1 / u),
+                )
+            });
+        out.push_str(&format!(
+            "| {} | {} | {pd} | {rd} | {} | {pu} | {ru} |\n",
+            l.bytes >> 20,
+            gb(l.swap.0),
+            gb(l.swap.1),
+        ));
+    }
+    out
+}

@@ -1,0 +1,238 @@
+//! The correctness half of the GPU check, for any inner backend: training through
+//! `Autodiff<Swap<I>>` against `Autodiff<I>`, bit for bit, under budgets that force offloads
+//! and recomputation, with the counted and the allocator's peaks next to the unwrapped run's.
+//! `swap-check` prints its table; CI runs it on burn-flex (`--quick`) so that it keeps working.
+
+use burn::tensor::backend::Backend;
+use burn_ir::BackendIr;
+use burn_swap::{AllocatorUsage, Compression, Policy, Swap, SwapConfig};
+
+use crate::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use crate::train::{Outcome, train_convnet, train_mlp, train_transformer};
+
+/// A model of the check, at the size to check it at.
+#[derive(Debug, Clone)]
+pub enum Model {
+    /// An MLP.
+    Mlp(MlpConfig),
+    /// A conv net with ReLU (zero-rich activations, for compression).
+    ConvNet(ConvNetConfig),
+    /// A transformer (attention blocks).
+    Transformer(TransformerConfig),
+}
+
+impl Model {
+    /// The name in the table.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Model::Mlp(_) => "mlp",
+            Model::ConvNet(_) => "convnet",
+            Model::Transformer(_) => "transformer",
+        }
+    }
+
+    /// The three models at test size (seconds on a CPU).
+    pub fn small() -> Vec<Model> {
+        vec![
+            Model::Mlp(MlpConfig::small()),
+            Model::ConvNet(ConvNetConfig::small()),
+            Model::Transformer(TransformerConfig::small()),
+        ]
+    }
+
+    /// The three models at a size where a GPU's allocator pages do not hide the budget
+    /// (hundreds of MiB of activations).
+    pub fn large() -> Vec<Model> {
+        vec![
+            Model::Mlp(MlpConfig {
+                d_in: 4096,
+                hidden: 4096,
+                depth: 6,
+                d_out: 16,
+                batch: 2048,
+                seed: 5,
+            }),
+            Model::ConvNet(ConvNetConfig {
+                channels: 3,
+                size: 64,
+                width: 64,
+                depth: 8,
+                classes: 10,
+                batch: 64,
+                seed: 11,
+            }),
+            Model::Transformer(TransformerConfig {
+                layers: 4,
+                d_model: 512,
+                heads: 8,
+                seq: 256,
+                d_ff: 2048,
+                d_out: 16,
+                batch: 32,
+                seed: 13,
+            }),
+        ]
+    }
+
+    fn train<B: burn::tensor::backend::AutodiffBackend>(
+        &self,
+        device: &B::Device,
+        steps: usize,
+    ) -> Outcome {
+        match self {
+            Model::Mlp(c) => train_mlp::<B>(c, device, steps),
+            Model::ConvNet(c) => train_convnet::<B>(c, device, steps),
+            Model::Transformer(c) => train_transformer::<B>(c, device, steps),
+        }
+    }
+}
+
+/// What the check runs.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// The models.
+    pub models: Vec<Model>,
+    /// The policies, each at every fraction.
+    pub policies: Vec<Policy>,
+    /// Budgets as fractions of the unbudgeted counted peak.
+    pub fractions: Vec<f64>,
+    /// Training steps per run.
+    pub steps: usize,
+    /// Transfer jitter in microseconds (the ordering stress test; 0: off).
+    pub jitter_micros: u64,
+    /// Compression of offloads.
+    pub compression: Compression,
+}
+
+/// One run of the check.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The model.
+    pub model: &'static str,
+    /// `unwrapped`, or the policy's name.
+    pub run: String,
+    /// The budget as a fraction of the unbudgeted counted peak (1 for the unwrapped run).
+    pub fraction: f64,
+    /// Losses and parameters equal to the unwrapped run's, bit for bit.
+    pub identical: bool,
+    /// The budget in bytes (`None` for the unwrapped run).
+    pub budget: Option<u64>,
+    /// The counted peak (burn-swap's books; the unbudgeted swap run's for the unwrapped row).
+    pub counted_peak: u64,
+    /// The allocator's highest figures (for the unwrapped run: what its pools reserved by
+    /// the end of the run, after a cleanup before it; `in_use` is not sampled there).
+    pub allocator: Option<AllocatorUsage>,
+    /// Offloads, fetches, recomputations.
+    pub moves: (u64, u64, u64),
+    /// Offloads compressed on the device.
+    pub device_compressed: u64,
+    /// Milliseconds per step that compute waited on transfers.
+    pub exposed_wait_ms: f64,
+}
+
+/// Runs the check on `device` of the inner backend `I`: per model the unwrapped run, then
+/// the unbudgeted swap run (its counted peak sets the budgets), then every policy at every
+/// fraction. Returns the rows; a row that is not identical is a failure.
+pub fn run<I>(check: &Check, device: &I::Device) -> Vec<Row>
+where
+    I: BackendIr + Backend,
+{
+    type Plain<I> = burn::backend::Autodiff<I>;
+    type Swapped<I> = burn::backend::Autodiff<Swap<I>>;
+    let _guard = crate::swap_device_lock();
+    let mut rows = Vec::new();
+    for model in &check.models {
+        burn_swap::allocator_cleanup::<I>(device);
+        let plain = model.train::<Plain<I>>(device, check.steps);
+        let plain_allocator = burn_swap::allocator_usage::<I>(device);
+
+        burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
+        burn_swap::restart_trace(device);
+        burn_swap::reset_counters(device);
+        let unbudgeted = model.train::<Swapped<I>>(device, check.steps);
+        let peak = burn_swap::report(device).map_or(0, |r| r.peak_bytes);
+        rows.push(Row {
+            model: model.name(),
+            run: "unwrapped".into(),
+            fraction: 1.0,
+            identical: unbudgeted == plain,
+            budget: None,
+            counted_peak: peak,
+            allocator: plain_allocator,
+            moves: (0, 0, 0),
+            device_compressed: 0,
+            exposed_wait_ms: 0.0,
+        });
+        for &policy in &check.policies {
+            for &fraction in &check.fractions {
+                let budget = (peak as f64 * fraction) as u64;
+                let config = SwapConfig::budget_bytes(budget.max(1))
+                    .with_policy(policy)
+                    .with_compression(check.compression)
+                    .with_transfer_jitter(check.jitter_micros);
+                burn_swap::configure(device, config).expect("a valid configuration");
+                burn_swap::allocator_cleanup::<I>(device);
+                burn_swap::restart_trace(device);
+                burn_swap::reset_counters(device);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    model.train::<Swapped<I>>(device, check.steps)
+                }));
+                let report = burn_swap::report(device);
+                let Some(report) = report else { continue };
+                rows.push(Row {
+                    model: model.name(),
+                    run: policy.name().to_string(),
+                    fraction,
+                    identical: outcome.as_ref().is_ok_and(|o| *o == plain),
+                    budget: Some(budget),
+                    counted_peak: report.peak_bytes,
+                    allocator: report.allocator_peak,
+                    moves: (report.offloads, report.fetches, report.recomputes),
+                    device_compressed: report.device_compressed_offloads,
+                    exposed_wait_ms: report.exposed_wait_ns as f64 * 1e-6 / check.steps as f64,
+                });
+            }
+        }
+        burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
+    }
+    rows
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
+}
+
+/// The rows as a Markdown table.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| model | run | budget | bit-identical | counted peak MiB | allocator peak MiB (in use / reserved) | off / fetch / recompute | device-compressed | wait ms/step |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let budget = r.budget.map_or("-".to_string(), |b| {
+            format!("{:.0}% ({} MiB)", r.fraction * 100.0, mib(b))
+        });
+        let allocator = r.allocator.map_or("-".to_string(), |a| {
+            if r.run == "unwrapped" {
+                format!("- / {}", mib(a.reserved))
+            } else {
+                format!("{} / {}", mib(a.in_use), mib(a.reserved))
+            }
+        });
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {:.2} |\n",
+            r.model,
+            r.run,
+            budget,
+            if r.identical { "yes" } else { "NO" },
+            mib(r.counted_peak),
+            allocator,
+            r.moves.0,
+            r.moves.1,
+            r.moves.2,
+            r.device_compressed,
+            r.exposed_wait_ms,
+        ));
+    }
+    out
+}
