@@ -11,6 +11,7 @@
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
+//! | `BURN_SWAP_PEERS` | simulated peers, `capacity@bandwidth` comma-separated (`256MiB@50GB/s,128MiB@25GB/s`), or `off` | none |
 //! | `BURN_SWAP_JITTER` | microseconds (`0`, `300`): each transfer finishes up to this late, a stress test for ordering | `0` |
 //!
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
@@ -166,6 +167,92 @@ pub struct SwapConfig {
     /// ops that need them. Training must stay bit-identical (`tests/stress.rs`).
     #[serde(default)]
     pub transfer_jitter_micros: u64,
+    /// Peer devices that take offloaded tensors (seed 000): split across them by link
+    /// bandwidth within their free memory, with host memory as the fallback. Empty: host
+    /// only. See [`PeerSpec`].
+    #[serde(default)]
+    pub peers: Vec<PeerSpec>,
+}
+
+/// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
+/// to it. Today's peers are *simulated*: their bytes live in host memory, each transfer is
+/// paced to the link's bandwidth, and the capacity is enforced as a peer device's free
+/// memory would be; this is how the advisor, the split, the reassembly and the fallback run
+/// on any backend, CI included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerSpec {
+    /// Its name in the report.
+    pub name: String,
+    /// Bytes it can hold.
+    pub capacity_bytes: u64,
+    /// The bandwidth of the link to it and back, bytes per second.
+    pub bandwidth: f64,
+}
+
+impl PeerSpec {
+    /// A simulated peer of `capacity_bytes` behind a link of `bandwidth` bytes per second.
+    pub fn simulated(name: impl Into<String>, capacity_bytes: u64, bandwidth: f64) -> Self {
+        Self {
+            name: name.into(),
+            capacity_bytes,
+            bandwidth,
+        }
+    }
+}
+
+/// Parses `BURN_SWAP_PEERS`: `off`, or comma-separated `capacity@bandwidth` with a capacity
+/// as in budgets (`256MiB`) and a bandwidth in bytes per second with a decimal or binary unit
+/// and an optional `/s` (`50GB/s`, `12.5GB`, `900MiB/s`).
+pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("off") || text.is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .enumerate()
+        .map(|(i, item)| {
+            let (capacity, bandwidth) = item.trim().split_once('@').ok_or_else(|| {
+                format!("peer `{item}`: expected capacity@bandwidth, e.g. 256MiB@50GB/s")
+            })?;
+            let capacity = match parse_budget(capacity)
+                .map_err(|e| format!("peer `{item}`: capacity: {e}"))?
+            {
+                Budget::Bytes(b) if b > 0 => b,
+                _ => {
+                    return Err(format!(
+                        "peer `{item}`: the capacity must be bytes, above 0"
+                    ));
+                }
+            };
+            let rate = bandwidth.trim();
+            let rate = rate
+                .strip_suffix("/s")
+                .or_else(|| rate.strip_suffix("/S"))
+                .unwrap_or(rate);
+            let split = rate
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(rate.len());
+            let (number, unit) = rate.split_at(split);
+            let number: f64 = number
+                .parse()
+                .map_err(|_| format!("peer `{item}`: bandwidth `{bandwidth}` is not a number"))?;
+            let unit = match unit.trim().to_ascii_lowercase().as_str() {
+                "b" | "" => 1.0,
+                "kb" => 1e3,
+                "mb" => 1e6,
+                "gb" => 1e9,
+                "kib" => 1024.0,
+                "mib" => (1u64 << 20) as f64,
+                "gib" => (1u64 << 30) as f64,
+                other => return Err(format!("peer `{item}`: unknown bandwidth unit `{other}`")),
+            };
+            let bandwidth = number * unit;
+            if !(bandwidth.is_finite() && bandwidth > 0.0) {
+                return Err(format!("peer `{item}`: the bandwidth must be above 0"));
+            }
+            Ok(PeerSpec::simulated(format!("peer{i}"), capacity, bandwidth))
+        })
+        .collect()
 }
 
 impl Default for SwapConfig {
@@ -178,6 +265,7 @@ impl Default for SwapConfig {
             trace: true,
             compression: Compression::Off,
             transfer_jitter_micros: 0,
+            peers: Vec::new(),
         }
     }
 }
@@ -227,6 +315,13 @@ impl SwapConfig {
     /// (see [`SwapConfig::transfer_jitter_micros`]); 0 turns it off.
     pub fn with_transfer_jitter(mut self, max_micros: u64) -> Self {
         self.transfer_jitter_micros = max_micros;
+        self
+    }
+
+    /// Offloads to these peers, split by link bandwidth within their capacity, with host
+    /// memory as the fallback (see [`SwapConfig::peers`]).
+    pub fn with_peers(mut self, peers: Vec<PeerSpec>) -> Self {
+        self.peers = peers;
         self
     }
 
@@ -287,6 +382,10 @@ impl SwapConfig {
         }
         if let Some(value) = lookup("BURN_SWAP_TRACE") {
             self.trace = parse_switch("BURN_SWAP_TRACE", &value)?;
+        }
+        if let Some(value) = lookup("BURN_SWAP_PEERS") {
+            self.peers = parse_peers(&value)
+                .map_err(|reason| invalid("BURN_SWAP_PEERS", &value, &reason))?;
         }
         if let Some(value) = lookup("BURN_SWAP_JITTER") {
             self.transfer_jitter_micros = value.trim().parse().map_err(|_| {
@@ -489,6 +588,11 @@ mod tests {
             ("BURN_SWAP_COMPRESS", "on:1.5"),
             ("BURN_SWAP_COMPRESS", "on:x"),
             ("BURN_SWAP_JITTER", "-5"),
+            ("BURN_SWAP_PEERS", "256MiB"),
+            ("BURN_SWAP_PEERS", "0@50GB/s"),
+            ("BURN_SWAP_PEERS", "256MiB@fast"),
+            ("BURN_SWAP_PEERS", "256MiB@50XB/s"),
+            ("BURN_SWAP_PEERS", "0.5@50GB/s"),
             ("BURN_SWAP_JITTER", "300us"),
         ] {
             let err = SwapConfig::default()
@@ -512,6 +616,7 @@ mod tests {
                 "BURN_SWAP_COMPRESS" => Some("auto:0.5".into()),
                 "BURN_SWAP_TRACE" => Some("0".into()),
                 "BURN_SWAP_JITTER" => Some(" 250 ".into()),
+                "BURN_SWAP_PEERS" => Some("256MiB@50GB/s, 1GiB@12.5GiB".into()),
                 _ => None,
             })
             .unwrap();
@@ -521,6 +626,14 @@ mod tests {
         assert_eq!(config.policy, Policy::OffloadOnly);
         assert_eq!(config.compression, Compression::Auto { max_ratio: 0.5 });
         assert_eq!(config.transfer_jitter_micros, 250);
+        assert_eq!(
+            config.peers,
+            vec![
+                PeerSpec::simulated("peer0", 256 << 20, 50e9),
+                PeerSpec::simulated("peer1", 1 << 30, 12.5 * (1u64 << 30) as f64),
+            ]
+        );
+        assert_eq!(parse_peers("off"), Ok(vec![]));
         assert_eq!(
             parse_compression("ON"),
             Ok(Compression::On { max_ratio: 0.8 })

@@ -40,9 +40,9 @@ pub mod trace;
 use burn_backend::backend::DeviceOps;
 
 pub use backend::{Swap, SwapBridge, SwapChannel, SwapClient};
-pub use config::{Budget, Compression, EvictionScore, Policy, SwapConfig};
+pub use config::{Budget, Compression, EvictionScore, PeerSpec, Policy, SwapConfig};
 pub use error::{ConfigError, SwapError};
-pub use report::{AllocatorUsage, Report};
+pub use report::{AllocatorUsage, PeerStat, Report};
 pub use trace::Trace;
 
 /// Burn's CubeCL backend over CubeCL's wgpu runtime (no fusion, no autotune): what CI runs

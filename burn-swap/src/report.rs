@@ -164,6 +164,12 @@ pub struct Report {
     /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
     /// largest raw bytes first, at most 32.
     pub compression_by_tensor: Vec<CompressionStat>,
+    /// Per peer (seed 000; empty without peers): capacity, bytes held, sent and fetched, and
+    /// the achieved bandwidth of its link.
+    pub peers: Vec<PeerStat>,
+    /// Offloads that put some or all of their bytes on the host because the peers had no
+    /// room for them.
+    pub peer_fallbacks: u64,
     /// The training loop's period in ops, once detected.
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
@@ -199,6 +205,28 @@ impl core::ops::Add for AllocatorUsage {
             reserved: self.reserved + other.reserved,
         }
     }
+}
+
+/// One peer's figures in the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeerStat {
+    /// Its name.
+    pub name: String,
+    /// Its capacity for offloaded bytes.
+    pub capacity_bytes: u64,
+    /// Bytes it holds now.
+    pub held_bytes: u64,
+    /// The most bytes it held.
+    pub peak_held_bytes: u64,
+    /// Bytes sent to it.
+    pub sent_bytes: u64,
+    /// Bytes fetched back from it.
+    pub fetched_bytes: u64,
+    /// Pieces sent to it.
+    pub pieces: u64,
+    /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
+    /// second; 0 before anything moved.
+    pub bandwidth: f64,
 }
 
 /// Offloads of tensors of one shape and dtype, and what compression did to them.
@@ -356,6 +384,20 @@ impl fmt::Display for Report {
         }
         if let Some(total) = self.device_memory_bytes {
             row(f, "device memory", format_bytes(total))?;
+        }
+        for peer in &self.peers {
+            row(
+                f,
+                &peer.name,
+                format!(
+                    "{} out, {:.2} GB/s",
+                    format_bytes(peer.sent_bytes),
+                    peer.bandwidth / 1e9
+                ),
+            )?;
+        }
+        if !self.peers.is_empty() {
+            row(f, "peer fallbacks", self.peer_fallbacks.to_string())?;
         }
         row(f, "ops", self.ops.to_string())?;
         row(f, "largest op", format_bytes(self.largest_op_bytes))?;

@@ -247,6 +247,8 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             device_decompressed_fetches: c.device_decompressed,
             codec_seconds: c.codec_nanos as f64 * 1e-9,
             compression_by_tensor: c.compression_by_tensor(),
+            peers: engine.peers.as_ref().map_or_else(Vec::new, |p| p.stats()),
+            peer_fallbacks: engine.peers.as_ref().map_or(0, |p| p.fallbacks()),
             period,
             iteration_peaks,
         }
@@ -267,7 +269,11 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn reset_counters(&self) {
-        self.engine().counters.reset();
+        let mut engine = self.engine();
+        engine.counters.reset();
+        if let Some(peers) = &engine.peers {
+            peers.reset_counters();
+        }
     }
 
     fn restart_trace(&self) {

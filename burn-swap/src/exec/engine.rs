@@ -73,6 +73,8 @@ pub(crate) struct Engine<B: BackendIr> {
     allocator: bool,
     /// The device's total memory, when the backend can tell it.
     pub device_memory: Option<u64>,
+    /// The peers offloads go to (seed 000), when configured.
+    pub peers: Option<std::sync::Arc<super::peers::PeerPool>>,
 }
 
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
@@ -90,9 +92,11 @@ impl<B: BackendIr> Engine<B> {
         let device = runner.device();
         let allocator = super::allocator_usage::<B>(&device).is_some();
         let device_memory = super::device_memory::<B>(&device);
+        let peers = super::peers::PeerPool::new(&config.peers);
         Self {
             allocator,
             device_memory,
+            peers,
             runner,
             config,
             budget,
@@ -924,7 +928,13 @@ impl<B: BackendIr> Engine<B> {
             Err("injected offload failure".to_string())
         } else {
             let handle = self.runner.get_tensor_handle(&ir);
-            transfer::copy_out::<B>(handle, ir.shape.clone(), ir.dtype, &compression)
+            transfer::copy_out::<B>(
+                handle,
+                ir.shape.clone(),
+                ir.dtype,
+                &compression,
+                self.peers.as_ref(),
+            )
         };
         let nanos = start.elapsed().as_nanos() as u64;
         self.counters.exposed_wait_nanos += nanos;
@@ -1081,10 +1091,14 @@ impl<B: BackendIr> Engine<B> {
         let bytes = entry.bytes;
         let handle = self.runner.get_tensor_handle(&ir);
         let compression = self.compression_policy();
-        let device = self.runner.device();
+        let route = transfer::Route {
+            compression,
+            device: self.runner.device(),
+            peers: self.peers.clone(),
+        };
         if !self
             .transfers
-            .offload(id, handle, ir.shape, ir.dtype, compression, device)
+            .offload(id, handle, ir.shape, ir.dtype, route)
         {
             return self.offload(id).is_ok();
         }
@@ -1530,14 +1544,14 @@ impl<B: BackendIr> Engine<B> {
                     link_bandwidth: None,
                     codec_bandwidth: None,
                 };
-                let queued = self.transfers.offload(
-                    ir.id,
-                    handle,
-                    ir.shape.clone(),
-                    ir.dtype,
-                    off,
-                    device.clone(),
-                );
+                let route = transfer::Route {
+                    compression: off,
+                    device: device.clone(),
+                    peers: self.peers.clone(),
+                };
+                let queued =
+                    self.transfers
+                        .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
                 let done = if queued { self.transfers.next() } else { None };
                 self.runner.register_op(OperationIr::Drop(ir.clone()));
                 let Some(Done::Offloaded {
@@ -1586,6 +1600,9 @@ impl<B: BackendIr> Engine<B> {
             self.planned_for = None;
         }
         self.transfers.set_jitter(config.transfer_jitter_micros);
+        if !self.peers.as_ref().is_some_and(|p| p.is(&config.peers)) {
+            self.peers = super::peers::PeerPool::new(&config.peers);
+        }
         self.config = config;
         self.budget = budget;
         if let Some(budget) = self.budget()

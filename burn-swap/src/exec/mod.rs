@@ -9,6 +9,7 @@ pub(crate) mod cube;
 pub(crate) mod engine;
 mod host;
 mod layout;
+pub(crate) mod peers;
 pub(crate) mod residency;
 mod transfer;
 

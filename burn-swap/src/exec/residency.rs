@@ -62,28 +62,32 @@ impl State {
     }
 }
 
-/// A tensor's bytes in host memory.
+/// A tensor's bytes off the device: in host memory, or split across peers.
 pub(crate) enum HostCopy {
     /// As read.
     Raw(TensorData),
     /// Zero-value compressed (`crate::compress`).
     Compressed(crate::compress::Compressed),
+    /// Split across peers, the rest on the host (`super::peers`).
+    Peers(Box<super::peers::PeerCopy>),
 }
 
 impl HostCopy {
-    /// Bytes it occupies in host memory.
+    /// Bytes it occupies in host memory (peers' pieces are counted by their peers).
     pub fn bytes(&self) -> u64 {
         match self {
             HostCopy::Raw(data) => data.bytes.len() as u64,
             HostCopy::Compressed(c) => c.bytes(),
+            HostCopy::Peers(p) => p.host_bytes(),
         }
     }
 
-    /// The tensor's data, decompressed when needed.
+    /// The tensor's data, decompressed or brought back from its peers when needed.
     pub fn into_data(self) -> Result<TensorData, crate::compress::CodecError> {
         match self {
             HostCopy::Raw(data) => Ok(data),
             HostCopy::Compressed(c) => crate::compress::decompress(&c),
+            HostCopy::Peers(p) => Ok(p.receive()),
         }
     }
 
@@ -92,6 +96,7 @@ impl HostCopy {
         match self {
             HostCopy::Raw(data) => Ok(data.clone()),
             HostCopy::Compressed(c) => crate::compress::decompress(c),
+            HostCopy::Peers(p) => Ok(p.receive()),
         }
     }
 }

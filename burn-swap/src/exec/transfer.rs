@@ -21,7 +21,16 @@ use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{BackendIr, TensorHandle, TensorId};
 use burn_std::reader::try_read_sync;
 
+use super::peers::PeerPool;
 use super::residency::HostCopy;
+
+/// Where an offload goes and how: the compression policy, the device it leaves, and the
+/// peers that may take it.
+pub(crate) struct Route<B: BackendIr> {
+    pub compression: crate::compress::Policy,
+    pub device: B::Device,
+    pub peers: Option<Arc<PeerPool>>,
+}
 
 /// An offload for the send worker.
 struct OffloadJob<B: BackendIr> {
@@ -29,8 +38,7 @@ struct OffloadJob<B: BackendIr> {
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
-    compression: crate::compress::Policy,
-    device: B::Device,
+    route: Route<B>,
 }
 
 /// A fetch for the receive worker.
@@ -175,18 +183,39 @@ fn read<B: BackendIr>(handle: B::Handle, shape: Shape, dtype: DType) -> Result<T
 /// codec after it. Returns the copy, the nanoseconds spent on compression, and whether the
 /// device compressed it.
 fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), String> {
-    copy_out::<B>(job.handle, job.shape, job.dtype, &job.compression)
+    copy_out::<B>(
+        job.handle,
+        job.shape,
+        job.dtype,
+        &job.route.compression,
+        job.route.peers.as_ref(),
+    )
 }
 
-/// [`send`]'s work on any thread: the copy of a tensor (its handle) to the host, compressed
-/// where it pays (on the device for a CubeCL backend). Returns the copy, the nanoseconds
-/// spent on compression, and whether the device compressed it.
+/// [`send`]'s work on any thread: the copy of a tensor (its handle) off the device. With
+/// peers, split across them as the advisor says (seed 000; the host keeps what they cannot
+/// take); otherwise to the host, compressed where it pays (on the device for a CubeCL
+/// backend). Returns the copy, the nanoseconds spent on compression, and whether the device
+/// compressed it.
 pub(crate) fn copy_out<B: BackendIr>(
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
     compression: &crate::compress::Policy,
+    peers: Option<&Arc<PeerPool>>,
 ) -> Result<(HostCopy, u64, bool), String> {
+    if let Some(pool) = peers {
+        let data = read::<B>(handle, shape, dtype)?;
+        // The host's bandwidth as measured, else taken as slower than any peer link.
+        let host = compression.link_bandwidth.unwrap_or(1.0);
+        return match pool.send(data, host) {
+            Ok(copy) => Ok((HostCopy::Peers(Box::new(copy)), 0, false)),
+            Err(data) => {
+                let (copy, nanos) = crate::compress::pack(data, compression);
+                Ok((copy, nanos, false))
+            }
+        };
+    }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if dtype.is_float() {
         let tensor = B::float_tensor(TensorHandle {
@@ -298,7 +327,7 @@ impl<B: BackendIr> Transfers<B> {
                     let bytes = job.shape.num_elements() * job.dtype.size();
                     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes)
                         .entered();
-                    let device = job.device.clone();
+                    let device = job.route.device.clone();
                     let result =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))
                             .unwrap_or_else(|panic| Err(panic_message(panic)));
@@ -384,8 +413,7 @@ impl<B: BackendIr> Transfers<B> {
         handle: B::Handle,
         shape: Shape,
         dtype: DType,
-        compression: crate::compress::Policy,
-        device: B::Device,
+        route: Route<B>,
     ) -> bool {
         self.start();
         let Some(send) = &self.send else {
@@ -396,8 +424,7 @@ impl<B: BackendIr> Transfers<B> {
             handle,
             shape,
             dtype,
-            compression,
-            device,
+            route,
         };
         if send.send(job).is_err() {
             self.send = None;

@@ -1,5 +1,7 @@
 //! Planners: pure functions that decide what to keep and what to move. None touches a device.
 //!
+//! - [`advisor`]: seed 000's destination choice: which peers (and the host) take how many of
+//!   a tensor's bytes, so that its transfer finishes fastest.
 //! - [`reactive`]: the choice of victims when an op would exceed the budget.
 //! - [`simulate`]: seed 004's reference-count memory simulation, which predicts the peak of a
 //!   plan, fragmentation included.
@@ -16,6 +18,7 @@
 //! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
 //!   planners read.
 
+pub mod advisor;
 pub mod checkpoint;
 pub mod combine;
 pub mod profile;

@@ -1,0 +1,429 @@
+//! Seed 000 (CN114860461B), the memory manager and the transmitter of peer offload.
+//!
+//! - The **memory manager** ([`PeerPool::reserve`], [`Piece`]'s drop) keeps each peer's
+//!   free memory and the destination-space table of an offloaded tensor: per piece, the
+//!   peer, the offset in the tensor and the size ([`PeerCopy`]). A piece's space goes back
+//!   to its peer when the piece is dropped (fetched, or the tensor dropped while offloaded).
+//!   A reservation that fails (a peer filled up since the advisor looked) never loses data:
+//!   the advisor is asked again without that peer, and what no peer takes stays on the host.
+//! - The **transmitter** ([`PeerPool::send`], [`PeerPool::receive`]) runs on the send and
+//!   receive workers, isolated from compute: it cuts a tensor into its pieces and copies them
+//!   to all their peers at once (one thread per destination, the stream-per-peer of the
+//!   seed), and on fetch reassembles them by the reverse route recorded at offload.
+//!
+//! The peers are simulated ([`crate::config::PeerSpec`]): their bytes live in host memory,
+//! each piece's copy is paced to its link's bandwidth, and capacities are enforced as a peer
+//! device's free memory would be. The advisor ([`crate::plan::advisor`]) decides the split.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use burn_backend::TensorData;
+
+use crate::config::PeerSpec;
+use crate::plan::advisor::{self, Advice, Destination};
+use crate::report::PeerStat;
+
+/// What one peer did, for the report.
+#[derive(Debug, Default)]
+struct PeerCounters {
+    used: AtomicU64,
+    peak_used: AtomicU64,
+    sent_bytes: AtomicU64,
+    sent_nanos: AtomicU64,
+    fetched_bytes: AtomicU64,
+    fetched_nanos: AtomicU64,
+    pieces: AtomicU64,
+}
+
+/// The simulated peers of one device, their free memory and their counters.
+#[derive(Debug)]
+pub(crate) struct PeerPool {
+    specs: Vec<PeerSpec>,
+    counters: Vec<PeerCounters>,
+    /// Offloads that put some or all of their bytes on the host for lack of peer room.
+    fallbacks: AtomicU64,
+}
+
+/// A piece of a tensor held by a peer; its space goes back to the peer when it is dropped.
+#[derive(Debug)]
+pub(crate) struct Piece {
+    peer: usize,
+    offset: usize,
+    bytes: Vec<u8>,
+    pool: Arc<PeerPool>,
+}
+
+impl Drop for Piece {
+    fn drop(&mut self) {
+        self.pool.counters[self.peer]
+            .used
+            .fetch_sub(self.bytes.len() as u64, Ordering::AcqRel);
+    }
+}
+
+/// An offloaded tensor split across peers (and the host for what they could not take): the
+/// destination-space table of the seed, and the route back.
+#[derive(Debug)]
+pub(crate) struct PeerCopy {
+    shape: burn_backend::Shape,
+    dtype: burn_backend::DType,
+    len: usize,
+    pieces: Vec<Piece>,
+    /// Bytes kept on the host, with their offset in the tensor.
+    host: Option<(usize, Vec<u8>)>,
+    pool: Arc<PeerPool>,
+}
+
+impl PeerCopy {
+    /// Bytes held in host memory.
+    pub fn host_bytes(&self) -> u64 {
+        self.host.as_ref().map_or(0, |h| h.1.len() as u64)
+    }
+
+    /// Bytes held by peers.
+    #[cfg(test)]
+    pub fn peer_bytes(&self) -> u64 {
+        self.pieces.iter().map(|p| p.bytes.len() as u64).sum()
+    }
+
+    /// The tensor, brought back from its peers ([`PeerPool::receive`]).
+    pub fn receive(&self) -> TensorData {
+        self.pool.receive(self)
+    }
+}
+
+/// Sleeps until `bytes` would have crossed a link of `bandwidth` since `start`.
+fn pace(start: Instant, bytes: usize, bandwidth: f64) {
+    let due = Duration::from_secs_f64(bytes as f64 / bandwidth);
+    if let Some(rest) = due.checked_sub(start.elapsed()) {
+        std::thread::sleep(rest);
+    }
+}
+
+impl PeerPool {
+    /// The pool of `specs`, or `None` when there are none.
+    pub fn new(specs: &[PeerSpec]) -> Option<Arc<Self>> {
+        if specs.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Self {
+            specs: specs.to_vec(),
+            counters: specs.iter().map(|_| PeerCounters::default()).collect(),
+            fallbacks: AtomicU64::new(0),
+        }))
+    }
+
+    /// Whether the peers are these.
+    pub fn is(&self, specs: &[PeerSpec]) -> bool {
+        self.specs == specs
+    }
+
+    /// What the advisor sees: each peer's free memory and link bandwidth.
+    fn destinations(&self, excluded: &[usize]) -> Vec<Destination> {
+        self.specs
+            .iter()
+            .zip(&self.counters)
+            .enumerate()
+            .map(|(i, (spec, c))| Destination {
+                free_bytes: if excluded.contains(&i) {
+                    0
+                } else {
+                    spec.capacity_bytes
+                        .saturating_sub(c.used.load(Ordering::Acquire))
+                },
+                bandwidth: spec.bandwidth,
+            })
+            .collect()
+    }
+
+    /// The memory manager: takes `bytes` of peer `peer`'s space, or says it is full.
+    fn reserve(&self, peer: usize, bytes: u64) -> bool {
+        let c = &self.counters[peer];
+        let capacity = self.specs[peer].capacity_bytes;
+        let taken = c
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used + bytes <= capacity).then_some(used + bytes)
+            });
+        match taken {
+            Ok(before) => {
+                c.peak_used.fetch_max(before + bytes, Ordering::AcqRel);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The coordinator and transmitter of an offload: asks the advisor for the split (host
+    /// bandwidth `host_bandwidth` for the fallback), reserves each share, and sends the
+    /// pieces to their peers at once. Gives the data back untouched when no peer takes any
+    /// of it (the caller keeps it on the host).
+    pub fn send(
+        self: &Arc<Self>,
+        data: TensorData,
+        host_bandwidth: f64,
+    ) -> Result<PeerCopy, TensorData> {
+        let align = data.dtype.size().max(1) as u64;
+        let len = data.bytes.len();
+        let room: u64 = self.destinations(&[]).iter().map(|d| d.free_bytes).sum();
+        if room < len as u64 {
+            // Some of it, or all, goes to the host for lack of peer room.
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut excluded = Vec::new();
+        // Reserve the advisor's shares; a peer that filled up meanwhile is left out and the
+        // advisor asked again (at most once per peer).
+        let shares = loop {
+            let advice = advisor::advise(
+                len as u64,
+                align,
+                None,
+                &self.destinations(&excluded),
+                Some(host_bandwidth),
+            );
+            let Advice::Offload { peers, .. } = advice else {
+                return Err(data);
+            };
+            if peers.is_empty() {
+                return Err(data);
+            }
+            let mut taken = Vec::new();
+            let mut full = None;
+            for &(peer, bytes) in &peers {
+                if self.reserve(peer, bytes) {
+                    taken.push((peer, bytes));
+                } else {
+                    full = Some(peer);
+                    break;
+                }
+            }
+            match full {
+                None => break peers,
+                Some(peer) => {
+                    for (p, bytes) in taken {
+                        self.counters[p].used.fetch_sub(bytes, Ordering::AcqRel);
+                    }
+                    excluded.push(peer);
+                }
+            }
+        };
+        let _span =
+            tracing::debug_span!("burn_swap::peer_send", bytes = len, pieces = shares.len())
+                .entered();
+        let source: &[u8] = &data.bytes;
+        let mut offsets = Vec::with_capacity(shares.len());
+        let mut at = 0usize;
+        for &(peer, bytes) in &shares {
+            offsets.push((peer, at, bytes as usize));
+            at += bytes as usize;
+        }
+        let host = (at < len).then(|| (at, source[at..].to_vec()));
+        // One sender per destination, all at once.
+        let pieces: Vec<Piece> = std::thread::scope(|scope| {
+            let handles: Vec<_> = offsets
+                .iter()
+                .map(|&(peer, offset, bytes)| {
+                    let pool = self.clone();
+                    scope.spawn(move || {
+                        let start = Instant::now();
+                        let piece = Piece {
+                            peer,
+                            offset,
+                            bytes: source[offset..offset + bytes].to_vec(),
+                            pool,
+                        };
+                        pace(start, bytes, self.specs[peer].bandwidth);
+                        let c = &self.counters[peer];
+                        c.sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                        c.sent_nanos
+                            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        c.pieces.fetch_add(1, Ordering::Relaxed);
+                        piece
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a piece's copy does not panic"))
+                .collect()
+        });
+        Ok(PeerCopy {
+            shape: data.shape.clone(),
+            dtype: data.dtype,
+            len,
+            pieces,
+            host,
+            pool: self.clone(),
+        })
+    }
+
+    /// The transmitter of a fetch: brings every piece back from its peer at once, by the
+    /// route recorded at offload, and reassembles the tensor. The pieces' space goes back to
+    /// their peers when `copy` is dropped.
+    pub fn receive(&self, copy: &PeerCopy) -> TensorData {
+        let _span = tracing::debug_span!(
+            "burn_swap::peer_receive",
+            bytes = copy.len,
+            pieces = copy.pieces.len()
+        )
+        .entered();
+        let mut out = vec![0u8; copy.len];
+        if let Some((offset, bytes)) = &copy.host {
+            out[*offset..*offset + bytes.len()].copy_from_slice(bytes);
+        }
+        // Disjoint slices of the output, one per piece, filled at once.
+        let mut slots: Vec<(&Piece, &mut [u8])> = Vec::with_capacity(copy.pieces.len());
+        let mut rest: &mut [u8] = &mut out;
+        let mut at = 0usize;
+        let mut pieces: Vec<&Piece> = copy.pieces.iter().collect();
+        pieces.sort_by_key(|p| p.offset);
+        for piece in pieces {
+            let (_, tail) = rest.split_at_mut(piece.offset - at);
+            let (slot, tail) = tail.split_at_mut(piece.bytes.len());
+            slots.push((piece, slot));
+            rest = tail;
+            at = piece.offset + piece.bytes.len();
+        }
+        std::thread::scope(|scope| {
+            for (piece, slot) in slots {
+                scope.spawn(move || {
+                    let start = Instant::now();
+                    slot.copy_from_slice(&piece.bytes);
+                    pace(start, slot.len(), self.specs[piece.peer].bandwidth);
+                    let c = &self.counters[piece.peer];
+                    c.fetched_bytes
+                        .fetch_add(slot.len() as u64, Ordering::Relaxed);
+                    c.fetched_nanos
+                        .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                });
+            }
+        });
+        TensorData::from_bytes_vec(out, copy.shape.clone(), copy.dtype)
+    }
+
+    /// Starts a new measurement: counts from zero, the peaks from what is held now.
+    pub fn reset_counters(&self) {
+        for c in &self.counters {
+            let used = c.used.load(Ordering::Acquire);
+            c.peak_used.store(used, Ordering::Release);
+            for counter in [
+                &c.sent_bytes,
+                &c.sent_nanos,
+                &c.fetched_bytes,
+                &c.fetched_nanos,
+                &c.pieces,
+            ] {
+                counter.store(0, Ordering::Relaxed);
+            }
+        }
+        self.fallbacks.store(0, Ordering::Relaxed);
+    }
+
+    /// Offloads that put bytes on the host for lack of peer room.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// Each peer's figures.
+    pub fn stats(&self) -> Vec<PeerStat> {
+        self.specs
+            .iter()
+            .zip(&self.counters)
+            .map(|(spec, c)| {
+                let moved =
+                    c.sent_bytes.load(Ordering::Relaxed) + c.fetched_bytes.load(Ordering::Relaxed);
+                let nanos =
+                    c.sent_nanos.load(Ordering::Relaxed) + c.fetched_nanos.load(Ordering::Relaxed);
+                PeerStat {
+                    name: spec.name.clone(),
+                    capacity_bytes: spec.capacity_bytes,
+                    held_bytes: c.used.load(Ordering::Relaxed),
+                    peak_held_bytes: c.peak_used.load(Ordering::Relaxed),
+                    sent_bytes: c.sent_bytes.load(Ordering::Relaxed),
+                    fetched_bytes: c.fetched_bytes.load(Ordering::Relaxed),
+                    pieces: c.pieces.load(Ordering::Relaxed),
+                    bandwidth: if nanos == 0 {
+                        0.0
+                    } else {
+                        moved as f64 / (nanos as f64 * 1e-9)
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize) -> TensorData {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 3.0).collect();
+        TensorData::new(values, [n])
+    }
+
+    #[test]
+    fn split_sent_and_reassembled_bit_for_bit() {
+        let pool = PeerPool::new(&[
+            PeerSpec::simulated("a", 1 << 20, 40e9),
+            PeerSpec::simulated("b", 1 << 20, 20e9),
+            PeerSpec::simulated("c", 1 << 20, 20e9),
+        ])
+        .unwrap();
+        let original = data(10_000);
+        let copy = pool
+            .send(original.clone(), 1e9)
+            .expect("the peers have room");
+        assert_eq!(copy.host_bytes(), 0);
+        assert_eq!(copy.peer_bytes(), 40_000);
+        let stats = pool.stats();
+        // 2:1:1 by bandwidth.
+        assert_eq!(
+            stats.iter().map(|s| s.held_bytes).collect::<Vec<_>>(),
+            vec![20_000, 10_000, 10_000]
+        );
+        let back = pool.receive(&copy);
+        assert_eq!(back, original);
+        drop(copy);
+        assert!(pool.stats().iter().all(|s| s.held_bytes == 0));
+        assert!(pool.stats().iter().all(|s| s.sent_bytes == s.fetched_bytes));
+    }
+
+    #[test]
+    fn a_full_peer_falls_back_without_loss() {
+        let pool = PeerPool::new(&[
+            PeerSpec::simulated("small", 8_000, 50e9),
+            PeerSpec::simulated("smaller", 4_000, 50e9),
+        ])
+        .unwrap();
+        // 40 000 bytes: 8 000 and 4 000 on the peers, 28 000 on the host.
+        let first = pool.send(data(10_000), 1e9).unwrap();
+        assert_eq!((first.peer_bytes(), first.host_bytes()), (12_000, 28_000));
+        assert_eq!(pool.fallbacks(), 1);
+        // Both full now: the next one stays on the host, whole and untouched.
+        let second = data(500);
+        let back = pool.send(second.clone(), 1e9).unwrap_err();
+        assert_eq!(back, second);
+        assert_eq!(pool.fallbacks(), 2);
+        assert_eq!(pool.receive(&first), data(10_000));
+        drop(first);
+        // Room again.
+        assert!(pool.send(data(500), 1e9).is_ok());
+    }
+
+    #[test]
+    fn transfers_are_paced_to_the_link() {
+        // 4 MB over a 1 GB/s link: at least 4 ms each way.
+        let pool = PeerPool::new(&[PeerSpec::simulated("slow", 8 << 20, 1e9)]).unwrap();
+        let start = Instant::now();
+        let copy = pool.send(data(1_000_000), 1.0).unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(4));
+        let start = Instant::now();
+        let _ = pool.receive(&copy);
+        assert!(start.elapsed() >= Duration::from_millis(4));
+        let bandwidth = pool.stats()[0].bandwidth;
+        assert!(bandwidth <= 1.05e9, "{bandwidth}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Peer offload on a simulated topology (seed 000): tensors split across 2 to 4 peers in
+//! proportion to their links' bandwidth within their free memory, brought back by the
+//! reverse route, full peers falling back to the host without loss; training bit-identical
+//! to plain `Autodiff<Flex>` with the counted peak within the budget.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn_swap::{PeerSpec, Policy, Report, Swap, SwapConfig};
+use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
+
+type Plain = Autodiff<Flex>;
+type Swapped = Autodiff<Swap<Flex>>;
+
+const STEPS: usize = 8;
+const GB: f64 = 1e9;
+
+/// Trains unbudgeted for the peak, then at `fraction` of it under `policy` with `peers`;
+/// checks bit-identity and the budget, and returns the report.
+fn run_with_peers(
+    name: &str,
+    plain: &Outcome,
+    train: impl Fn() -> Outcome,
+    policy: Policy,
+    fraction: f64,
+    peers: Vec<PeerSpec>,
+) -> Report {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    assert_eq!(&train(), plain, "{name} unbudgeted");
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let budget = (peak as f64 * fraction) as u64;
+    burn_swap::configure(
+        &device,
+        SwapConfig::budget_bytes(budget)
+            .with_policy(policy)
+            .with_peers(peers),
+    )
+    .unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    let swapped = train();
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let what = format!("{name}, {} at {fraction}", policy.name());
+    assert_eq!(
+        swapped.loss_bits(),
+        plain.loss_bits(),
+        "{what}: losses\n{report}"
+    );
+    assert_eq!(&swapped, plain, "{what}: parameters");
+    assert!(report.peak_bytes <= budget, "{what}\n{report}");
+    assert!(
+        report.offloads > 0 && report.fetches > 0,
+        "{what}\n{report}"
+    );
+    report
+}
+
+fn ample(bandwidths: &[f64]) -> Vec<PeerSpec> {
+    bandwidths
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| PeerSpec::simulated(format!("peer{i}"), 1 << 30, b * GB))
+        .collect()
+}
+
+/// The bytes each peer received, as fractions of all sent to peers.
+fn shares(report: &Report) -> Vec<f64> {
+    let total: u64 = report.peers.iter().map(|p| p.sent_bytes).sum();
+    assert!(total > 0, "nothing went to the peers\n{report}");
+    report
+        .peers
+        .iter()
+        .map(|p| p.sent_bytes as f64 / total as f64)
+        .collect()
+}
+
+#[test]
+fn mlp_splits_across_two_three_and_four_peers_by_bandwidth() {
+    let device = FlexDevice;
+    let config = MlpConfig::small();
+    let plain = train_mlp::<Plain>(&config, &device, STEPS);
+    for bandwidths in [
+        vec![40.0, 20.0],
+        vec![50.0, 25.0, 25.0],
+        vec![40.0, 30.0, 20.0, 10.0],
+    ] {
+        let report = run_with_peers(
+            &format!("mlp over {} peers", bandwidths.len()),
+            &plain,
+            || train_mlp::<Swapped>(&config, &device, STEPS),
+            Policy::OffloadOnly,
+            0.25,
+            ample(&bandwidths),
+        );
+        let total: f64 = bandwidths.iter().sum();
+        for (got, b) in shares(&report).iter().zip(&bandwidths) {
+            // Shares are whole elements per tensor: within a percent of the bandwidth's.
+            assert!(
+                (got - b / total).abs() < 0.01,
+                "{bandwidths:?}: share {got:.4} for {b} GB/s\n{report}"
+            );
+        }
+        assert_eq!(report.peer_fallbacks, 0, "{report}");
+        // Everything sent came back or is still held (the peers' books add up).
+        for p in &report.peers {
+            assert!(
+                p.bandwidth > 0.0 && p.bandwidth <= 1.05 * total * GB,
+                "{report}"
+            );
+        }
+    }
+}
+
+#[test]
+fn full_peers_fall_back_to_the_host_without_loss() {
+    let device = FlexDevice;
+    let config = ConvNetConfig::small();
+    let plain = train_convnet::<Plain>(&config, &device, STEPS);
+    // Two peers with room for a few activations only.
+    let peers = vec![
+        PeerSpec::simulated("small", 48 << 10, 50.0 * GB),
+        PeerSpec::simulated("smaller", 24 << 10, 25.0 * GB),
+    ];
+    let report = run_with_peers(
+        "convnet over full peers",
+        &plain,
+        || train_convnet::<Swapped>(&config, &device, STEPS),
+        Policy::Planned,
+        0.25,
+        peers,
+    );
+    assert!(report.peer_fallbacks > 0, "{report}");
+    assert!(report.peak_host_bytes > 0, "{report}");
+    for p in &report.peers {
+        assert!(p.peak_held_bytes <= p.capacity_bytes, "{report}");
+        assert!(p.sent_bytes > 0, "{report}");
+    }
+}
+
+#[test]
+fn transformer_over_peers_is_bit_identical() {
+    let device = FlexDevice;
+    let config = TransformerConfig::small();
+    let plain = train_transformer::<Plain>(&config, &device, STEPS);
+    let report = run_with_peers(
+        "transformer over three peers",
+        &plain,
+        || train_transformer::<Swapped>(&config, &device, STEPS),
+        Policy::Planned,
+        0.5,
+        ample(&[50.0, 25.0, 25.0]),
+    );
+    assert!(report.peers.iter().all(|p| p.sent_bytes > 0), "{report}");
+}
