@@ -11,7 +11,9 @@
 #   1. swap-check: MLP, conv net and transformer through Autodiff<Swap<Cuda>> against
 #      Autodiff<Cuda>, bit for bit, under every policy at 50% and 25% of the counted peak, with
 #      transfer jitter and device-side compression; counted and allocator peaks against the
-#      unwrapped run's; burn-swap's D2H/H2D bandwidth against a plain pinned copy (cudarc).
+#      unwrapped run's; burn-swap's D2H/H2D bandwidth against a plain pinned copy (cudarc);
+#      the MLP with its offloads split across the other GPUs by cudarc peer copies (device 0
+#      to itself when there is one GPU), bit for bit, with each link's bandwidth.
 #   2. the codec kernels against a device-to-device copy;
 #   3. swap-bench: the harness on the GPT-2-small-shaped model (step time, peaks, time
 #      compute waited on transfers, max batch under half the peak);

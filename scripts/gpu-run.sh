@@ -13,9 +13,12 @@ done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 date -u +%Y-%m-%d | tee -a "$OUT/gpu.txt"
 
-# 1. Correctness, peaks and transfer bandwidth.
-timeout 300 "$BIN/swap-check" --device cuda --compress --markdown "$OUT/check.md" \
-    > "$OUT/check.txt" 2>&1
+# 1. Correctness, peaks and transfer bandwidth; the peer-copy path (seed 000) on the GPUs
+#    there are (device 0 to itself on one GPU).
+PEERS=$(nvidia-smi --query-gpu=index --format=csv,noheader | awk 'NR>1{printf "%scuda:%s@8GiB", s, $1; s=","}')
+PEERS=${PEERS:-cuda:0@8GiB}
+timeout 360 "$BIN/swap-check" --device cuda --compress --peers "$PEERS" \
+    --markdown "$OUT/check.md" > "$OUT/check.txt" 2>&1
 echo "swap-check exit: $?" | tee -a "$OUT/check.txt"
 
 # 2. The codec kernels against a device-to-device copy (criterion; CUDA and wgpu groups).

@@ -5,7 +5,7 @@
 
 use burn::tensor::backend::Backend;
 use burn_ir::BackendIr;
-use burn_swap::{AllocatorUsage, Compression, Policy, Swap, SwapConfig};
+use burn_swap::{AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Swap, SwapConfig};
 
 use crate::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use crate::train::{Outcome, train_convnet, train_mlp, train_transformer};
@@ -102,6 +102,8 @@ pub struct Check {
     pub jitter_micros: u64,
     /// Compression of offloads.
     pub compression: Compression,
+    /// Peers that take offloads (seed 000); empty: the host.
+    pub peers: Vec<PeerSpec>,
 }
 
 /// One run of the check.
@@ -128,6 +130,8 @@ pub struct Row {
     pub device_compressed: u64,
     /// Milliseconds per step that compute waited on transfers.
     pub exposed_wait_ms: f64,
+    /// Per peer: bytes sent and the achieved bandwidth (empty without peers).
+    pub peers: Vec<PeerStat>,
 }
 
 /// Runs the check on `device` of the inner backend `I`: per model the unwrapped run, then
@@ -162,6 +166,7 @@ where
             moves: (0, 0, 0),
             device_compressed: 0,
             exposed_wait_ms: 0.0,
+            peers: Vec::new(),
         });
         for &policy in &check.policies {
             for &fraction in &check.fractions {
@@ -169,7 +174,8 @@ where
                 let config = SwapConfig::budget_bytes(budget.max(1))
                     .with_policy(policy)
                     .with_compression(check.compression)
-                    .with_transfer_jitter(check.jitter_micros);
+                    .with_transfer_jitter(check.jitter_micros)
+                    .with_peers(check.peers.clone());
                 burn_swap::configure(device, config).expect("a valid configuration");
                 burn_swap::allocator_cleanup::<I>(device);
                 burn_swap::restart_trace(device);
@@ -190,6 +196,7 @@ where
                     moves: (report.offloads, report.fetches, report.recomputes),
                     device_compressed: report.device_compressed_offloads,
                     exposed_wait_ms: report.exposed_wait_ns as f64 * 1e-6 / check.steps as f64,
+                    peers: report.peers.clone(),
                 });
             }
         }
@@ -233,6 +240,24 @@ pub fn table(rows: &[Row]) -> String {
             r.device_compressed,
             r.exposed_wait_ms,
         ));
+    }
+    let peers: Vec<&Row> = rows.iter().filter(|r| !r.peers.is_empty()).collect();
+    if !peers.is_empty() {
+        out.push_str("\n| model | run | budget | peer | sent MiB | fetched MiB | link GB/s |\n|---|---|---|---|---|---|---|\n");
+        for r in peers {
+            for p in &r.peers {
+                out.push_str(&format!(
+                    "| {} | {} | {:.0}% | {} | {} | {} | {:.2} |\n",
+                    r.model,
+                    r.run,
+                    r.fraction * 100.0,
+                    p.name,
+                    mib(p.sent_bytes),
+                    mib(p.fetched_bytes),
+                    p.bandwidth / 1e9
+                ));
+            }
+        }
     }
     out
 }

@@ -157,3 +157,36 @@ fn transformer_over_peers_is_bit_identical() {
     );
     assert!(report.peers.iter().all(|p| p.sent_bytes > 0), "{report}");
 }
+
+#[test]
+fn cuda_peers_are_refused_on_other_backends_with_a_clear_error() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    // The device must be in use for backend-dependent checks to run at configure time.
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let _ = train_mlp::<Swapped>(&MlpConfig::small(), &device, 1);
+    let err = burn_swap::configure(
+        &device,
+        SwapConfig::default().with_peers(vec![PeerSpec::cuda(1, 1 << 30)]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            burn_swap::SwapError::Config(burn_swap::ConfigError::DevicePeersUnsupported { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not Burn's CUDA backend"), "{err}");
+    let err = burn_swap::configure(
+        &device,
+        SwapConfig::default().with_peers(vec![
+            PeerSpec::cuda(1, 1 << 30),
+            PeerSpec::simulated("sim", 1 << 20, 1e9),
+        ]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("all simulated"), "{err}");
+    // The refused configurations left the one in force.
+    assert!(burn_swap::report(&device).unwrap().peers.is_empty());
+}

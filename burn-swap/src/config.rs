@@ -175,18 +175,24 @@ pub struct SwapConfig {
 }
 
 /// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
-/// to it. Today's peers are *simulated*: their bytes live in host memory, each transfer is
-/// paced to the link's bandwidth, and the capacity is enforced as a peer device's free
-/// memory would be; this is how the advisor, the split, the reassembly and the fallback run
-/// on any backend, CI included.
+/// to it. A peer is either a CUDA device (`device`: its ordinal; pieces live in its memory,
+/// allocated by its own CubeCL allocator, and move by peer copies; needs `Swap<Cuda>` and
+/// the `cuda` feature) or *simulated* (`device: None`: its bytes live in host memory, each
+/// transfer is paced to the link's bandwidth, and the capacity is enforced as a peer
+/// device's free memory would be; this is how the advisor, the split, the reassembly and the
+/// fallback run on any backend, CI included).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerSpec {
     /// Its name in the report.
     pub name: String,
     /// Bytes it can hold.
     pub capacity_bytes: u64,
-    /// The bandwidth of the link to it and back, bytes per second.
+    /// The bandwidth of the link to it and back, bytes per second (for a CUDA peer, 0:
+    /// measured when the device is configured).
     pub bandwidth: f64,
+    /// The CUDA ordinal of a device peer; `None` for a simulated one.
+    #[serde(default)]
+    pub device: Option<usize>,
 }
 
 impl PeerSpec {
@@ -196,13 +202,26 @@ impl PeerSpec {
             name: name.into(),
             capacity_bytes,
             bandwidth,
+            device: None,
+        }
+    }
+
+    /// CUDA device `ordinal` as a peer taking up to `capacity_bytes`, its link measured when
+    /// the device is configured (device 0 to itself works: the path runs on one GPU).
+    pub fn cuda(ordinal: usize, capacity_bytes: u64) -> Self {
+        Self {
+            name: format!("cuda:{ordinal}"),
+            capacity_bytes,
+            bandwidth: 0.0,
+            device: Some(ordinal),
         }
     }
 }
 
-/// Parses `BURN_SWAP_PEERS`: `off`, or comma-separated `capacity@bandwidth` with a capacity
-/// as in budgets (`256MiB`) and a bandwidth in bytes per second with a decimal or binary unit
-/// and an optional `/s` (`50GB/s`, `12.5GB`, `900MiB/s`).
+/// Parses `BURN_SWAP_PEERS`: `off`, or comma-separated peers, each either simulated,
+/// `capacity@bandwidth` with a capacity as in budgets (`256MiB`) and a bandwidth in bytes
+/// per second with a decimal or binary unit and an optional `/s` (`50GB/s`, `12.5GB`,
+/// `900MiB/s`), or a CUDA device, `cuda:N@capacity` (`cuda:1@8GiB`).
 pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
     let text = text.trim();
     if text.eq_ignore_ascii_case("off") || text.is_empty() {
@@ -211,9 +230,20 @@ pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
     text.split(',')
         .enumerate()
         .map(|(i, item)| {
-            let (capacity, bandwidth) = item.trim().split_once('@').ok_or_else(|| {
-                format!("peer `{item}`: expected capacity@bandwidth, e.g. 256MiB@50GB/s")
+            let (first, second) = item.trim().split_once('@').ok_or_else(|| {
+                format!("peer `{item}`: expected capacity@bandwidth or cuda:N@capacity, e.g. 256MiB@50GB/s")
             })?;
+            if let Some(ordinal) = first.trim().strip_prefix("cuda:") {
+                let ordinal: usize = ordinal
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("peer `{item}`: `{ordinal}` is not a device number"))?;
+                return match parse_budget(second) {
+                    Ok(Budget::Bytes(b)) if b > 0 => Ok(PeerSpec::cuda(ordinal, b)),
+                    _ => Err(format!("peer `{item}`: the capacity must be bytes, above 0")),
+                };
+            }
+            let (capacity, bandwidth) = (first, second);
             let capacity = match parse_budget(capacity)
                 .map_err(|e| format!("peer `{item}`: capacity: {e}"))?
             {
@@ -405,6 +435,10 @@ impl SwapConfig {
             && !(max_ratio > 0.0 && max_ratio <= 1.0)
         {
             return Err(ConfigError::CompressionRatio(max_ratio));
+        }
+        let devices = self.peers.iter().filter(|p| p.device.is_some()).count();
+        if devices > 0 && devices < self.peers.len() {
+            return Err(ConfigError::MixedPeers);
         }
         match self.budget {
             Budget::Bytes(0) => Err(ConfigError::ZeroBudget),
@@ -634,6 +668,11 @@ mod tests {
             ]
         );
         assert_eq!(parse_peers("off"), Ok(vec![]));
+        assert_eq!(
+            parse_peers("cuda:1@8GiB, cuda:0@1G"),
+            Ok(vec![PeerSpec::cuda(1, 8 << 30), PeerSpec::cuda(0, 1 << 30)])
+        );
+        assert!(parse_peers("cuda:x@8GiB").is_err());
         assert_eq!(
             parse_compression("ON"),
             Ok(Compression::On { max_ratio: 0.8 })

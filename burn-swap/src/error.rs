@@ -27,6 +27,21 @@ pub enum ConfigError {
     /// A budget of zero bytes can hold no tensor.
     #[error("a budget of 0 bytes can hold no tensor; give at least the working set of one op")]
     ZeroBudget,
+    /// CUDA devices given as peers, on a backend that is not Burn's CUDA backend (or a build
+    /// without the `cuda` feature).
+    #[error(
+        "CUDA devices given as peers, but backend {backend} is not Burn's CUDA backend (with \
+         burn-swap's `cuda` feature); use simulated peers (capacity@bandwidth) or none"
+    )]
+    DevicePeersUnsupported {
+        /// The backend's name.
+        backend: String,
+    },
+    /// Simulated peers and CUDA devices given together.
+    #[error(
+        "peers must be all simulated (capacity@bandwidth) or all CUDA devices (cuda:N@capacity)"
+    )]
+    MixedPeers,
     /// A budget given as a fraction of device memory, on a backend that cannot tell its
     /// device memory.
     #[error(

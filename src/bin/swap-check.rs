@@ -1,8 +1,8 @@
 //! `swap-check`: the GPU check's correctness and transfer half, in one run.
 //!
 //! ```text
-//! swap-check [--device flex|cuda] [--quick] [--steps 6] [--jitter 300] [--compress]
-//!            [--sizes 16,64,256] [--markdown check.md]
+//! swap-check [--device flex|cuda] [--quick] [--steps 8] [--jitter 300] [--compress]
+//!            [--sizes 16,64,256] [--peers cuda:0@8GiB] [--markdown check.md]
 //! ```
 //!
 //! 1. **Correctness**: MLP, conv net and transformer trained through `Autodiff<Swap<I>>` and
@@ -12,6 +12,10 @@
 //! 2. **Transfers**: burn-swap's offload and fetch of `f32` tensors of each size (MiB) through
 //!    its workers (their own streams), against a plain pinned copy with cudarc in the same
 //!    run (CUDA only).
+//! 3. **Peers** (with `--peers`, as `BURN_SWAP_PEERS` reads them): the MLP under the
+//!    offload-only policy at 25% with its offloads split across those peers, bit for bit,
+//!    with each peer's bytes and achieved link bandwidth (on one GPU, `cuda:0@8GiB` runs the
+//!    peer-copy path from device 0 to itself).
 //!
 //! Prints the tables last; exits non-zero when a run is not bit-identical or its counted
 //! peak exceeds its budget. `--quick`: the models at test size (what CI runs on burn-flex).
@@ -44,7 +48,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let args = Args::parse(
         std::env::args().skip(1),
         &["quick", "compress"],
-        &["device", "steps", "jitter", "sizes", "markdown"],
+        &["device", "steps", "jitter", "sizes", "markdown", "peers"],
     )?;
     let quick = args.flag("quick");
     let check = Check {
@@ -62,7 +66,21 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         } else {
             burn_swap::Compression::Off
         },
+        peers: Vec::new(),
     };
+    let peers = match args.value("peers") {
+        Some(text) => burn_swap::config::parse_peers(text).map_err(|e| format!("--peers: {e}"))?,
+        None => Vec::new(),
+    };
+    // The peer check: the MLP, offload-only at 25%, split across the peers.
+    let peer_check = (!peers.is_empty()).then(|| Check {
+        models: check.models[..1].to_vec(),
+        policies: vec![Policy::OffloadOnly],
+        fractions: vec![0.25],
+        compression: burn_swap::Compression::Off,
+        peers,
+        ..check.clone()
+    });
     let sizes: Vec<u64> = args
         .value("sizes")
         .unwrap_or(if quick { "1,4" } else { "16,64,256" })
@@ -86,14 +104,20 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let (rows, links, name) = match device.as_str() {
         "flex" => {
             let device = burn::backend::flex::FlexDevice;
-            let rows = verify::run::<burn::backend::Flex>(&check, &device);
+            let mut rows = verify::run::<burn::backend::Flex>(&check, &device);
+            if let Some(peer_check) = &peer_check {
+                rows.extend(verify::run::<burn::backend::Flex>(peer_check, &device));
+            }
             let links = measure(&device, &sizes, |_| None);
             (rows, links, "burn-flex (CPU)".to_string())
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
             let device: burn::backend::cuda::CudaDevice = Default::default();
-            let rows = verify::run::<burn::backend::Cuda>(&check, &device);
+            let mut rows = verify::run::<burn::backend::Cuda>(&check, &device);
+            if let Some(peer_check) = &peer_check {
+                rows.extend(verify::run::<burn::backend::Cuda>(peer_check, &device));
+            }
             let index = device.index;
             let links = measure(&device, &sizes, |bytes| {
                 burn_swap::gpu::pinned::pinned_copy(index, bytes as usize, 5)

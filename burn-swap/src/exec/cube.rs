@@ -184,3 +184,148 @@ fn decompress_cube<R: CubeRuntime, B: Backend>(
         .map(|b| *b)
         .map_err(|_| "the inner backend's float tensors are not CubeCL tensors".to_string())
 }
+
+/// A piece of an offloaded tensor in a peer device's memory, allocated by that device's own
+/// CubeCL allocator (so it counts there); freed when dropped.
+#[cfg(feature = "cuda")]
+pub(crate) struct DeviceSlot {
+    client: cubecl::client::ComputeClient<cubecl::cuda::CudaRuntime>,
+    handle: cubecl::server::Handle,
+    /// The peer's CUDA ordinal.
+    pub ordinal: usize,
+}
+
+#[cfg(feature = "cuda")]
+impl DeviceSlot {
+    /// The piece's bytes read back to the host (the slow way back, for reads of an offloaded
+    /// tensor).
+    pub fn to_host(&self) -> Vec<u8> {
+        cubecl::future::block_on(self.client.read_async(vec![self.handle.clone()]))
+            .map(|mut b| b.remove(0).to_vec())
+            .unwrap_or_default()
+    }
+}
+
+/// The CUDA ordinal of `device`, when it is a CUDA device.
+pub(crate) fn cuda_ordinal<B: Backend>(device: &B::Device) -> Option<usize> {
+    #[cfg(feature = "cuda")]
+    if let Some(d) = as_device::<cubecl::cuda::CudaRuntime, _>(device) {
+        return Some(d.index);
+    }
+    let _ = device;
+    None
+}
+
+/// Seed 000's transmitter on CUDA: the bytes of a float tensor split across peer devices by
+/// peer copies from its own buffer (no host bounce), as the advisor splits them. `None`:
+/// not a CUDA tensor, or the peers could not take all of it (the caller takes the host
+/// route; the tensor's buffer is untouched either way).
+#[cfg(feature = "cuda")]
+pub(crate) fn peer_send<B: Backend>(
+    tensor: &B::FloatTensorPrimitive,
+    shape: &Shape,
+    dtype: DType,
+    pool: &std::sync::Arc<super::peers::PeerPool>,
+) -> Option<super::peers::PeerCopy> {
+    use cubecl::cuda::{CudaDevice, CudaRuntime};
+    let t = as_cube::<CudaRuntime, _>(tensor).filter(|t| t.is_contiguous())?;
+    let len = shape.num_elements() * dtype.size();
+    let home = t.device.index;
+    pool.send_device(
+        len,
+        dtype.size().max(1) as u64,
+        shape.clone(),
+        dtype,
+        |ordinal, offset, bytes| {
+            let client = CudaRuntime::client(&CudaDevice { index: ordinal });
+            let handle = client.empty(bytes);
+            crate::gpu::peer::copy_between(
+                crate::gpu::peer::Range {
+                    client: &client,
+                    handle: &handle,
+                    ordinal,
+                    offset: 0,
+                },
+                crate::gpu::peer::Range {
+                    client: &t.client,
+                    handle: &t.handle,
+                    ordinal: home,
+                    offset: offset as u64,
+                },
+                bytes,
+            )?;
+            Ok(DeviceSlot {
+                client,
+                handle,
+                ordinal,
+            })
+        },
+    )
+}
+
+/// The reverse route: a tensor split across peer devices brought back into a new buffer on
+/// `device` by peer copies, piece by piece as recorded at offload. `None` when `device` is
+/// not a CUDA device or a piece is not on one.
+#[cfg(feature = "cuda")]
+pub(crate) fn peer_receive<B: Backend>(
+    copy: &super::peers::PeerCopy,
+    device: &B::Device,
+) -> Option<Result<B::FloatTensorPrimitive, String>> {
+    use super::peers::PieceData;
+    use cubecl::cuda::CudaRuntime;
+    let d = as_device::<CudaRuntime, _>(device)?;
+    let pool = copy.pool();
+    let (shape, dtype) = copy.meta();
+    let client = CudaRuntime::client(d);
+    let handle = client.empty(copy.len());
+    let result = std::thread::scope(|scope| {
+        let jobs: Vec<_> = copy
+            .pieces()
+            .iter()
+            .map(|piece| {
+                let (client, handle) = (&client, &handle);
+                scope.spawn(move || {
+                    let PieceData::Device(slot) = &piece.data else {
+                        return Err("a piece is not on a device".to_string());
+                    };
+                    let start = std::time::Instant::now();
+                    crate::gpu::peer::copy_between(
+                        crate::gpu::peer::Range {
+                            client,
+                            handle,
+                            ordinal: d.index,
+                            offset: piece.offset as u64,
+                        },
+                        crate::gpu::peer::Range {
+                            client: &slot.client,
+                            handle: &slot.handle,
+                            ordinal: slot.ordinal,
+                            offset: 0,
+                        },
+                        piece.len,
+                    )?;
+                    pool.note_device_fetch(piece.peer, piece.len, start);
+                    Ok(())
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| {
+                j.join()
+                    .unwrap_or_else(|_| Err("a peer copy panicked".into()))
+            })
+            .collect::<Result<Vec<()>, String>>()
+    });
+    if let Err(e) = result {
+        return Some(Err(e));
+    }
+    let tensor =
+        CubeTensor::<CudaRuntime>::new_contiguous(client, d.clone(), shape.clone(), handle, dtype);
+    let boxed: Box<dyn Any> = Box::new(tensor);
+    Some(
+        boxed
+            .downcast::<B::FloatTensorPrimitive>()
+            .map(|b| *b)
+            .map_err(|_| "the inner backend's float tensors are not CubeCL tensors".to_string()),
+    )
+}

@@ -92,7 +92,9 @@ impl<B: BackendIr> Engine<B> {
         let device = runner.device();
         let allocator = super::allocator_usage::<B>(&device).is_some();
         let device_memory = super::device_memory::<B>(&device);
-        let peers = super::peers::PeerPool::new(&config.peers);
+        let peers = super::peers::PeerPool::new(&config.peers, |peer| {
+            super::measure_peer::<B>(&device, peer)
+        });
         Self {
             allocator,
             device_memory,
@@ -1031,10 +1033,13 @@ impl<B: BackendIr> Engine<B> {
         let start = Instant::now();
         let stored = copy.bytes();
         let compressed = matches!(*copy, HostCopy::Compressed(_));
-        if let Some(Ok(handle)) = transfer::device_decompress::<B>(&copy, &self.runner.device()) {
-            // On the device: only the compressed bytes crossed the link.
-            self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
-            self.counters.device_decompressed += 1;
+        if let Some(Ok(handle)) = transfer::device_route::<B>(&copy, &self.runner.device()) {
+            // On the device: only the compressed bytes crossed the link, or the pieces came
+            // back from the peers by peer copies.
+            if compressed {
+                self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
+                self.counters.device_decompressed += 1;
+            }
             if let Some(entry) = self.residency.get(&id) {
                 let ir = entry.ir(id, TensorStatus::NotInit);
                 self.install(handle, ir);
@@ -1601,7 +1606,10 @@ impl<B: BackendIr> Engine<B> {
         }
         self.transfers.set_jitter(config.transfer_jitter_micros);
         if !self.peers.as_ref().is_some_and(|p| p.is(&config.peers)) {
-            self.peers = super::peers::PeerPool::new(&config.peers);
+            let device = self.runner.device();
+            self.peers = super::peers::PeerPool::new(&config.peers, |peer| {
+                super::measure_peer::<B>(&device, peer)
+            });
         }
         self.config = config;
         self.budget = budget;

@@ -34,6 +34,31 @@ pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Opt
     }
 }
 
+/// The CUDA ordinal of `device`, when the inner backend is Burn's CUDA backend.
+pub(crate) fn cuda_ordinal<B: burn_backend::Backend>(device: &B::Device) -> Option<usize> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return cube::cuda_ordinal::<B>(device);
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = device;
+        None
+    }
+}
+
+/// The bandwidth of the link from `device` to CUDA device `peer` (a 64 MiB peer copy),
+/// when `device` is a CUDA device.
+pub(crate) fn measure_peer<B: burn_backend::Backend>(
+    device: &B::Device,
+    peer: usize,
+) -> Option<f64> {
+    #[cfg(feature = "cuda")]
+    if let Some(home) = cuda_ordinal::<B>(device) {
+        return crate::gpu::peer::measure(home, peer, 64 << 20).ok();
+    }
+    let _ = (device, peer);
+    None
+}
+
 /// Asks the inner allocator to give its free pages back (CubeCL backends; nothing
 /// elsewhere).
 pub(crate) fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {

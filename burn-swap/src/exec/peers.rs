@@ -40,18 +40,42 @@ struct PeerCounters {
 /// The simulated peers of one device, their free memory and their counters.
 #[derive(Debug)]
 pub(crate) struct PeerPool {
+    /// The peers as configured.
+    configured: Vec<PeerSpec>,
+    /// The peers as used (measured bandwidths filled in).
     specs: Vec<PeerSpec>,
     counters: Vec<PeerCounters>,
     /// Offloads that put some or all of their bytes on the host for lack of peer room.
     fallbacks: AtomicU64,
 }
 
-/// A piece of a tensor held by a peer; its space goes back to the peer when it is dropped.
+/// Where a piece's bytes are.
+pub(crate) enum PieceData {
+    /// In host memory (a simulated peer).
+    Host(Vec<u8>),
+    /// In a buffer of a peer device, allocated by that device's own allocator.
+    #[cfg(feature = "cuda")]
+    Device(super::cube::DeviceSlot),
+}
+
+impl core::fmt::Debug for PieceData {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PieceData::Host(b) => write!(f, "Host({} bytes)", b.len()),
+            #[cfg(feature = "cuda")]
+            PieceData::Device(d) => write!(f, "Device(cuda:{})", d.ordinal),
+        }
+    }
+}
+
+/// A piece of a tensor held by a peer: a row of the destination-space table (peer, offset
+/// in the tensor, size, where). Its space goes back to the peer when it is dropped.
 #[derive(Debug)]
 pub(crate) struct Piece {
-    peer: usize,
-    offset: usize,
-    bytes: Vec<u8>,
+    pub peer: usize,
+    pub offset: usize,
+    pub len: usize,
+    pub data: PieceData,
     pool: Arc<PeerPool>,
 }
 
@@ -59,7 +83,7 @@ impl Drop for Piece {
     fn drop(&mut self) {
         self.pool.counters[self.peer]
             .used
-            .fetch_sub(self.bytes.len() as u64, Ordering::AcqRel);
+            .fetch_sub(self.len as u64, Ordering::AcqRel);
     }
 }
 
@@ -85,7 +109,31 @@ impl PeerCopy {
     /// Bytes held by peers.
     #[cfg(test)]
     pub fn peer_bytes(&self) -> u64 {
-        self.pieces.iter().map(|p| p.bytes.len() as u64).sum()
+        self.pieces.iter().map(|p| p.len as u64).sum()
+    }
+
+    /// The pieces, in offset order.
+    #[cfg(feature = "cuda")]
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// Bytes of the whole tensor.
+    #[cfg(feature = "cuda")]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The pool its pieces belong to.
+    #[cfg(feature = "cuda")]
+    pub fn pool(&self) -> &PeerPool {
+        &self.pool
+    }
+
+    /// Its shape and dtype.
+    #[cfg(feature = "cuda")]
+    pub fn meta(&self) -> (&burn_backend::Shape, burn_backend::DType) {
+        (&self.shape, self.dtype)
     }
 
     /// The tensor, brought back from its peers ([`PeerPool::receive`]).
@@ -103,21 +151,32 @@ fn pace(start: Instant, bytes: usize, bandwidth: f64) {
 }
 
 impl PeerPool {
-    /// The pool of `specs`, or `None` when there are none.
-    pub fn new(specs: &[PeerSpec]) -> Option<Arc<Self>> {
+    /// The pool of `specs`, or `None` when there are none. A device peer given without a
+    /// bandwidth gets the one `measure` finds for its ordinal.
+    pub fn new(specs: &[PeerSpec], measure: impl Fn(usize) -> Option<f64>) -> Option<Arc<Self>> {
         if specs.is_empty() {
             return None;
         }
+        let configured = specs.to_vec();
+        let mut specs = configured.clone();
+        for spec in &mut specs {
+            if let Some(ordinal) = spec.device
+                && spec.bandwidth <= 0.0
+            {
+                spec.bandwidth = measure(ordinal).unwrap_or(1.0);
+            }
+        }
         Some(Arc::new(Self {
-            specs: specs.to_vec(),
+            configured,
             counters: specs.iter().map(|_| PeerCounters::default()).collect(),
+            specs,
             fallbacks: AtomicU64::new(0),
         }))
     }
 
     /// Whether the peers are these.
     pub fn is(&self, specs: &[PeerSpec]) -> bool {
-        self.specs == specs
+        self.configured == specs
     }
 
     /// What the advisor sees: each peer's free memory and link bandwidth.
@@ -156,25 +215,23 @@ impl PeerPool {
         }
     }
 
-    /// The coordinator and transmitter of an offload: asks the advisor for the split (host
-    /// bandwidth `host_bandwidth` for the fallback), reserves each share, and sends the
-    /// pieces to their peers at once. Gives the data back untouched when no peer takes any
-    /// of it (the caller keeps it on the host).
-    pub fn send(
-        self: &Arc<Self>,
-        data: TensorData,
+    /// The coordinator: asks the advisor for the split of `len` bytes (in elements of `align`
+    /// bytes; `host_bandwidth` for the fallback) and reserves each share with the memory
+    /// manager; a peer that filled up meanwhile is left out and the advisor asked again.
+    /// Returns `(peer, offset, bytes)` per piece, in offset order (the rest, from the last
+    /// offset on, is the host's), or `None` when no peer takes any of it.
+    fn plan(
+        &self,
+        len: usize,
+        align: u64,
         host_bandwidth: f64,
-    ) -> Result<PeerCopy, TensorData> {
-        let align = data.dtype.size().max(1) as u64;
-        let len = data.bytes.len();
+    ) -> Option<Vec<(usize, usize, usize)>> {
         let room: u64 = self.destinations(&[]).iter().map(|d| d.free_bytes).sum();
         if room < len as u64 {
             // Some of it, or all, goes to the host for lack of peer room.
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let mut excluded = Vec::new();
-        // Reserve the advisor's shares; a peer that filled up meanwhile is left out and the
-        // advisor asked again (at most once per peer).
         let shares = loop {
             let advice = advisor::advise(
                 len as u64,
@@ -184,10 +241,10 @@ impl PeerPool {
                 Some(host_bandwidth),
             );
             let Advice::Offload { peers, .. } = advice else {
-                return Err(data);
+                return None;
             };
             if peers.is_empty() {
-                return Err(data);
+                return None;
             }
             let mut taken = Vec::new();
             let mut full = None;
@@ -203,24 +260,77 @@ impl PeerPool {
                 None => break peers,
                 Some(peer) => {
                     for (p, bytes) in taken {
-                        self.counters[p].used.fetch_sub(bytes, Ordering::AcqRel);
+                        self.release(p, bytes as usize);
                     }
                     excluded.push(peer);
                 }
             }
         };
+        let mut at = 0usize;
+        Some(
+            shares
+                .into_iter()
+                .map(|(peer, bytes)| {
+                    let piece = (peer, at, bytes as usize);
+                    at += bytes as usize;
+                    piece
+                })
+                .collect(),
+        )
+    }
+
+    /// Gives `bytes` of peer `peer`'s space back.
+    fn release(&self, peer: usize, bytes: usize) {
+        self.counters[peer]
+            .used
+            .fetch_sub(bytes as u64, Ordering::AcqRel);
+    }
+
+    /// Books a piece sent.
+    fn note_sent(&self, peer: usize, bytes: usize, start: Instant) {
+        let c = &self.counters[peer];
+        c.sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        c.sent_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        c.pieces.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Books a piece fetched.
+    fn note_fetched(&self, peer: usize, bytes: usize, start: Instant) {
+        let c = &self.counters[peer];
+        c.fetched_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        c.fetched_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Whether the peers are devices (copies between device buffers) rather than simulated.
+    pub fn on_devices(&self) -> bool {
+        self.specs.iter().all(|s| s.device.is_some())
+    }
+
+    /// The coordinator and transmitter of an offload from host bytes (simulated peers):
+    /// plans the split and sends the pieces to their peers at once, one sender per
+    /// destination, each paced to its link. Gives the data back untouched when no peer takes
+    /// any of it (the caller keeps it on the host).
+    pub fn send(
+        self: &Arc<Self>,
+        data: TensorData,
+        host_bandwidth: f64,
+    ) -> Result<PeerCopy, TensorData> {
+        let align = data.dtype.size().max(1) as u64;
+        let len = data.bytes.len();
+        if self.on_devices() {
+            return Err(data);
+        }
+        let Some(offsets) = self.plan(len, align, host_bandwidth) else {
+            return Err(data);
+        };
         let _span =
-            tracing::debug_span!("burn_swap::peer_send", bytes = len, pieces = shares.len())
+            tracing::debug_span!("burn_swap::peer_send", bytes = len, pieces = offsets.len())
                 .entered();
         let source: &[u8] = &data.bytes;
-        let mut offsets = Vec::with_capacity(shares.len());
-        let mut at = 0usize;
-        for &(peer, bytes) in &shares {
-            offsets.push((peer, at, bytes as usize));
-            at += bytes as usize;
-        }
+        let at = offsets.last().map_or(0, |&(_, o, b)| o + b);
         let host = (at < len).then(|| (at, source[at..].to_vec()));
-        // One sender per destination, all at once.
         let pieces: Vec<Piece> = std::thread::scope(|scope| {
             let handles: Vec<_> = offsets
                 .iter()
@@ -231,15 +341,12 @@ impl PeerPool {
                         let piece = Piece {
                             peer,
                             offset,
-                            bytes: source[offset..offset + bytes].to_vec(),
+                            len: bytes,
+                            data: PieceData::Host(source[offset..offset + bytes].to_vec()),
                             pool,
                         };
                         pace(start, bytes, self.specs[peer].bandwidth);
-                        let c = &self.counters[peer];
-                        c.sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-                        c.sent_nanos
-                            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        c.pieces.fetch_add(1, Ordering::Relaxed);
+                        self.note_sent(peer, bytes, start);
                         piece
                     })
                 })
@@ -257,6 +364,99 @@ impl PeerPool {
             host,
             pool: self.clone(),
         })
+    }
+
+    /// The coordinator and transmitter of an offload between devices: plans the split of a
+    /// device buffer of `len` bytes and has `copy` move each piece to its peer (one sender
+    /// per destination, at once). Everything or nothing: when the peers cannot take all of
+    /// it, or a copy fails (a peer out of memory), every piece is given back and `None` says
+    /// to take the host route; the tensor's own buffer is never touched.
+    #[cfg(feature = "cuda")]
+    pub fn send_device(
+        self: &Arc<Self>,
+        len: usize,
+        align: u64,
+        shape: burn_backend::Shape,
+        dtype: burn_backend::DType,
+        copy: impl Fn(usize, usize, usize) -> Result<super::cube::DeviceSlot, String> + Sync,
+    ) -> Option<PeerCopy> {
+        let offsets = self.plan(len, align, 1.0)?;
+        let at = offsets.last().map_or(0, |&(_, o, b)| o + b);
+        if at < len {
+            for &(peer, _, bytes) in &offsets {
+                self.release(peer, bytes);
+            }
+            return None;
+        }
+        let _span = tracing::debug_span!(
+            "burn_swap::peer_send_device",
+            bytes = len,
+            pieces = offsets.len()
+        )
+        .entered();
+        let copy = &copy;
+        let results: Vec<Result<Piece, (usize, usize)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = offsets
+                .iter()
+                .map(|&(peer, offset, bytes)| {
+                    let pool = self.clone();
+                    scope.spawn(move || {
+                        let start = Instant::now();
+                        let ordinal = self.specs[peer].device.unwrap_or(0);
+                        let moved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            copy(ordinal, offset, bytes)
+                        }));
+                        match moved {
+                            Ok(Ok(slot)) => {
+                                self.note_sent(peer, bytes, start);
+                                Ok(Piece {
+                                    peer,
+                                    offset,
+                                    len: bytes,
+                                    data: PieceData::Device(slot),
+                                    pool,
+                                })
+                            }
+                            _ => {
+                                // Dropping the pool clone only: the reservation is given
+                                // back below, with the others'.
+                                drop(pool);
+                                Err((peer, bytes))
+                            }
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err((0, 0))))
+                .collect()
+        });
+        if results.iter().any(Result::is_err) {
+            // A peer could not take its piece: give every piece back (the sent ones return
+            // their space as they drop); the tensor takes the host route.
+            for r in &results {
+                if let Err((peer, bytes)) = r {
+                    self.release(*peer, *bytes);
+                }
+            }
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(PeerCopy {
+            shape,
+            dtype,
+            len,
+            pieces: results.into_iter().filter_map(Result::ok).collect(),
+            host: None,
+            pool: self.clone(),
+        })
+    }
+
+    /// Books the fetch of a device piece (the copy itself is the caller's).
+    #[cfg(feature = "cuda")]
+    pub fn note_device_fetch(&self, peer: usize, bytes: usize, start: Instant) {
+        self.note_fetched(peer, bytes, start);
     }
 
     /// The transmitter of a fetch: brings every piece back from its peer at once, by the
@@ -281,22 +481,24 @@ impl PeerPool {
         pieces.sort_by_key(|p| p.offset);
         for piece in pieces {
             let (_, tail) = rest.split_at_mut(piece.offset - at);
-            let (slot, tail) = tail.split_at_mut(piece.bytes.len());
+            let (slot, tail) = tail.split_at_mut(piece.len);
             slots.push((piece, slot));
             rest = tail;
-            at = piece.offset + piece.bytes.len();
+            at = piece.offset + piece.len;
         }
         std::thread::scope(|scope| {
             for (piece, slot) in slots {
                 scope.spawn(move || {
                     let start = Instant::now();
-                    slot.copy_from_slice(&piece.bytes);
+                    match &piece.data {
+                        PieceData::Host(bytes) => slot.copy_from_slice(bytes),
+                        // A device piece is brought back by the device route (see
+                        // `cube::peer_receive`); here, through the host.
+                        #[cfg(feature = "cuda")]
+                        PieceData::Device(d) => slot.copy_from_slice(&d.to_host()),
+                    }
                     pace(start, slot.len(), self.specs[piece.peer].bandwidth);
-                    let c = &self.counters[piece.peer];
-                    c.fetched_bytes
-                        .fetch_add(slot.len() as u64, Ordering::Relaxed);
-                    c.fetched_nanos
-                        .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    self.note_fetched(piece.peer, slot.len(), start);
                 });
             }
         });
@@ -366,11 +568,14 @@ mod tests {
 
     #[test]
     fn split_sent_and_reassembled_bit_for_bit() {
-        let pool = PeerPool::new(&[
-            PeerSpec::simulated("a", 1 << 20, 40e9),
-            PeerSpec::simulated("b", 1 << 20, 20e9),
-            PeerSpec::simulated("c", 1 << 20, 20e9),
-        ])
+        let pool = PeerPool::new(
+            &[
+                PeerSpec::simulated("a", 1 << 20, 40e9),
+                PeerSpec::simulated("b", 1 << 20, 20e9),
+                PeerSpec::simulated("c", 1 << 20, 20e9),
+            ],
+            |_| None,
+        )
         .unwrap();
         let original = data(10_000);
         let copy = pool
@@ -393,10 +598,13 @@ mod tests {
 
     #[test]
     fn a_full_peer_falls_back_without_loss() {
-        let pool = PeerPool::new(&[
-            PeerSpec::simulated("small", 8_000, 50e9),
-            PeerSpec::simulated("smaller", 4_000, 50e9),
-        ])
+        let pool = PeerPool::new(
+            &[
+                PeerSpec::simulated("small", 8_000, 50e9),
+                PeerSpec::simulated("smaller", 4_000, 50e9),
+            ],
+            |_| None,
+        )
         .unwrap();
         // 40 000 bytes: 8 000 and 4 000 on the peers, 28 000 on the host.
         let first = pool.send(data(10_000), 1e9).unwrap();
@@ -416,7 +624,7 @@ mod tests {
     #[test]
     fn transfers_are_paced_to_the_link() {
         // 4 MB over a 1 GB/s link: at least 4 ms each way.
-        let pool = PeerPool::new(&[PeerSpec::simulated("slow", 8 << 20, 1e9)]).unwrap();
+        let pool = PeerPool::new(&[PeerSpec::simulated("slow", 8 << 20, 1e9)], |_| None).unwrap();
         let start = Instant::now();
         let copy = pool.send(data(1_000_000), 1.0).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(4));

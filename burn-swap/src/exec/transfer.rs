@@ -205,6 +205,18 @@ pub(crate) fn copy_out<B: BackendIr>(
     peers: Option<&Arc<PeerPool>>,
 ) -> Result<(HostCopy, u64, bool), String> {
     if let Some(pool) = peers {
+        #[cfg(feature = "cuda")]
+        if pool.on_devices() && dtype.is_float() {
+            let tensor = B::float_tensor(TensorHandle {
+                handle: handle.clone(),
+                shape: shape.clone(),
+            });
+            let sent = super::cube::peer_send::<B>(&tensor, &shape, dtype, pool);
+            drop(tensor);
+            if let Some(copy) = sent {
+                return Ok((HostCopy::Peers(Box::new(copy)), 0, false));
+            }
+        }
         let data = read::<B>(handle, shape, dtype)?;
         // The host's bandwidth as measured, else taken as slower than any peer link.
         let host = compression.link_bandwidth.unwrap_or(1.0);
@@ -240,15 +252,24 @@ pub(crate) fn copy_out<B: BackendIr>(
     Ok((copy, nanos, false))
 }
 
-/// A compressed host copy decompressed by the device's kernels into a new tensor, when the
-/// backend is a CubeCL one (`None` otherwise, or for a raw copy).
-pub(crate) fn device_decompress<B: BackendIr>(
+/// A copy brought back by the device's own route, into a new tensor: a compressed host copy
+/// decompressed by the device's kernels (CubeCL backends), or a tensor split across peer
+/// devices brought back by peer copies (CUDA). `None` otherwise (a raw copy, another
+/// backend): the caller takes the host route.
+pub(crate) fn device_route<B: BackendIr>(
     copy: &HostCopy,
     device: &B::Device,
 ) -> Option<Result<B::Handle, String>> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let HostCopy::Compressed(c) = copy {
         return super::cube::decompress_fetch::<B>(c, device)
+            .map(|result| result.map(B::float_tensor_handle));
+    }
+    #[cfg(feature = "cuda")]
+    if let HostCopy::Peers(p) = copy
+        && p.pool().on_devices()
+    {
+        return super::cube::peer_receive::<B>(p, device)
             .map(|result| result.map(B::float_tensor_handle));
     }
     let _ = (copy, device);
@@ -268,8 +289,14 @@ fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), Strin
 
 fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
     let start = Instant::now();
-    if let Some(result) = device_decompress::<B>(&job.copy, &job.device) {
-        return Ok((result?, start.elapsed().as_nanos() as u64, true));
+    let compressed = matches!(job.copy, HostCopy::Compressed(_));
+    if let Some(result) = device_route::<B>(&job.copy, &job.device) {
+        let nanos = if compressed {
+            start.elapsed().as_nanos() as u64
+        } else {
+            0
+        };
+        return Ok((result?, nanos, compressed));
     }
     let compressed = matches!(job.copy, HostCopy::Compressed(_));
     let data = job.copy.into_data().map_err(|e| e.to_string())?;

@@ -1,8 +1,10 @@
 //! Code that works on device memory directly: CubeCL kernels and their launches, and (with
-//! the `cuda` feature) the plain pinned copy with cudarc that the GPU check measures
-//! burn-swap's transfers against. All `unsafe` code of the crate lives under this
+//! the `cuda` feature) cudarc: peer copies between devices (`peer`) and the plain pinned
+//! copy that the GPU check measures burn-swap's transfers against (`pinned`). All `unsafe` code of the crate lives under this
 //! module (the crate root denies it elsewhere); every `unsafe` block says why it is sound.
 
+#[cfg(feature = "cuda")]
+pub mod peer;
 #[cfg(feature = "cuda")]
 pub mod pinned;
 pub mod zvc;
