@@ -15,7 +15,8 @@ use burn_swap_suite::train::{train_mlp, train_transformer};
 type B = Autodiff<Swap<Flex>>;
 
 /// The trace and profile of an unbudgeted run, and the program of `policy` at `fraction` of
-/// its counted peak.
+/// its counted peak. The profile's links are taken as instant (offloads always hidden), so
+/// that which tensors the plan offloads does not depend on how fast this machine copied.
 fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Program) {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
@@ -24,7 +25,8 @@ fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Progra
     burn_swap::reset_counters(&device);
     train();
     let trace = burn_swap::trace(&device).expect("the iteration repeats");
-    let profile = burn_swap::profile(&device).unwrap();
+    let mut profile = burn_swap::profile(&device).unwrap();
+    profile.links = Some(burn_swap::plan::profile::Links::instant());
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
     let program = program::build(&trace, &profile, (peak as f64 * fraction) as u64, policy);
     (trace, program)

@@ -45,15 +45,17 @@ pub(crate) fn cuda_ordinal<B: burn_backend::Backend>(device: &B::Device) -> Opti
     }
 }
 
-/// The bandwidth of the link from `device` to CUDA device `peer` (a 64 MiB peer copy),
-/// when `device` is a CUDA device.
+/// The bandwidth of the link from `device` to CUDA device `peer` (a 64 MiB peer copy) and
+/// the peer's free memory, when `device` is a CUDA device.
 pub(crate) fn measure_peer<B: burn_backend::Backend>(
     device: &B::Device,
     peer: usize,
-) -> Option<f64> {
+) -> Option<(f64, u64)> {
     #[cfg(feature = "cuda")]
     if let Some(home) = cuda_ordinal::<B>(device) {
-        return crate::gpu::peer::measure(home, peer, 64 << 20).ok();
+        let bandwidth = crate::gpu::peer::measure(home, peer, 64 << 20).ok()?;
+        let free = crate::gpu::peer::free_memory(peer).ok()?;
+        return Some((bandwidth, free));
     }
     let _ = (device, peer);
     None

@@ -151,19 +151,27 @@ fn pace(start: Instant, bytes: usize, bandwidth: f64) {
 }
 
 impl PeerPool {
-    /// The pool of `specs`, or `None` when there are none. A device peer given without a
-    /// bandwidth gets the one `measure` finds for its ordinal.
-    pub fn new(specs: &[PeerSpec], measure: impl Fn(usize) -> Option<f64>) -> Option<Arc<Self>> {
+    /// The pool of `specs`, or `None` when there are none. A device peer gets the link
+    /// bandwidth `measure` finds for its ordinal when none was given, and its capacity capped
+    /// at the free memory `measure` finds.
+    pub fn new(
+        specs: &[PeerSpec],
+        measure: impl Fn(usize) -> Option<(f64, u64)>,
+    ) -> Option<Arc<Self>> {
         if specs.is_empty() {
             return None;
         }
         let configured = specs.to_vec();
         let mut specs = configured.clone();
         for spec in &mut specs {
-            if let Some(ordinal) = spec.device
-                && spec.bandwidth <= 0.0
-            {
-                spec.bandwidth = measure(ordinal).unwrap_or(1.0);
+            if let Some(ordinal) = spec.device {
+                let measured = measure(ordinal);
+                if spec.bandwidth <= 0.0 {
+                    spec.bandwidth = measured.map_or(1.0, |m| m.0);
+                }
+                if let Some((_, free)) = measured {
+                    spec.capacity_bytes = spec.capacity_bytes.min(free);
+                }
             }
         }
         Some(Arc::new(Self {

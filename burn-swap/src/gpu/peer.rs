@@ -94,6 +94,15 @@ pub fn enable_peer_access(from: usize, to: usize) -> Result<bool, DriverError> {
     }
 }
 
+/// The free memory of device `ordinal` now.
+pub fn free_memory(ordinal: usize) -> Result<u64, DriverError> {
+    let context = {
+        let mut state = state().lock().unwrap_or_else(|e| e.into_inner());
+        context(&mut state, ordinal)?
+    };
+    Ok(context.mem_get_info()?.0 as u64)
+}
+
 /// Every device, its memory, and the pairs with peer access (enabled on the way).
 pub fn discover() -> Result<Topology, DriverError> {
     let count = CudaContext::device_count()? as usize;
