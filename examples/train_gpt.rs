@@ -55,15 +55,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         #[cfg(feature = "cuda")]
         "cuda" => gpt::run::<On<burn::backend::Cuda>>(&options, &Default::default(), swap)?,
         other => {
-            return Err(format!(
-                "--device {other}: expected flex{}",
-                if cfg!(feature = "cuda") {
-                    " or cuda"
-                } else {
-                    " (cuda needs the `cuda` feature)"
-                }
-            )
-            .into());
+            return Err(burn_swap_suite::cli::unknown_device(other).into());
         }
     };
     trainers::print_outcome(&outcome, &options.run.swap);

@@ -87,6 +87,19 @@ impl Args {
     }
 }
 
+/// The error for a `--device` this build does not know: flex always, cuda with the `cuda`
+/// feature.
+pub fn unknown_device(name: &str) -> ArgError {
+    ArgError(format!(
+        "--device {name}: expected flex{}",
+        if cfg!(feature = "cuda") {
+            " or cuda"
+        } else {
+            " (cuda needs the `cuda` feature)"
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

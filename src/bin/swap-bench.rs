@@ -170,15 +170,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             (harness::run::<burn::backend::Cuda>(&plan, &device), batches)
         }
         other => {
-            return Err(format!(
-                "--device {other}: expected flex{}",
-                if cfg!(feature = "cuda") {
-                    " or cuda"
-                } else {
-                    " (cuda needs the `cuda` feature)"
-                }
-            )
-            .into());
+            return Err(burn_swap_suite::cli::unknown_device(other).into());
         }
     };
 

@@ -113,6 +113,22 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
+            // The topology first: devices, free memory, the pairs with peer access (enabled
+            // on the way).
+            match burn_swap::gpu::peer::discover() {
+                Ok(topology) => {
+                    for d in &topology.devices {
+                        println!(
+                            "cuda:{} {:.1} GiB free of {:.1} GiB",
+                            d.ordinal,
+                            d.free_bytes as f64 / (1u64 << 30) as f64,
+                            d.total_bytes as f64 / (1u64 << 30) as f64
+                        );
+                    }
+                    println!("direct peer pairs: {:?}", topology.direct);
+                }
+                Err(error) => eprintln!("swap-check: topology: {error}"),
+            }
             let device: burn::backend::cuda::CudaDevice = Default::default();
             let mut rows = verify::run::<burn::backend::Cuda>(&check, &device);
             if let Some(peer_check) = &peer_check {
@@ -127,15 +143,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             (rows, links, format!("CUDA device {index}"))
         }
         other => {
-            return Err(format!(
-                "--device {other}: expected flex{}",
-                if cfg!(feature = "cuda") {
-                    " or cuda"
-                } else {
-                    " (cuda needs the `cuda` feature)"
-                }
-            )
-            .into());
+            return Err(burn_swap_suite::cli::unknown_device(other).into());
         }
     };
 

@@ -1044,13 +1044,7 @@ impl<B: BackendIr> Engine<B> {
                 let ir = entry.ir(id, TensorStatus::NotInit);
                 self.install(handle, ir);
             }
-            self.events.fetches += 1;
-            self.counters.host -= stored;
-            self.counters.resident += bytes;
-            self.counters.note_resident(self.counters.resident);
-            self.counters.fetches += 1;
-            self.counters.fetched_bytes += bytes;
-            self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
+            self.note_fetched_here(bytes, stored, start);
             return Ok(());
         }
         let data = match copy.into_data() {
@@ -1073,6 +1067,13 @@ impl<B: BackendIr> Engine<B> {
             self.counters.codec_nanos += start.elapsed().as_nanos() as u64;
         }
         host::fetch(&self.runner, id, data);
+        self.note_fetched_here(bytes, stored, start);
+        Ok(())
+    }
+
+    /// Books a fetch made on the op's thread: `bytes` back on the device, `stored` off the
+    /// host, since `start`.
+    fn note_fetched_here(&mut self, bytes: u64, stored: u64, start: Instant) {
         self.events.fetches += 1;
         self.counters.host -= stored;
         self.counters.resident += bytes;
@@ -1080,7 +1081,6 @@ impl<B: BackendIr> Engine<B> {
         self.counters.fetches += 1;
         self.counters.fetched_bytes += bytes;
         self.counters.fetch_nanos += start.elapsed().as_nanos() as u64;
-        Ok(())
     }
 
     /// Starts offloading a resident tensor on the send worker: it stays usable, and its device

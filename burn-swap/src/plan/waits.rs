@@ -399,15 +399,17 @@ pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
                 touches,
             });
             for step in program.after.get(k).map_or(&[][..], |s| &s[..]) {
+                // The resident tensor at a step's port (offloads and evictions skip others).
+                let resident = |port: Port| {
+                    tensor_at(k, port)
+                        .map(|i| key[i])
+                        .filter(|t| place.get(t) == Some(&Place::Device))
+                };
                 match *step {
                     Step::Offload { port, tag } => {
-                        let Some(i) = tensor_at(k, port) else {
+                        let Some(t) = resident(port) else {
                             continue;
                         };
-                        let t = key[i];
-                        if place.get(&t) != Some(&Place::Device) {
-                            continue;
-                        }
                         nodes.push(Node {
                             queue: Queue::Send,
                             what: What::Offload(tag),
@@ -425,13 +427,9 @@ pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
                         tags.insert(tag, t);
                     }
                     Step::Evict { port } => {
-                        let Some(i) = tensor_at(k, port) else {
+                        let Some(t) = resident(port) else {
                             continue;
                         };
-                        let t = key[i];
-                        if place.get(&t) != Some(&Place::Device) {
-                            continue;
-                        }
                         nodes.push(Node {
                             queue: Queue::Compute,
                             what: What::Evict,
