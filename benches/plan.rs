@@ -1,12 +1,14 @@
 //! Planning time on a synthetic, training-shaped iteration of 20,000 ops (target: ≤ 100 ms
 //! for a whole plan): the memory simulation, checkpoint selection, the genetic segment plan
-//! and the combiner, each at half of the keep-everything peak.
+//! and the combiner, each at half of the keep-everything peak; then the combined plan's
+//! compilation into per-op steps, which includes seed 003's wait analysis over two
+//! iterations of the program's timeline, and that analysis alone.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use burn_swap::plan::profile::{CopySample, Links, Profile};
-use burn_swap::plan::{checkpoint, combine, segments, simulate};
+use burn_swap::plan::{checkpoint, combine, program, segments, simulate, waits};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn plan(c: &mut Criterion) {
@@ -41,6 +43,17 @@ fn plan(c: &mut Criterion) {
     });
     group.bench_function("combine_half_peak", |b| {
         b.iter(|| black_box(combine::combine(&trace, &profile, &candidates, budget)))
+    });
+    let plan = combine::combine(&trace, &profile, &candidates, budget);
+    group.bench_function("compile_with_waits", |b| {
+        b.iter(|| black_box(program::compile(&trace, &plan)))
+    });
+    let compiled = program::compile(&trace, &plan);
+    group.bench_function("waits_over_two_iterations", |b| {
+        b.iter(|| {
+            let nodes = waits::timeline(&trace, &compiled);
+            black_box(waits::waits(&nodes))
+        })
     });
     let config = segments::GaConfig {
         time_limit: Duration::from_secs(10),
