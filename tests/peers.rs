@@ -5,7 +5,7 @@
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn_swap::{PeerSpec, Policy, Report, Swap, SwapConfig};
+use burn_swap::{Compression, PeerSpec, Policy, Report, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
 
@@ -24,6 +24,7 @@ fn run_with_peers(
     policy: Policy,
     fraction: f64,
     peers: Vec<PeerSpec>,
+    compression: Compression,
 ) -> Report {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
@@ -37,6 +38,7 @@ fn run_with_peers(
         &device,
         SwapConfig::budget_bytes(budget)
             .with_policy(policy)
+            .with_compression(compression)
             .with_peers(peers),
     )
     .unwrap();
@@ -96,6 +98,7 @@ fn mlp_splits_across_two_three_and_four_peers_by_bandwidth() {
             Policy::OffloadOnly,
             0.25,
             ample(&bandwidths),
+            Compression::Off,
         );
         let total: f64 = bandwidths.iter().sum();
         for (got, b) in shares(&report).iter().zip(&bandwidths) {
@@ -133,6 +136,7 @@ fn full_peers_fall_back_to_the_host_without_loss() {
         Policy::Planned,
         0.25,
         peers,
+        Compression::Off,
     );
     assert!(report.peer_fallbacks > 0, "{report}");
     assert!(report.peak_host_bytes > 0, "{report}");
@@ -154,8 +158,33 @@ fn transformer_over_peers_is_bit_identical() {
         Policy::Planned,
         0.5,
         ample(&[50.0, 25.0, 25.0]),
+        Compression::Off,
     );
     assert!(report.peers.iter().all(|p| p.sent_bytes > 0), "{report}");
+}
+
+/// The codec chosen before the split: ReLU activations travel to the peers compressed, and
+/// come back bit for bit.
+#[test]
+fn convnet_over_peers_with_compression_moves_fewer_bytes() {
+    let device = FlexDevice;
+    let config = ConvNetConfig::small();
+    let plain = train_convnet::<Plain>(&config, &device, STEPS);
+    let report = run_with_peers(
+        "convnet over two peers, compressed",
+        &plain,
+        || train_convnet::<Swapped>(&config, &device, STEPS),
+        Policy::OffloadOnly,
+        0.25,
+        ample(&[40.0, 20.0]),
+        Compression::On { max_ratio: 0.9 },
+    );
+    assert!(report.compressed_offloads > 0, "{report}");
+    assert!(report.moved_bytes < report.raw_bytes, "{report}");
+    // The peers took compressed bytes: fewer than the raw bytes offloaded (their count also
+    // has the link measurement's and undone offloads' pieces, which the offload counts lack).
+    let sent: u64 = report.peers.iter().map(|p| p.sent_bytes).sum();
+    assert!(sent > 0 && sent < report.raw_bytes, "{report}");
 }
 
 #[test]

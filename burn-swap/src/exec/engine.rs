@@ -972,8 +972,8 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get(&id) else {
             return;
         };
-        let (raw, moved) = (entry.bytes, copy.bytes());
-        self.counters.host += moved;
+        let (raw, moved) = (entry.bytes, copy.stored_bytes());
+        self.counters.host += copy.bytes();
         self.counters.peak_host = self.counters.peak_host.max(self.counters.host);
         self.counters.offloads += 1;
         self.counters.offloaded_bytes += raw;
@@ -981,7 +981,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.raw_bytes += raw;
         self.counters.moved_bytes += moved;
         self.counters.codec_nanos += codec_nanos;
-        if let HostCopy::Compressed(_) = copy {
+        if copy.compressed() {
             self.counters.compressed_offloads += 1;
         }
         if self.config.compression != Compression::Off {
@@ -1032,7 +1032,7 @@ impl<B: BackendIr> Engine<B> {
         let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
         let start = Instant::now();
         let stored = copy.bytes();
-        let compressed = matches!(*copy, HostCopy::Compressed(_));
+        let compressed = copy.compressed();
         if let Some(Ok(handle)) = transfer::device_route::<B>(&copy, &self.runner.device()) {
             // On the device: only the compressed bytes crossed the link, or the pieces came
             // back from the peers by peer copies.

@@ -87,12 +87,23 @@ impl Drop for Piece {
     }
 }
 
+/// What the bytes spread across the peers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    /// The tensor's bytes as they are.
+    Raw,
+    /// A zero-value compressed tensor: `mask_words` bitmask words (little-endian), then the
+    /// packed values.
+    Compressed { mask_words: usize },
+}
+
 /// An offloaded tensor split across peers (and the host for what they could not take): the
 /// destination-space table of the seed, and the route back.
 #[derive(Debug)]
 pub(crate) struct PeerCopy {
     shape: burn_backend::Shape,
     dtype: burn_backend::DType,
+    payload: Payload,
     len: usize,
     pieces: Vec<Piece>,
     /// Bytes kept on the host, with their offset in the tensor.
@@ -136,9 +147,40 @@ impl PeerCopy {
         (&self.shape, self.dtype)
     }
 
-    /// The tensor, brought back from its peers ([`PeerPool::receive`]).
-    pub fn receive(&self) -> TensorData {
-        self.pool.receive(self)
+    /// The tensor, brought back from its peers ([`PeerPool::receive`]) and decompressed
+    /// when it went compressed.
+    pub fn receive(&self) -> Result<TensorData, crate::compress::CodecError> {
+        let bytes = self.pool.receive(self);
+        match self.payload {
+            Payload::Raw => Ok(TensorData::from_bytes_vec(
+                bytes,
+                self.shape.clone(),
+                self.dtype,
+            )),
+            Payload::Compressed { mask_words } => {
+                let (mask, values) = bytes.split_at(4 * mask_words);
+                let c = crate::compress::Compressed {
+                    shape: self.shape.as_slice().to_vec(),
+                    dtype: self.dtype,
+                    bitmask: mask
+                        .chunks_exact(4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                        .collect(),
+                    values: values.to_vec(),
+                };
+                crate::compress::decompress(&c)
+            }
+        }
+    }
+
+    /// Bytes it moved off the device (to peers and host), compressed or not.
+    pub fn stored_bytes(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Whether it went compressed.
+    pub fn compressed(&self) -> bool {
+        matches!(self.payload, Payload::Compressed { .. })
     }
 }
 
@@ -326,17 +368,53 @@ impl PeerPool {
         host_bandwidth: f64,
     ) -> Result<PeerCopy, TensorData> {
         let align = data.dtype.size().max(1) as u64;
-        let len = data.bytes.len();
-        if self.on_devices() {
-            return Err(data);
-        }
-        let Some(offsets) = self.plan(len, align, host_bandwidth) else {
-            return Err(data);
+        let (shape, dtype) = (data.shape.clone(), data.dtype);
+        self.send_bytes(
+            &data.bytes,
+            align,
+            shape,
+            dtype,
+            Payload::Raw,
+            host_bandwidth,
+        )
+        .ok_or(data)
+    }
+
+    /// [`PeerPool::send`] for a compressed tensor (the codec chosen before the split): its
+    /// bitmask and values travel as one buffer, split in whole words.
+    pub fn send_compressed(
+        self: &Arc<Self>,
+        c: crate::compress::Compressed,
+        host_bandwidth: f64,
+    ) -> Result<PeerCopy, crate::compress::Compressed> {
+        let mut bytes: Vec<u8> = Vec::with_capacity(c.bytes() as usize);
+        bytes.extend(c.bitmask.iter().flat_map(|w| w.to_le_bytes()));
+        bytes.extend_from_slice(&c.values);
+        let payload = Payload::Compressed {
+            mask_words: c.bitmask.len(),
         };
+        let shape = burn_backend::Shape::from(c.shape.clone());
+        self.send_bytes(&bytes, 4, shape, c.dtype, payload, host_bandwidth)
+            .ok_or(c)
+    }
+
+    fn send_bytes(
+        self: &Arc<Self>,
+        source: &[u8],
+        align: u64,
+        shape: burn_backend::Shape,
+        dtype: burn_backend::DType,
+        payload: Payload,
+        host_bandwidth: f64,
+    ) -> Option<PeerCopy> {
+        let len = source.len();
+        if self.on_devices() {
+            return None;
+        }
+        let offsets = self.plan(len, align, host_bandwidth)?;
         let _span =
             tracing::debug_span!("burn_swap::peer_send", bytes = len, pieces = offsets.len())
                 .entered();
-        let source: &[u8] = &data.bytes;
         let at = offsets.last().map_or(0, |&(_, o, b)| o + b);
         let host = (at < len).then(|| (at, source[at..].to_vec()));
         let pieces: Vec<Piece> = std::thread::scope(|scope| {
@@ -364,9 +442,10 @@ impl PeerPool {
                 .map(|h| h.join().expect("a piece's copy does not panic"))
                 .collect()
         });
-        Ok(PeerCopy {
-            shape: data.shape.clone(),
-            dtype: data.dtype,
+        Some(PeerCopy {
+            shape,
+            dtype,
+            payload,
             len,
             pieces,
             host,
@@ -454,6 +533,7 @@ impl PeerPool {
         Some(PeerCopy {
             shape,
             dtype,
+            payload: Payload::Raw,
             len,
             pieces: results.into_iter().filter_map(Result::ok).collect(),
             host: None,
@@ -468,9 +548,9 @@ impl PeerPool {
     }
 
     /// The transmitter of a fetch: brings every piece back from its peer at once, by the
-    /// route recorded at offload, and reassembles the tensor. The pieces' space goes back to
+    /// route recorded at offload, and reassembles the bytes. The pieces' space goes back to
     /// their peers when `copy` is dropped.
-    pub fn receive(&self, copy: &PeerCopy) -> TensorData {
+    fn receive(&self, copy: &PeerCopy) -> Vec<u8> {
         let _span = tracing::debug_span!(
             "burn_swap::peer_receive",
             bytes = copy.len,
@@ -510,7 +590,7 @@ impl PeerPool {
                 });
             }
         });
-        TensorData::from_bytes_vec(out, copy.shape.clone(), copy.dtype)
+        out
     }
 
     /// Starts a new measurement: counts from zero, the peaks from what is held now.
@@ -597,7 +677,7 @@ mod tests {
             stats.iter().map(|s| s.held_bytes).collect::<Vec<_>>(),
             vec![20_000, 10_000, 10_000]
         );
-        let back = pool.receive(&copy);
+        let back = copy.receive().unwrap();
         assert_eq!(back, original);
         drop(copy);
         assert!(pool.stats().iter().all(|s| s.held_bytes == 0));
@@ -623,10 +703,39 @@ mod tests {
         let back = pool.send(second.clone(), 1e9).unwrap_err();
         assert_eq!(back, second);
         assert_eq!(pool.fallbacks(), 2);
-        assert_eq!(pool.receive(&first), data(10_000));
+        assert_eq!(first.receive().unwrap(), data(10_000));
         drop(first);
         // Room again.
         assert!(pool.send(data(500), 1e9).is_ok());
+    }
+
+    #[test]
+    fn compressed_tensors_travel_compressed_and_come_back_bit_for_bit() {
+        let pool = PeerPool::new(
+            &[
+                PeerSpec::simulated("a", 1 << 20, 30e9),
+                PeerSpec::simulated("b", 1 << 20, 10e9),
+            ],
+            |_| None,
+        )
+        .unwrap();
+        // ReLU-like: every other element zero (and one -0.0, which must survive).
+        let mut values: Vec<f32> = (0..4096)
+            .map(|i| if i % 2 == 0 { 0.0 } else { i as f32 * 0.5 })
+            .collect();
+        values[10] = -0.0;
+        let original = TensorData::new(values, [64, 64]);
+        let c = crate::compress::compress(&original).unwrap();
+        let stored = c.bytes();
+        let copy = pool.send_compressed(c, 1e9).unwrap();
+        assert!(copy.compressed());
+        assert_eq!(copy.stored_bytes(), stored);
+        assert!(stored < original.bytes.len() as u64);
+        let sent: Vec<u64> = pool.stats().iter().map(|s| s.sent_bytes).collect();
+        assert_eq!(sent.iter().sum::<u64>(), stored);
+        assert!(sent[0] > 2 * sent[1], "{sent:?}");
+        let back = copy.receive().unwrap();
+        assert_eq!(back.as_bytes(), original.as_bytes());
     }
 
     #[test]
@@ -637,7 +746,7 @@ mod tests {
         let copy = pool.send(data(1_000_000), 1.0).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(4));
         let start = Instant::now();
-        let _ = pool.receive(&copy);
+        let _ = copy.receive().unwrap();
         assert!(start.elapsed() >= Duration::from_millis(4));
         let bandwidth = pool.stats()[0].bandwidth;
         assert!(bandwidth <= 1.05e9, "{bandwidth}");

@@ -87,7 +87,24 @@ impl HostCopy {
         match self {
             HostCopy::Raw(data) => Ok(data),
             HostCopy::Compressed(c) => crate::compress::decompress(&c),
-            HostCopy::Peers(p) => Ok(p.receive()),
+            HostCopy::Peers(p) => p.receive(),
+        }
+    }
+
+    /// Bytes it moved off the device (to the host and to peers), compressed or not.
+    pub fn stored_bytes(&self) -> u64 {
+        match self {
+            HostCopy::Peers(p) => p.stored_bytes(),
+            other => other.bytes(),
+        }
+    }
+
+    /// Whether it is zero-value compressed.
+    pub fn compressed(&self) -> bool {
+        match self {
+            HostCopy::Raw(_) => false,
+            HostCopy::Compressed(_) => true,
+            HostCopy::Peers(p) => p.compressed(),
         }
     }
 
@@ -96,7 +113,7 @@ impl HostCopy {
         match self {
             HostCopy::Raw(data) => Ok(data.clone()),
             HostCopy::Compressed(c) => crate::compress::decompress(c),
-            HostCopy::Peers(p) => Ok(p.receive()),
+            HostCopy::Peers(p) => p.receive(),
         }
     }
 }

@@ -220,13 +220,18 @@ pub(crate) fn copy_out<B: BackendIr>(
         let data = read::<B>(handle, shape, dtype)?;
         // The host's bandwidth as measured, else taken as slower than any peer link.
         let host = compression.link_bandwidth.unwrap_or(1.0);
-        return match pool.send(data, host) {
-            Ok(copy) => Ok((HostCopy::Peers(Box::new(copy)), 0, false)),
-            Err(data) => {
-                let (copy, nanos) = crate::compress::pack(data, compression);
-                Ok((copy, nanos, false))
-            }
+        // The codec first, where it pays: the compressed bytes are what the peers take.
+        let (packed, nanos) = crate::compress::pack(data, compression);
+        let copy = match packed {
+            HostCopy::Raw(data) => pool
+                .send(data, host)
+                .map_or_else(HostCopy::Raw, |c| HostCopy::Peers(Box::new(c))),
+            HostCopy::Compressed(c) => pool
+                .send_compressed(c, host)
+                .map_or_else(HostCopy::Compressed, |c| HostCopy::Peers(Box::new(c))),
+            other => other,
         };
+        return Ok((copy, nanos, false));
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if dtype.is_float() {
@@ -289,7 +294,7 @@ fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), Strin
 
 fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
     let start = Instant::now();
-    let compressed = matches!(job.copy, HostCopy::Compressed(_));
+    let compressed = job.copy.compressed();
     if let Some(result) = device_route::<B>(&job.copy, &job.device) {
         let nanos = if compressed {
             start.elapsed().as_nanos() as u64
@@ -298,7 +303,7 @@ fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, boo
         };
         return Ok((result?, nanos, compressed));
     }
-    let compressed = matches!(job.copy, HostCopy::Compressed(_));
+    let compressed = job.copy.compressed();
     let data = job.copy.into_data().map_err(|e| e.to_string())?;
     let codec_nanos = if compressed {
         start.elapsed().as_nanos() as u64
