@@ -216,6 +216,21 @@ fn cuda_peers_are_refused_on_other_backends_with_a_clear_error() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("all simulated"), "{err}");
+    for bad in [
+        PeerSpec::simulated("no link", 1 << 20, 0.0),
+        PeerSpec::simulated("nan", 1 << 20, f64::NAN),
+        PeerSpec::simulated("no room", 0, 1e9),
+    ] {
+        let err =
+            burn_swap::configure(&device, SwapConfig::default().with_peers(vec![bad])).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                burn_swap::SwapError::Config(burn_swap::ConfigError::BadPeer { .. })
+            ),
+            "{err:?}"
+        );
+    }
     // The refused configurations left the one in force.
     assert!(burn_swap::report(&device).unwrap().peers.is_empty());
 }

@@ -440,6 +440,16 @@ impl SwapConfig {
         if devices > 0 && devices < self.peers.len() {
             return Err(ConfigError::MixedPeers);
         }
+        if let Some(p) = self.peers.iter().find(|p| {
+            p.capacity_bytes == 0
+                || (p.device.is_none() && !(p.bandwidth.is_finite() && p.bandwidth > 0.0))
+        }) {
+            return Err(ConfigError::BadPeer {
+                name: p.name.clone(),
+                capacity_bytes: p.capacity_bytes,
+                bandwidth: p.bandwidth,
+            });
+        }
         match self.budget {
             Budget::Bytes(0) => Err(ConfigError::ZeroBudget),
             Budget::DeviceFraction(f) => check_fraction(f),

@@ -37,6 +37,18 @@ pub enum ConfigError {
         /// The backend's name.
         backend: String,
     },
+    /// A simulated peer without room or without a usable link.
+    #[error(
+        "peer {name}: a simulated peer needs a capacity above 0 and a finite bandwidth above 0 (got {capacity_bytes} bytes, {bandwidth} B/s)"
+    )]
+    BadPeer {
+        /// The peer's name.
+        name: String,
+        /// Its capacity.
+        capacity_bytes: u64,
+        /// Its bandwidth.
+        bandwidth: f64,
+    },
     /// Simulated peers and CUDA devices given together.
     #[error(
         "peers must be all simulated (capacity@bandwidth) or all CUDA devices (cuda:N@capacity)"

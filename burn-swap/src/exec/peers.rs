@@ -184,9 +184,14 @@ impl PeerCopy {
     }
 }
 
-/// Sleeps until `bytes` would have crossed a link of `bandwidth` since `start`.
+/// Sleeps until `bytes` would have crossed a link of `bandwidth` since `start` (a simulated
+/// link; the configuration makes sure the bandwidth is positive and finite).
 fn pace(start: Instant, bytes: usize, bandwidth: f64) {
-    let due = Duration::from_secs_f64(bytes as f64 / bandwidth);
+    let seconds = bytes as f64 / bandwidth;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return;
+    }
+    let due = Duration::from_secs_f64(seconds);
     if let Some(rest) = due.checked_sub(start.elapsed()) {
         std::thread::sleep(rest);
     }
@@ -579,13 +584,15 @@ impl PeerPool {
                 scope.spawn(move || {
                     let start = Instant::now();
                     match &piece.data {
-                        PieceData::Host(bytes) => slot.copy_from_slice(bytes),
+                        PieceData::Host(bytes) => {
+                            slot.copy_from_slice(bytes);
+                            pace(start, slot.len(), self.specs[piece.peer].bandwidth);
+                        }
                         // A device piece is brought back by the device route (see
-                        // `cube::peer_receive`); here, through the host.
+                        // `cube::peer_receive`); here, through the host, unpaced.
                         #[cfg(feature = "cuda")]
                         PieceData::Device(d) => slot.copy_from_slice(&d.to_host()),
                     }
-                    pace(start, slot.len(), self.specs[piece.peer].bandwidth);
                     self.note_fetched(piece.peer, slot.len(), start);
                 });
             }
