@@ -11,7 +11,7 @@
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
-//! | `BURN_SWAP_PEERS` | simulated peers, `capacity@bandwidth` comma-separated (`256MiB@50GB/s,128MiB@25GB/s`), or `off` | none |
+//! | `BURN_SWAP_PEERS` | peers, comma-separated: simulated `capacity@bandwidth` (`256MiB@50GB/s`), or devices `cuda:N@capacity` / `device:N@capacity`; or `off` | none |
 //! | `BURN_SWAP_JITTER` | microseconds (`0`, `300`): each transfer finishes up to this late, a stress test for ordering | `0` |
 //!
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
@@ -175,12 +175,13 @@ pub struct SwapConfig {
 }
 
 /// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
-/// to it. A peer is either a CUDA device (`device`: its ordinal; pieces live in its memory,
-/// allocated by its own CubeCL allocator, and move by peer copies; needs `Swap<Cuda>` and
-/// the `cuda` feature) or *simulated* (`device: None`: its bytes live in host memory, each
-/// transfer is paced to the link's bandwidth, and the capacity is enforced as a peer
-/// device's free memory would be; this is how the advisor, the split, the reassembly and the
-/// fallback run on any backend, CI included).
+/// to it. A peer is either a device of the inner backend (`device`: its index; on CUDA the
+/// ordinal, pieces live in its memory, allocated by its own CubeCL allocator, and move by
+/// cudarc peer copies; on other backends pieces move with Burn's `to_device`), or
+/// *simulated* (`device: None`: its bytes live in host memory, each transfer is paced to the
+/// link's bandwidth, and the capacity is enforced as a peer device's free memory would be;
+/// this is how the advisor, the split, the reassembly and the fallback run on any backend,
+/// CI included).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerSpec {
     /// Its name in the report.
@@ -190,7 +191,7 @@ pub struct PeerSpec {
     /// The bandwidth of the link to it and back, bytes per second (for a CUDA peer, 0:
     /// measured when the device is configured).
     pub bandwidth: f64,
-    /// The CUDA ordinal of a device peer; `None` for a simulated one.
+    /// The index of a device peer (the CUDA ordinal on CUDA); `None` for a simulated one.
     #[serde(default)]
     pub device: Option<usize>,
 }
@@ -206,14 +207,23 @@ impl PeerSpec {
         }
     }
 
-    /// CUDA device `ordinal` as a peer taking up to `capacity_bytes`, its link measured when
-    /// the device is configured (device 0 to itself works: the path runs on one GPU).
+    /// Device `index` of the inner backend as a peer taking up to `capacity_bytes`. Its link
+    /// is measured when the device is configured on CUDA (device 0 to itself works: the path
+    /// runs on one GPU); elsewhere the advisor takes all device links as equal.
+    pub fn device(index: usize, capacity_bytes: u64) -> Self {
+        Self {
+            name: format!("device:{index}"),
+            capacity_bytes,
+            bandwidth: 0.0,
+            device: Some(index),
+        }
+    }
+
+    /// CUDA device `ordinal` as a peer: [`PeerSpec::device`] under its CUDA name.
     pub fn cuda(ordinal: usize, capacity_bytes: u64) -> Self {
         Self {
             name: format!("cuda:{ordinal}"),
-            capacity_bytes,
-            bandwidth: 0.0,
-            device: Some(ordinal),
+            ..Self::device(ordinal, capacity_bytes)
         }
     }
 }
@@ -221,7 +231,8 @@ impl PeerSpec {
 /// Parses `BURN_SWAP_PEERS`: `off`, or comma-separated peers, each either simulated,
 /// `capacity@bandwidth` with a capacity as in budgets (`256MiB`) and a bandwidth in bytes
 /// per second with a decimal or binary unit and an optional `/s` (`50GB/s`, `12.5GB`,
-/// `900MiB/s`), or a CUDA device, `cuda:N@capacity` (`cuda:1@8GiB`).
+/// `900MiB/s`), or a device of the inner backend, `device:N@capacity` or, the same on CUDA,
+/// `cuda:N@capacity` (`cuda:1@8GiB`).
 pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
     let text = text.trim();
     if text.eq_ignore_ascii_case("off") || text.is_empty() {
@@ -233,13 +244,19 @@ pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
             let (first, second) = item.trim().split_once('@').ok_or_else(|| {
                 format!("peer `{item}`: expected capacity@bandwidth or cuda:N@capacity, e.g. 256MiB@50GB/s")
             })?;
-            if let Some(ordinal) = first.trim().strip_prefix("cuda:") {
+            let first = first.trim();
+            let device = first
+                .strip_prefix("cuda:")
+                .map(|n| (n, true))
+                .or_else(|| first.strip_prefix("device:").map(|n| (n, false)));
+            if let Some((ordinal, cuda)) = device {
                 let ordinal: usize = ordinal
                     .trim()
                     .parse()
                     .map_err(|_| format!("peer `{item}`: `{ordinal}` is not a device number"))?;
                 return match parse_budget(second) {
-                    Ok(Budget::Bytes(b)) if b > 0 => Ok(PeerSpec::cuda(ordinal, b)),
+                    Ok(Budget::Bytes(b)) if b > 0 && cuda => Ok(PeerSpec::cuda(ordinal, b)),
+                    Ok(Budget::Bytes(b)) if b > 0 => Ok(PeerSpec::device(ordinal, b)),
                     _ => Err(format!("peer `{item}`: the capacity must be bytes, above 0")),
                 };
             }
@@ -683,6 +700,10 @@ mod tests {
             Ok(vec![PeerSpec::cuda(1, 8 << 30), PeerSpec::cuda(0, 1 << 30)])
         );
         assert!(parse_peers("cuda:x@8GiB").is_err());
+        assert_eq!(
+            parse_peers("device:2@1MiB"),
+            Ok(vec![PeerSpec::device(2, 1 << 20)])
+        );
         assert_eq!(
             parse_compression("ON"),
             Ok(Compression::On { max_ratio: 0.8 })

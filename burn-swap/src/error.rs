@@ -27,16 +27,6 @@ pub enum ConfigError {
     /// A budget of zero bytes can hold no tensor.
     #[error("a budget of 0 bytes can hold no tensor; give at least the working set of one op")]
     ZeroBudget,
-    /// CUDA devices given as peers, on a backend that is not Burn's CUDA backend (or a build
-    /// without the `cuda` feature).
-    #[error(
-        "CUDA devices given as peers, but backend {backend} is not Burn's CUDA backend (with \
-         burn-swap's `cuda` feature); use simulated peers (capacity@bandwidth) or none"
-    )]
-    DevicePeersUnsupported {
-        /// The backend's name.
-        backend: String,
-    },
     /// A simulated peer without room or without a usable link.
     #[error(
         "peer {name}: a simulated peer needs a capacity above 0 and a finite bandwidth above 0 (got {capacity_bytes} bytes, {bandwidth} B/s)"

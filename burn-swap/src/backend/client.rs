@@ -107,13 +107,6 @@ fn resolve_budget<B: BackendIr>(
     device: &B::Device,
 ) -> Result<Option<u64>, ConfigError> {
     config.validate()?;
-    if config.peers.iter().any(|p| p.device.is_some())
-        && crate::exec::cuda_ordinal::<B>(device).is_none()
-    {
-        return Err(ConfigError::DevicePeersUnsupported {
-            backend: B::name(device),
-        });
-    }
     config
         .budget
         .resolve(crate::exec::device_memory::<B>(device), &B::name(device))

@@ -207,13 +207,9 @@ impl DeviceSlot {
 }
 
 /// The CUDA ordinal of `device`, when it is a CUDA device.
+#[cfg(feature = "cuda")]
 pub(crate) fn cuda_ordinal<B: Backend>(device: &B::Device) -> Option<usize> {
-    #[cfg(feature = "cuda")]
-    if let Some(d) = as_device::<cubecl::cuda::CudaRuntime, _>(device) {
-        return Some(d.index);
-    }
-    let _ = device;
-    None
+    as_device::<cubecl::cuda::CudaRuntime, _>(device).map(|d| d.index)
 }
 
 /// Seed 000's transmitter on CUDA: the bytes of a float tensor split across peer devices by
@@ -254,11 +250,11 @@ pub(crate) fn peer_send<B: Backend>(
                 },
                 bytes,
             )?;
-            Ok(DeviceSlot {
+            Ok(super::peers::PieceData::Device(DeviceSlot {
                 client,
                 handle,
                 ordinal,
-            })
+            }))
         },
     )
 }

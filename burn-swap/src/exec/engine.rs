@@ -936,6 +936,7 @@ impl<B: BackendIr> Engine<B> {
                 ir.dtype,
                 &compression,
                 self.peers.as_ref(),
+                &self.runner.device(),
             )
         };
         let nanos = start.elapsed().as_nanos() as u64;

@@ -35,14 +35,9 @@ pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Opt
 }
 
 /// The CUDA ordinal of `device`, when the inner backend is Burn's CUDA backend.
+#[cfg(feature = "cuda")]
 pub(crate) fn cuda_ordinal<B: burn_backend::Backend>(device: &B::Device) -> Option<usize> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return cube::cuda_ordinal::<B>(device);
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    {
-        let _ = device;
-        None
-    }
+    cube::cuda_ordinal::<B>(device)
 }
 
 /// The bandwidth of the link from `device` to CUDA device `peer` (a 64 MiB peer copy) and

@@ -53,9 +53,15 @@ pub(crate) struct PeerPool {
 pub(crate) enum PieceData {
     /// In host memory (a simulated peer).
     Host(Vec<u8>),
-    /// In a buffer of a peer device, allocated by that device's own allocator.
+    /// In a buffer of a peer CUDA device, allocated by that device's own allocator.
     #[cfg(feature = "cuda")]
     Device(super::cube::DeviceSlot),
+    /// A tensor of the inner backend on the peer device (the generic route, `to_device`),
+    /// and how to read its bytes back without knowing the backend here.
+    Backend {
+        tensor: Box<dyn core::any::Any + Send + Sync>,
+        read: fn(&(dyn core::any::Any + Send + Sync)) -> Vec<u8>,
+    },
 }
 
 impl core::fmt::Debug for PieceData {
@@ -64,6 +70,7 @@ impl core::fmt::Debug for PieceData {
             PieceData::Host(b) => write!(f, "Host({} bytes)", b.len()),
             #[cfg(feature = "cuda")]
             PieceData::Device(d) => write!(f, "Device(cuda:{})", d.ordinal),
+            PieceData::Backend { .. } => write!(f, "Backend"),
         }
     }
 }
@@ -136,7 +143,6 @@ impl PeerCopy {
     }
 
     /// The pool its pieces belong to.
-    #[cfg(feature = "cuda")]
     pub fn pool(&self) -> &PeerPool {
         &self.pool
     }
@@ -459,18 +465,18 @@ impl PeerPool {
     }
 
     /// The coordinator and transmitter of an offload between devices: plans the split of a
-    /// device buffer of `len` bytes and has `copy` move each piece to its peer (one sender
-    /// per destination, at once). Everything or nothing: when the peers cannot take all of
-    /// it, or a copy fails (a peer out of memory), every piece is given back and `None` says
-    /// to take the host route; the tensor's own buffer is never touched.
-    #[cfg(feature = "cuda")]
+    /// tensor of `len` bytes on the device and has `copy` move each piece (peer device index,
+    /// offset, bytes) to its peer (one sender per destination, at once). Everything or
+    /// nothing: when the peers cannot take all of it, or a copy fails (a peer out of
+    /// memory), every piece is given back and `None` says to take the host route; the
+    /// tensor's own buffer is never touched.
     pub fn send_device(
         self: &Arc<Self>,
         len: usize,
         align: u64,
         shape: burn_backend::Shape,
         dtype: burn_backend::DType,
-        copy: impl Fn(usize, usize, usize) -> Result<super::cube::DeviceSlot, String> + Sync,
+        copy: impl Fn(usize, usize, usize) -> Result<PieceData, String> + Sync,
     ) -> Option<PeerCopy> {
         let offsets = self.plan(len, align, 1.0)?;
         let at = offsets.last().map_or(0, |&(_, o, b)| o + b);
@@ -499,13 +505,13 @@ impl PeerPool {
                             copy(ordinal, offset, bytes)
                         }));
                         match moved {
-                            Ok(Ok(slot)) => {
+                            Ok(Ok(data)) => {
                                 self.note_sent(peer, bytes, start);
                                 Ok(Piece {
                                     peer,
                                     offset,
                                     len: bytes,
-                                    data: PieceData::Device(slot),
+                                    data,
                                     pool,
                                 })
                             }
@@ -547,7 +553,6 @@ impl PeerPool {
     }
 
     /// Books the fetch of a device piece (the copy itself is the caller's).
-    #[cfg(feature = "cuda")]
     pub fn note_device_fetch(&self, peer: usize, bytes: usize, start: Instant) {
         self.note_fetched(peer, bytes, start);
     }
@@ -589,9 +594,13 @@ impl PeerPool {
                             pace(start, slot.len(), self.specs[piece.peer].bandwidth);
                         }
                         // A device piece is brought back by the device route (see
-                        // `cube::peer_receive`); here, through the host, unpaced.
+                        // `cube::peer_receive`, `peers::receive_backend`); here, through the
+                        // host, unpaced.
                         #[cfg(feature = "cuda")]
                         PieceData::Device(d) => slot.copy_from_slice(&d.to_host()),
+                        PieceData::Backend { tensor, read } => {
+                            slot.copy_from_slice(&read(tensor.as_ref()))
+                        }
                     }
                     self.note_fetched(piece.peer, slot.len(), start);
                 });
@@ -650,6 +659,94 @@ impl PeerPool {
             })
             .collect()
     }
+}
+
+/// The generic route of device peers (any backend, Burn's `to_device`): the tensor flattened
+/// and sliced into the advisor's pieces on its device, each moved to its peer device with
+/// `to_device` (at once, one sender per destination). `None`: not a float tensor, or the peers
+/// could not take all of it (the caller takes the host route).
+pub(crate) fn send_backend<B: burn_ir::BackendIr>(
+    handle: B::Handle,
+    shape: &burn_backend::Shape,
+    dtype: burn_backend::DType,
+    home: &B::Device,
+    pool: &Arc<PeerPool>,
+) -> Option<PeerCopy> {
+    use burn_backend::Device;
+    if !dtype.is_float() {
+        return None;
+    }
+    let width = dtype.size().max(1);
+    let n = shape.num_elements();
+    let flat = B::float_reshape(
+        B::float_tensor(burn_ir::TensorHandle {
+            handle,
+            shape: shape.clone(),
+        }),
+        burn_backend::Shape::new([n]),
+    );
+    let home_id = home.to_id();
+    pool.send_device(
+        n * width,
+        width as u64,
+        shape.clone(),
+        dtype,
+        |index, offset, bytes| {
+            let (start, end) = (offset / width, (offset + bytes) / width);
+            let piece = B::float_slice(
+                flat.clone(),
+                &[burn_backend::Slice::new(
+                    start as isize,
+                    Some(end as isize),
+                    1,
+                )],
+            );
+            let index = u16::try_from(index).map_err(|_| format!("device index {index}"))?;
+            let peer = B::Device::from_id(burn_backend::DeviceId::new(home_id.type_id, index));
+            let moved = B::float_to_device(piece, &peer);
+            Ok(PieceData::Backend {
+                tensor: Box::new(moved),
+                read: read_float::<B>,
+            })
+        },
+    )
+}
+
+/// A piece's bytes read back through the backend (for reads of an offloaded tensor).
+fn read_float<B: burn_ir::BackendIr>(tensor: &(dyn core::any::Any + Send + Sync)) -> Vec<u8> {
+    tensor
+        .downcast_ref::<B::FloatTensorPrimitive>()
+        .and_then(|t| burn_std::reader::try_read_sync(B::float_into_data(t.clone())))
+        .and_then(Result::ok)
+        .map(|data| data.bytes.to_vec())
+        .unwrap_or_default()
+}
+
+/// The reverse route of [`send_backend`]: every piece moved back to `home` with
+/// `to_device`, in offset order, concatenated and given the tensor's shape. `None` when the
+/// pieces are not the generic route's.
+pub(crate) fn receive_backend<B: burn_ir::BackendIr>(
+    copy: &PeerCopy,
+    home: &B::Device,
+) -> Option<B::FloatTensorPrimitive> {
+    let mut pieces: Vec<&Piece> = copy.pieces.iter().collect();
+    pieces.sort_by_key(|p| p.offset);
+    let mut parts = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let PieceData::Backend { tensor, .. } = &piece.data else {
+            return None;
+        };
+        let tensor = tensor.downcast_ref::<B::FloatTensorPrimitive>()?.clone();
+        let start = Instant::now();
+        parts.push(B::float_to_device(tensor, home));
+        copy.pool.note_device_fetch(piece.peer, piece.len, start);
+    }
+    let flat = if parts.len() == 1 {
+        parts.pop()?
+    } else {
+        B::float_cat(parts, 0)
+    };
+    Some(B::float_reshape(flat, copy.shape.clone()))
 }
 
 #[cfg(test)]

@@ -189,6 +189,7 @@ fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), Strin
         job.dtype,
         &job.route.compression,
         job.route.peers.as_ref(),
+        &job.route.device,
     )
 }
 
@@ -203,19 +204,14 @@ pub(crate) fn copy_out<B: BackendIr>(
     dtype: DType,
     compression: &crate::compress::Policy,
     peers: Option<&Arc<PeerPool>>,
+    device: &B::Device,
 ) -> Result<(HostCopy, u64, bool), String> {
     if let Some(pool) = peers {
-        #[cfg(feature = "cuda")]
-        if pool.on_devices() && dtype.is_float() {
-            let tensor = B::float_tensor(TensorHandle {
-                handle: handle.clone(),
-                shape: shape.clone(),
-            });
-            let sent = super::cube::peer_send::<B>(&tensor, &shape, dtype, pool);
-            drop(tensor);
-            if let Some(copy) = sent {
-                return Ok((HostCopy::Peers(Box::new(copy)), 0, false));
-            }
+        if pool.on_devices()
+            && dtype.is_float()
+            && let Some(copy) = device_peer_send::<B>(&handle, &shape, dtype, device, pool)
+        {
+            return Ok((HostCopy::Peers(Box::new(copy)), 0, false));
         }
         let data = read::<B>(handle, shape, dtype)?;
         // The host's bandwidth as measured, else taken as slower than any peer link.
@@ -257,6 +253,26 @@ pub(crate) fn copy_out<B: BackendIr>(
     Ok((copy, nanos, false))
 }
 
+/// A float tensor sent to device peers: by cudarc peer copies on CUDA, by the backend's
+/// `to_device` elsewhere (`None`: the peers could not take it all; the host route follows).
+fn device_peer_send<B: BackendIr>(
+    handle: &B::Handle,
+    shape: &Shape,
+    dtype: DType,
+    device: &B::Device,
+    pool: &Arc<PeerPool>,
+) -> Option<super::peers::PeerCopy> {
+    #[cfg(feature = "cuda")]
+    if super::cuda_ordinal::<B>(device).is_some() {
+        let tensor = B::float_tensor(TensorHandle {
+            handle: handle.clone(),
+            shape: shape.clone(),
+        });
+        return super::cube::peer_send::<B>(&tensor, shape, dtype, pool);
+    }
+    super::peers::send_backend::<B>(handle.clone(), shape, dtype, device, pool)
+}
+
 /// A copy brought back by the device's own route, into a new tensor: a compressed host copy
 /// decompressed by the device's kernels (CubeCL backends), or a tensor split across peer
 /// devices brought back by peer copies (CUDA). `None` otherwise (a raw copy, another
@@ -270,12 +286,15 @@ pub(crate) fn device_route<B: BackendIr>(
         return super::cube::decompress_fetch::<B>(c, device)
             .map(|result| result.map(B::float_tensor_handle));
     }
-    #[cfg(feature = "cuda")]
     if let HostCopy::Peers(p) = copy
         && p.pool().on_devices()
     {
-        return super::cube::peer_receive::<B>(p, device)
-            .map(|result| result.map(B::float_tensor_handle));
+        #[cfg(feature = "cuda")]
+        if let Some(result) = super::cube::peer_receive::<B>(p, device) {
+            return Some(result.map(B::float_tensor_handle));
+        }
+        return super::peers::receive_backend::<B>(p, device)
+            .map(|t| Ok(B::float_tensor_handle(t)));
     }
     let _ = (copy, device);
     None
