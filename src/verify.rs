@@ -4,8 +4,11 @@
 //! `swap-check` prints its table; CI runs it on burn-flex (`--quick`) so that it keeps working.
 
 use burn::tensor::backend::Backend;
+use burn::tensor::backend::DeviceOps;
 use burn_ir::BackendIr;
-use burn_swap::{AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Swap, SwapConfig};
+use burn_swap::{
+    AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, Swap, SwapConfig,
+};
 
 use crate::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use crate::train::{Outcome, train_convnet, train_mlp, train_transformer};
@@ -203,6 +206,43 @@ where
         burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
     }
     rows
+}
+
+/// One configured run: `config` set on `device`, its trace and counters restarted, `train`
+/// run; its outcome and the report. (The caller holds [`crate::swap_device_lock`].)
+pub fn run_configured<D: DeviceOps>(
+    device: &D,
+    config: SwapConfig,
+    train: impl FnOnce() -> Outcome,
+) -> (Outcome, Report) {
+    burn_swap::configure(device, config).expect("a valid configuration");
+    burn_swap::restart_trace(device);
+    burn_swap::reset_counters(device);
+    let outcome = train();
+    let report = burn_swap::report(device).expect("the device ran under Swap");
+    (outcome, report)
+}
+
+/// What every budgeted run of the tests must show: losses and parameters bit-identical to
+/// `plain`, the counted peak within `budget`, tensors moved both ways. Panics naming `what`.
+pub fn assert_budgeted_run(
+    what: &str,
+    plain: &Outcome,
+    swapped: &Outcome,
+    report: &Report,
+    budget: u64,
+) {
+    assert_eq!(
+        swapped.loss_bits(),
+        plain.loss_bits(),
+        "{what}: losses\n{report}"
+    );
+    assert_eq!(swapped, plain, "{what}: parameters");
+    assert!(report.peak_bytes <= budget, "{what}\n{report}");
+    assert!(
+        report.offloads > 0 && report.fetches > 0,
+        "{what}\n{report}"
+    );
 }
 
 fn mib(bytes: u64) -> String {

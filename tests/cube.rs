@@ -10,6 +10,7 @@ use burn::backend::Autodiff;
 use burn_swap::{Compression, CubeWgpu, Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
+use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
 use cubecl::wgpu::WgpuDevice;
 
 type Plain = Autodiff<CubeWgpu>;
@@ -56,29 +57,12 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
     for (policy, fraction) in [(Policy::Planned, 0.5), (Policy::OffloadOnly, 0.25)] {
         let budget = (peak as f64 * fraction) as u64;
         let what = format!("{name}, {} at {fraction}", policy.name());
-        burn_swap::configure(
-            &device,
-            SwapConfig::budget_bytes(budget)
-                .with_policy(policy)
-                .with_compression(compression)
-                .with_transfer_jitter(200),
-        )
-        .unwrap();
-        burn_swap::restart_trace(&device);
-        burn_swap::reset_counters(&device);
-        let swapped = train(true);
-        let report = burn_swap::report(&device).unwrap();
-        assert_eq!(
-            swapped.loss_bits(),
-            plain.loss_bits(),
-            "{what}: losses\n{report}"
-        );
-        assert_eq!(swapped, plain, "{what}: parameters");
-        assert!(report.peak_bytes <= budget, "{what}\n{report}");
-        assert!(
-            report.offloads > 0 && report.fetches > 0,
-            "{what}\n{report}"
-        );
+        let config = SwapConfig::budget_bytes(budget)
+            .with_policy(policy)
+            .with_compression(compression)
+            .with_transfer_jitter(200);
+        let (swapped, report) = run_configured(&device, config, || train(true));
+        assert_budgeted_run(&what, &plain, &swapped, &report, budget);
         assert!(report.allocator_peak.is_some(), "{what}");
         if compression != Compression::Off {
             assert!(

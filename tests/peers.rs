@@ -8,6 +8,7 @@ use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, PeerSpec, Policy, Report, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -34,31 +35,14 @@ fn run_with_peers(
     assert_eq!(&train(), plain, "{name} unbudgeted");
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
     let budget = (peak as f64 * fraction) as u64;
-    burn_swap::configure(
-        &device,
-        SwapConfig::budget_bytes(budget)
-            .with_policy(policy)
-            .with_compression(compression)
-            .with_peers(peers),
-    )
-    .unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    let swapped = train();
-    let report = burn_swap::report(&device).unwrap();
+    let config = SwapConfig::budget_bytes(budget)
+        .with_policy(policy)
+        .with_compression(compression)
+        .with_peers(peers);
+    let (swapped, report) = run_configured(&device, config, train);
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let what = format!("{name}, {} at {fraction}", policy.name());
-    assert_eq!(
-        swapped.loss_bits(),
-        plain.loss_bits(),
-        "{what}: losses\n{report}"
-    );
-    assert_eq!(&swapped, plain, "{what}: parameters");
-    assert!(report.peak_bytes <= budget, "{what}\n{report}");
-    assert!(
-        report.offloads > 0 && report.fetches > 0,
-        "{what}\n{report}"
-    );
+    assert_budgeted_run(&what, plain, &swapped, &report, budget);
     report
 }
 

@@ -9,6 +9,7 @@ use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -28,25 +29,12 @@ fn stress(name: &str, plain: Outcome, train: impl Fn() -> Outcome, compression: 
         for fraction in [0.5, 0.25] {
             let budget = (peak as f64 * fraction) as u64;
             let what = format!("{name}, {} at {fraction}, jitter", policy.name());
-            burn_swap::configure(
-                &device,
-                SwapConfig::budget_bytes(budget)
-                    .with_policy(policy)
-                    .with_compression(compression)
-                    .with_transfer_jitter(JITTER_MICROS),
-            )
-            .unwrap();
-            burn_swap::restart_trace(&device);
-            burn_swap::reset_counters(&device);
-            let swapped = train();
-            let report = burn_swap::report(&device).unwrap();
-            assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
-            assert_eq!(swapped, plain, "{what}: parameters");
-            assert!(report.peak_bytes <= budget, "{what}\n{report}");
-            assert!(
-                report.offloads > 0 && report.fetches > 0,
-                "{what}\n{report}"
-            );
+            let config = SwapConfig::budget_bytes(budget)
+                .with_policy(policy)
+                .with_compression(compression)
+                .with_transfer_jitter(JITTER_MICROS);
+            let (swapped, report) = run_configured(&device, config, &train);
+            assert_budgeted_run(&what, &plain, &swapped, &report, budget);
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
