@@ -8,13 +8,18 @@
 use burn::backend::Autodiff;
 use burn::backend::Cuda;
 
-/// `Swap` over Burn's CUDA backend (with fusion, as Burn configures it).
+/// `Swap` over Burn's CUDA backend as Burn's features configure it: unfused here, fused
+/// with the `cuda-fusion` feature (Burn's `fusion`), which takes the generic path.
 pub type SwapCuda = crate::Swap<Cuda>;
 
 /// The training backend: `Autodiff<Swap<Cuda>>`.
 pub type AutodiffSwapCuda = Autodiff<SwapCuda>;
 
-/// Compile-time proof that `Autodiff<Swap<Cuda>>` is a Burn autodiff backend.
+/// Compile-time proof that `Autodiff<Swap<Cuda>>` is a Burn autodiff backend: Burn's
+/// `Cuda` (fused under `cuda-fusion`), and the unfused CubeCL backend by name.
 const _: fn() = assert_autodiff_backend::<AutodiffSwapCuda>;
+const _: fn() = assert_autodiff_backend::<
+    Autodiff<crate::Swap<burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>>>,
+>;
 
 fn assert_autodiff_backend<B: burn::tensor::backend::AutodiffBackend>() {}
