@@ -100,6 +100,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A probe of the max-batch search, run by the parent in a fresh process.
     let probe_batch: Option<usize> = args.value("probe-batch").map(str::parse).transpose()?;
     let probe_cap: u64 = args.get("probe-cap", 0)?;
+    let probe = probe_batch.map(|batch| (batch, probe_cap));
     harness::quiet_expected_panics();
     let probe_in_child = |batch: usize, cap: u64| -> bool {
         let Ok(exe) = std::env::current_exe() else {
@@ -127,47 +128,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (rows, (cap, unwrapped_batch, swap_batch)) = match device.as_str() {
         "flex" => {
-            let device = burn::backend::flex::FlexDevice;
-            // The max-batch search first, on a fresh device: a configuration that fails
-            // under its budget can leave tensors of the unwound step counted.
-            if let Some(batch) = probe_batch {
-                let ok = harness::probe::<burn::backend::Flex>(
-                    &device,
-                    &plan.workload.with_batch(batch),
-                    probe_cap,
-                );
-                std::process::exit(if ok { 0 } else { 1 });
-            }
-            let batches = harness::max_batches::<burn::backend::Flex>(
-                &device,
-                &plan.workload,
-                plan.cap_fraction,
-                limit,
-                probe_in_child,
-            );
-            (harness::run::<burn::backend::Flex>(&plan, &device), batches)
+            measure::<burn::backend::Flex>(&Default::default(), &plan, probe, limit, probe_in_child)
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
-            let device = Default::default();
-            // The max-batch search first, on a fresh device: a configuration that fails
-            // under its budget can leave tensors of the unwound step counted.
-            if let Some(batch) = probe_batch {
-                let ok = harness::probe::<burn::backend::Cuda>(
-                    &device,
-                    &plan.workload.with_batch(batch),
-                    probe_cap,
-                );
-                std::process::exit(if ok { 0 } else { 1 });
-            }
-            let batches = harness::max_batches::<burn::backend::Cuda>(
-                &device,
-                &plan.workload,
-                plan.cap_fraction,
-                limit,
-                probe_in_child,
-            );
-            (harness::run::<burn::backend::Cuda>(&plan, &device), batches)
+            measure::<burn::backend::Cuda>(&Default::default(), &plan, probe, limit, probe_in_child)
         }
         other => {
             return Err(burn_swap_suite::cli::unknown_device(other).into());
@@ -185,4 +150,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     print!("{}", harness::table(&rows));
     Ok(())
+}
+
+/// The harness on one backend: the max-batch search first, on a fresh device (a
+/// configuration that fails under its budget can leave tensors of the unwound step counted),
+/// then every row. As a probe of that search (`probe`: batch and cap), it runs one probe and
+/// exits with its verdict.
+fn measure<I: burn_ir::BackendIr>(
+    device: &I::Device,
+    plan: &Plan,
+    probe: Option<(usize, u64)>,
+    limit: usize,
+    probe_in_child: impl FnMut(usize, u64) -> bool,
+) -> (Vec<harness::Row>, (u64, usize, usize)) {
+    if let Some((batch, cap)) = probe {
+        let ok = harness::probe::<I>(device, &plan.workload.with_batch(batch), cap);
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+    let batches = harness::max_batches::<I>(
+        device,
+        &plan.workload,
+        plan.cap_fraction,
+        limit,
+        probe_in_child,
+    );
+    (harness::run::<I>(plan, device), batches)
 }

@@ -171,13 +171,20 @@ fn decompress_cube<R: CubeRuntime, B: Backend>(
     let client = R::client(device);
     let on_device = zvc::from_host(&client, c).map_err(|e| e.to_string())?;
     let handle = zvc::decompress(&client, &on_device).map_err(|e| e.to_string())?;
-    let tensor = CubeTensor::<R>::new_contiguous(
+    into_primitive::<R, B>(CubeTensor::<R>::new_contiguous(
         client,
         device.clone(),
         Shape::from(c.shape.clone()),
         handle,
         c.dtype,
-    );
+    ))
+}
+
+/// A CubeCL tensor of runtime `R` as the inner backend's float primitive (which it is, when
+/// the backend is `CubeBackend<R>`).
+fn into_primitive<R: CubeRuntime, B: Backend>(
+    tensor: CubeTensor<R>,
+) -> Result<B::FloatTensorPrimitive, String> {
     let boxed: Box<dyn Any> = Box::new(tensor);
     boxed
         .downcast::<B::FloatTensorPrimitive>()
@@ -315,13 +322,7 @@ pub(crate) fn peer_receive<B: Backend>(
     if let Err(e) = result {
         return Some(Err(e));
     }
-    let tensor =
-        CubeTensor::<CudaRuntime>::new_contiguous(client, d.clone(), shape.clone(), handle, dtype);
-    let boxed: Box<dyn Any> = Box::new(tensor);
-    Some(
-        boxed
-            .downcast::<B::FloatTensorPrimitive>()
-            .map(|b| *b)
-            .map_err(|_| "the inner backend's float tensors are not CubeCL tensors".to_string()),
-    )
+    Some(into_primitive::<CudaRuntime, B>(
+        CubeTensor::<CudaRuntime>::new_contiguous(client, d.clone(), shape.clone(), handle, dtype),
+    ))
 }

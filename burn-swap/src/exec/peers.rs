@@ -428,31 +428,12 @@ impl PeerPool {
                 .entered();
         let at = offsets.last().map_or(0, |&(_, o, b)| o + b);
         let host = (at < len).then(|| (at, source[at..].to_vec()));
-        let pieces: Vec<Piece> = std::thread::scope(|scope| {
-            let handles: Vec<_> = offsets
-                .iter()
-                .map(|&(peer, offset, bytes)| {
-                    let pool = self.clone();
-                    scope.spawn(move || {
-                        let start = Instant::now();
-                        let piece = Piece {
-                            peer,
-                            offset,
-                            len: bytes,
-                            data: PieceData::Host(source[offset..offset + bytes].to_vec()),
-                            pool,
-                        };
-                        pace(start, bytes, self.specs[peer].bandwidth);
-                        self.note_sent(peer, bytes, start);
-                        piece
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a piece's copy does not panic"))
-                .collect()
-        });
+        let pieces = self.transmit(&offsets, |peer, offset, bytes| {
+            let start = Instant::now();
+            let data = source[offset..offset + bytes].to_vec();
+            pace(start, bytes, self.specs[peer].bandwidth);
+            Ok(PieceData::Host(data))
+        })?;
         Some(PeerCopy {
             shape,
             dtype,
@@ -492,17 +473,38 @@ impl PeerPool {
             pieces = offsets.len()
         )
         .entered();
-        let copy = &copy;
+        let pieces = self.transmit(&offsets, |peer, offset, bytes| {
+            copy(self.specs[peer].device.unwrap_or(0), offset, bytes)
+        })?;
+        Some(PeerCopy {
+            shape,
+            dtype,
+            payload: Payload::Raw,
+            len,
+            pieces,
+            host: None,
+            pool: self.clone(),
+        })
+    }
+
+    /// The transmitter's send: each planned piece (peer, offset, bytes) moved by
+    /// `move_piece` on a sender of its own, all at once, and booked. All or nothing: when a
+    /// move fails (a peer out of memory), every piece is given back (the sent ones as they
+    /// drop, the others' reservations here), the fallback counted, and `None` returned.
+    fn transmit(
+        self: &Arc<Self>,
+        offsets: &[(usize, usize, usize)],
+        move_piece: impl Fn(usize, usize, usize) -> Result<PieceData, String> + Sync,
+    ) -> Option<Vec<Piece>> {
+        let move_piece = &move_piece;
         let results: Vec<Result<Piece, (usize, usize)>> = std::thread::scope(|scope| {
             let handles: Vec<_> = offsets
                 .iter()
                 .map(|&(peer, offset, bytes)| {
-                    let pool = self.clone();
                     scope.spawn(move || {
                         let start = Instant::now();
-                        let ordinal = self.specs[peer].device.unwrap_or(0);
                         let moved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            copy(ordinal, offset, bytes)
+                            move_piece(peer, offset, bytes)
                         }));
                         match moved {
                             Ok(Ok(data)) => {
@@ -512,27 +514,21 @@ impl PeerPool {
                                     offset,
                                     len: bytes,
                                     data,
-                                    pool,
+                                    pool: self.clone(),
                                 })
                             }
-                            _ => {
-                                // Dropping the pool clone only: the reservation is given
-                                // back below, with the others'.
-                                drop(pool);
-                                Err((peer, bytes))
-                            }
+                            _ => Err((peer, bytes)),
                         }
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or(Err((0, 0))))
+                .zip(offsets)
+                .map(|(h, &(peer, _, bytes))| h.join().unwrap_or(Err((peer, bytes))))
                 .collect()
         });
         if results.iter().any(Result::is_err) {
-            // A peer could not take its piece: give every piece back (the sent ones return
-            // their space as they drop); the tensor takes the host route.
             for r in &results {
                 if let Err((peer, bytes)) = r {
                     self.release(*peer, *bytes);
@@ -541,15 +537,7 @@ impl PeerPool {
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        Some(PeerCopy {
-            shape,
-            dtype,
-            payload: Payload::Raw,
-            len,
-            pieces: results.into_iter().filter_map(Result::ok).collect(),
-            host: None,
-            pool: self.clone(),
-        })
+        Some(results.into_iter().filter_map(Result::ok).collect())
     }
 
     /// Books the fetch of a device piece (the copy itself is the caller's).
