@@ -6,7 +6,7 @@
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
 use burn::tensor::{Tensor, TensorData, activation::relu};
-use burn_swap::compress::{compress, decompress};
+use burn_swap::unstable::codec::{compress, decompress};
 use burn_swap_suite::data::XorShift;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -104,12 +104,12 @@ criterion_group!(benches, throughput, relu_ratio, kernels);
 criterion_main!(benches);
 
 /// The kernels against a device-to-device copy of the same bytes, on `client`.
-fn kernels_on<R: burn_swap::gpu::cubecl::Runtime>(
+fn kernels_on<R: burn_swap::unstable::gpu::cubecl::Runtime>(
     c: &mut Criterion,
     name: &str,
-    client: burn_swap::gpu::cubecl::prelude::ComputeClient<R>,
+    client: burn_swap::unstable::gpu::cubecl::prelude::ComputeClient<R>,
 ) {
-    use burn_swap::gpu::zvc;
+    use burn_swap::unstable::gpu::zvc;
     let n = 4 << 20;
     let data = tensor_with_zeros(0.5);
     let input = client.create_from_slice(&data.bytes);
@@ -144,8 +144,8 @@ fn kernels_on<R: burn_swap::gpu::cubecl::Runtime>(
 fn kernels(c: &mut Criterion) {
     #[cfg(feature = "cuda")]
     {
-        use burn_swap::gpu::cubecl::cuda::{CudaDevice, CudaRuntime};
-        use burn_swap::gpu::cubecl::prelude::Runtime;
+        use burn_swap::unstable::gpu::cubecl::cuda::{CudaDevice, CudaRuntime};
+        use burn_swap::unstable::gpu::cubecl::prelude::Runtime;
         let client = CudaRuntime::client(&CudaDevice::default());
         kernels_on::<CudaRuntime>(c, "cuda", client);
     }

@@ -7,14 +7,14 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use burn_swap::plan::profile::{CopySample, Links, Profile};
-use burn_swap::plan::{checkpoint, combine, program, segments, simulate, waits};
+use burn_swap::unstable::plan::profile::{CopySample, Links, Profile};
+use burn_swap::unstable::plan::{self, checkpoint, combine, segments, simulate, waits};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn plan(c: &mut Criterion) {
     // 10,000 layers (20,001 ops), activations in four sizes, 20 µs per op.
     let trace =
-        burn_swap::trace::synthetic::chain(10_000, |l| 4096 * (1 + l as u64 % 4), |_| 20_000);
+        burn_swap::unstable::synthetic::chain(10_000, |l| 4096 * (1 + l as u64 % 4), |_| 20_000);
     let samples: Vec<CopySample> = [1u64 << 16, 1 << 20]
         .iter()
         .map(|&bytes| CopySample {
@@ -44,11 +44,11 @@ fn plan(c: &mut Criterion) {
     group.bench_function("combine_half_peak", |b| {
         b.iter(|| black_box(combine::combine(&trace, &profile, &candidates, budget)))
     });
-    let plan = combine::combine(&trace, &profile, &candidates, budget);
+    let chosen = combine::combine(&trace, &profile, &candidates, budget);
     group.bench_function("compile_with_waits", |b| {
-        b.iter(|| black_box(program::compile(&trace, &plan)))
+        b.iter(|| black_box(plan::compile(&trace, &chosen)))
     });
-    let compiled = program::compile(&trace, &plan);
+    let compiled = plan::compile(&trace, &chosen);
     group.bench_function("waits_over_two_iterations", |b| {
         b.iter(|| {
             let nodes = waits::timeline(&trace, &compiled);

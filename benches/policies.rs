@@ -64,7 +64,7 @@ where
         seconds,
         exposed_ms: report
             .as_ref()
-            .map_or(0.0, |r| r.exposed_wait_ns as f64 / timed as f64 / 1e6),
+            .map_or(0.0, |r| r.exposed_wait_seconds * 1e3 / timed as f64),
         peak: report.as_ref().map_or(0, |r| r.peak_bytes),
         budget: report.as_ref().and_then(|r| r.budget_bytes),
     }

@@ -58,7 +58,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(peak) = outcome.warm_up_peak {
         println!(
             "warm-up step: counted peak {}",
-            burn_swap::report::format_bytes(peak)
+            burn_swap::unstable::format_bytes(peak)
         );
     }
     let last = outcome.losses.last().copied().unwrap_or(f32::NAN);

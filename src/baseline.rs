@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use burn::tensor::{DType, Shape};
 use burn_ir::{BackendIr, TensorIr};
 use burn_router::{BackendRouter, RouterTensor, Runner, RunnerChannel};
-use burn_swap::SwapBridge;
+use burn_swap::unstable::SwapBridge;
 
 /// A router channel whose client is burn-router's plain `Runner<B>`.
 pub struct BareChannel<B>(PhantomData<fn() -> B>);

@@ -255,7 +255,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                         memory_ratio: Some(r.peak_bytes as f64 / peak as f64),
                         offloaded_per_step: r.offloaded_bytes / measured,
                         fetched_per_step: r.fetched_bytes / measured,
-                        exposed_per_step: r.exposed_wait_ns as f64 * 1e-9 / measured as f64,
+                        exposed_per_step: r.exposed_wait_seconds / measured as f64,
                         error: None,
                     }
                 }

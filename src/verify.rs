@@ -149,9 +149,9 @@ where
     let _guard = crate::swap_device_lock();
     let mut rows = Vec::new();
     for model in &check.models {
-        burn_swap::allocator_cleanup::<I>(device);
+        burn_swap::unstable::allocator_cleanup::<I>(device);
         let plain = model.train::<Plain<I>>(device, check.steps);
-        let plain_allocator = burn_swap::allocator_usage::<I>(device);
+        let plain_allocator = burn_swap::unstable::allocator_usage::<I>(device);
 
         burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
         burn_swap::restart_trace(device);
@@ -180,7 +180,7 @@ where
                     .with_transfer_jitter(check.jitter_micros)
                     .with_peers(check.peers.clone());
                 burn_swap::configure(device, config).expect("a valid configuration");
-                burn_swap::allocator_cleanup::<I>(device);
+                burn_swap::unstable::allocator_cleanup::<I>(device);
                 burn_swap::restart_trace(device);
                 burn_swap::reset_counters(device);
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -198,7 +198,7 @@ where
                     allocator: report.allocator_peak,
                     moves: (report.offloads, report.fetches, report.recomputes),
                     device_compressed: report.device_compressed_offloads,
-                    exposed_wait_ms: report.exposed_wait_ns as f64 * 1e-6 / check.steps as f64,
+                    exposed_wait_ms: report.exposed_wait_seconds * 1e3 / check.steps as f64,
                     peers: report.peers.clone(),
                 });
             }

@@ -7,7 +7,8 @@
 #![cfg(feature = "wgpu")]
 
 use burn::backend::Autodiff;
-use burn_swap::{Compression, CubeWgpu, Policy, Swap, SwapConfig};
+use burn_swap::unstable::CubeWgpu;
+use burn_swap::{Compression, Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
 use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
@@ -39,7 +40,7 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
     let device = WgpuDevice::DefaultDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     let plain = train(false);
-    let plain_usage = burn_swap::allocator_usage::<CubeWgpu>(&device)
+    let plain_usage = burn_swap::unstable::allocator_usage::<CubeWgpu>(&device)
         .expect("a CubeCL backend gives its allocator's figures");
     assert!(plain_usage.reserved > 0);
 
@@ -52,7 +53,7 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
     let allocator = report
         .allocator_peak
         .expect("the allocator's peak on CubeCL");
-    assert!(allocator.in_use >= report.current_bytes, "{report:?}");
+    assert!(allocator.in_use >= report.resident_bytes, "{report:?}");
 
     for (policy, fraction) in [(Policy::Planned, 0.5), (Policy::OffloadOnly, 0.25)] {
         let budget = (peak as f64 * fraction) as u64;

@@ -11,12 +11,18 @@ use burn_swap::{ConfigError, Swap, SwapConfig, SwapError};
 
 type S = Swap<Flex>;
 
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+/// The error a failed op panicked with: burn-swap's panics carry the `SwapError` itself.
+fn swap_error(payload: Box<dyn std::any::Any + Send>) -> SwapError {
+    match payload.downcast::<SwapError>() {
+        Ok(error) => *error,
+        Err(other) => panic!(
+            "the panic does not carry a SwapError: {:?}",
+            other
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| other.downcast_ref::<&str>().map(|s| s.to_string()))
+        ),
+    }
 }
 
 #[test]
@@ -28,7 +34,19 @@ fn budget_too_small_for_one_op_fails_clearly_and_keeps_the_inputs() {
     let a = Tensor::<S, 1>::from_data(TensorData::new(vec![1.5f32; 128], [128]), &device);
     let b = Tensor::<S, 1>::from_data(TensorData::new(vec![2.0f32; 128], [128]), &device);
     let result = catch_unwind(AssertUnwindSafe(|| a.clone() + b.clone()));
-    let message = panic_message(result.expect_err("the op cannot fit"));
+    let error = swap_error(result.expect_err("the op cannot fit"));
+    assert!(
+        matches!(
+            &error,
+            SwapError::OpExceedsBudget {
+                needed: 1536,
+                budget: 1024,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
     assert!(message.contains("NumericFloat.Add"), "{message}");
     assert!(message.contains("needs 1536 bytes"), "{message}");
     assert!(message.contains("budget is 1024 bytes"), "{message}");
@@ -38,6 +56,74 @@ fn budget_too_small_for_one_op_fails_clearly_and_keeps_the_inputs() {
     burn_swap::configure(&device, SwapConfig::budget_bytes(4096)).unwrap();
     let sum: Vec<f32> = (a + b).into_data().to_vec().unwrap();
     assert_eq!(sum, vec![3.5f32; 128]);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+/// Room that cannot be made is a typed error a caller can catch, with the true numbers: what
+/// was asked for, the budget, what was resident, what could not leave, and the smallest
+/// budget that would have worked.
+#[test]
+fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    // Two strided views made without a budget keep no op to be replayed from: they can
+    // neither be offloaded (a fetch would not restore their layout) nor recomputed.
+    let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
+    let view = x.clone().swap_dims(0, 1);
+    let consumed = x.swap_dims(0, 1);
+    assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 2048);
+    burn_swap::configure(&device, SwapConfig::budget_bytes(2560)).unwrap();
+
+    // 1 KiB more fits the budget on its own, but not beside the 2 KiB that cannot leave.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Tensor::<S, 1>::from_data(TensorData::new(vec![0.5f32; 256], [256]), &device)
+    }));
+    let error = swap_error(result.expect_err("no room"));
+    assert_eq!(
+        error,
+        SwapError::NoRoom {
+            op: "FromData".into(),
+            needed: 512,
+            budget: 2560,
+            resident: 2048,
+            pinned: 2048,
+            minimum_budget: 3072,
+        }
+    );
+    assert!(error.to_string().contains("3072"), "{error}");
+
+    // The smallest budget it names is one the same allocation succeeds under.
+    burn_swap::configure(&device, SwapConfig::budget_bytes(3072)).unwrap();
+    let more = Tensor::<S, 1>::from_data(TensorData::new(vec![0.5f32; 256], [256]), &device);
+    assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 3072);
+    drop((view, consumed, more));
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+/// A configuration the device cannot take (its budget is below what cannot leave) is refused
+/// whole: the one in force stays.
+#[test]
+fn a_refused_configuration_leaves_the_previous_one_in_force() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    // A contiguous tensor (it can leave) and a strided view of it made without a budget (it
+    // cannot): 1 KiB each.
+    let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
+    let view = x.clone().swap_dims(0, 1);
+    burn_swap::configure(&device, SwapConfig::budget_bytes(1 << 20)).unwrap();
+    let refused = burn_swap::configure(&device, SwapConfig::budget_bytes(512));
+    assert!(
+        matches!(refused, Err(SwapError::NoRoom { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        burn_swap::report(&device).unwrap().budget_bytes,
+        Some(1 << 20),
+        "the budget in force stays"
+    );
+    drop((x, view));
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
 

@@ -373,7 +373,7 @@ fn data_in_and_out_match() {
 fn moving_a_tensor_through_the_channel_keeps_values_and_books() {
     use burn::tensor::TensorPrimitive;
     use burn_router::RunnerChannel;
-    use burn_swap::SwapChannel;
+    use burn_swap::unstable::SwapChannel;
 
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
@@ -388,7 +388,7 @@ fn moving_a_tensor_through_the_channel_keeps_values_and_books() {
     let t = Tensor::<S, 2>::from_primitive(TensorPrimitive::Float(moved));
     assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, before);
 
-    let kinds: Vec<String> = burn_swap::trace_window(&device)
+    let kinds: Vec<String> = burn_swap::unstable::trace_window(&device)
         .unwrap()
         .ops
         .iter()

@@ -24,7 +24,7 @@ fn profile_of_a_training_iteration_measured_within_the_budget() {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     train_mlp::<B>(&MlpConfig::small(), &device, 6);
-    let profile = burn_swap::profile(&device).unwrap();
+    let profile = burn_swap::unstable::profile(&device).unwrap();
     assert!(profile.links.is_none());
     let report = burn_swap::report(&device).unwrap();
     assert!(report.peak_bytes <= budget, "{report}");
@@ -34,7 +34,7 @@ fn profile_of_a_training_iteration_measured_within_the_budget() {
     burn_swap::restart_trace(&device);
     train_mlp::<B>(&MlpConfig::small(), &device, 6);
     let trace = burn_swap::trace(&device).unwrap();
-    let profile = burn_swap::profile(&device).unwrap();
+    let profile = burn_swap::unstable::profile(&device).unwrap();
     assert_eq!(profile.op_nanos.len(), trace.ops.len());
     assert_eq!(profile.op_bytes.len(), trace.ops.len());
     for (op, (&nanos, &bytes)) in trace

@@ -6,7 +6,7 @@ use std::time::Instant;
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::Swap;
-use burn_swap::plan::segments::{self, GaConfig};
+use burn_swap::unstable::plan::segments::{self, GaConfig};
 use burn_swap_suite::models::ConvNetConfig;
 use burn_swap_suite::train::{last_iteration, train_convnet};
 

@@ -4,7 +4,7 @@
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn_swap::plan::simulate;
+use burn_swap::unstable::plan::simulate;
 use burn_swap::{Swap, Trace};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
 use burn_swap_suite::train::{last_iteration, train_convnet, train_mlp};
@@ -53,11 +53,11 @@ fn simulated_peak_matches_the_counted_peak_of_real_runs() {
 
 #[test]
 fn checkpoint_selection_on_real_iterations() {
-    use burn_swap::plan::checkpoint;
+    use burn_swap::unstable::plan::checkpoint;
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     let trace = convnet_iteration(&device);
-    let profile = burn_swap::profile(&device).unwrap();
+    let profile = burn_swap::unstable::profile(&device).unwrap();
 
     let keep_all = simulate::simulate_trace(&trace);
     let candidates = checkpoint::candidates(&trace, &profile, 8);
@@ -82,11 +82,11 @@ fn checkpoint_selection_on_real_iterations() {
 
 #[test]
 fn combined_plan_for_half_the_peak_of_a_real_iteration() {
-    use burn_swap::plan::{checkpoint, combine};
+    use burn_swap::unstable::plan::{checkpoint, combine};
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     let trace = convnet_iteration(&device);
-    let profile = burn_swap::profile(&device).unwrap();
+    let profile = burn_swap::unstable::profile(&device).unwrap();
 
     let keep_all = simulate::simulate_trace(&trace);
     let budget = keep_all.peak_pool_bytes / 2;

@@ -35,7 +35,7 @@ fn hand_built_graph_has_exact_indices() {
     let values = d.into_data();
     assert_eq!(values.shape.as_slice(), &[3]);
 
-    let trace = burn_swap::trace_window(&device).unwrap();
+    let trace = burn_swap::unstable::trace_window(&device).unwrap();
     let kinds: Vec<&str> = trace.ops.iter().map(|o| o.kind.as_str()).collect();
     assert_eq!(
         kinds,

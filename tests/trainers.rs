@@ -62,7 +62,7 @@ fn bit_identical_train_mlp_at_a_quarter_of_the_peak_reactive_and_planned() {
         assert_eq!(json["budget_bytes"].as_u64(), Some(budget));
         assert!(json["peak_bytes"].as_u64().unwrap() <= budget);
         assert!(json["offloaded_bytes"].as_u64().unwrap() > 0);
-        assert!(json["exposed_wait_ns"].as_u64().is_some());
+        assert!(json["exposed_wait_seconds"].as_f64().is_some());
         if policy == Policy::Planned {
             assert!(json["plans"].as_u64().unwrap() > 0, "{report}");
         }

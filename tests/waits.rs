@@ -5,9 +5,9 @@
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn_swap::plan::program::{self, Program};
-use burn_swap::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
 use burn_swap::trace::Trace;
+use burn_swap::unstable::plan::program::Program;
+use burn_swap::unstable::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{train_mlp, train_transformer};
@@ -25,10 +25,11 @@ fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Progra
     burn_swap::reset_counters(&device);
     train();
     let trace = burn_swap::trace(&device).expect("the iteration repeats");
-    let mut profile = burn_swap::profile(&device).unwrap();
-    profile.links = Some(burn_swap::plan::profile::Links::instant());
+    let mut profile = burn_swap::unstable::profile(&device).unwrap();
+    profile.links = Some(burn_swap::unstable::plan::profile::Links::instant());
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
-    let program = program::build(&trace, &profile, (peak as f64 * fraction) as u64, policy);
+    let program =
+        burn_swap::unstable::plan::build(&trace, &profile, (peak as f64 * fraction) as u64, policy);
     (trace, program)
 }
 

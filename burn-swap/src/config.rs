@@ -17,8 +17,7 @@
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
 //! never replaced by a default.
 
-pub use crate::compress::Compression;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ParseError};
 use serde::{Deserialize, Serialize};
 
 /// How much device memory the tensors of one device may occupy, as counted by burn-swap.
@@ -102,6 +101,12 @@ impl Policy {
         Policy::RecomputeOnly,
     ];
 
+    /// Whether tensors may leave by copy (offload) under this policy, so that the links are
+    /// worth measuring and costing; [`Policy::RecomputeOnly`] moves nothing by plan.
+    pub fn moves_by_copy(self) -> bool {
+        self != Policy::RecomputeOnly
+    }
+
     /// Whether the policy follows a plan.
     pub fn planned(self) -> bool {
         self != Policy::Reactive
@@ -109,7 +114,7 @@ impl Policy {
 }
 
 impl core::str::FromStr for Policy {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         let value = value.trim().to_ascii_lowercase().replace('_', "-");
@@ -117,7 +122,11 @@ impl core::str::FromStr for Policy {
             .into_iter()
             .find(|p| p.name() == value)
             .ok_or_else(|| {
-                "expected one of `reactive`, `planned`, `offload-only`, `recompute-only`".into()
+                format!(
+                    "`{value}`: expected one of `reactive`, `planned`, `offload-only`, \
+                     `recompute-only`"
+                )
+                .into()
             })
     }
 }
@@ -139,39 +148,42 @@ pub enum EvictionScore {
     Largest,
 }
 
-/// The configuration of burn-swap for one device.
+/// The configuration of burn-swap for one device, built by its constructors and `with_*`
+/// methods (or read from the `BURN_SWAP*` environment); the values are checked when it is
+/// applied ([`crate::configure`]), which refuses a bad one with a typed error.
 ///
 /// ```
 /// use burn_swap::{SwapConfig, EvictionScore};
 /// let config = SwapConfig::budget_bytes(512 << 20).with_eviction(EvictionScore::Lru);
-/// assert!(config.enabled);
+/// assert!(config.enabled());
+/// assert_eq!(config.eviction(), EvictionScore::Lru);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwapConfig {
     /// When false, operations go straight to the inner backend: no trace, no budget; bytes
     /// are still counted.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The memory budget.
-    pub budget: Budget,
+    pub(crate) budget: Budget,
     /// The policy that keeps the budget.
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// How the reactive policy chooses what to offload.
-    pub eviction: EvictionScore,
+    pub(crate) eviction: EvictionScore,
     /// Whether to record the op trace (needed for [`crate::trace`] and the iteration report).
-    pub trace: bool,
-    /// Zero-value compression of offloaded tensors (see [`crate::compress`]).
-    pub compression: Compression,
+    pub(crate) trace: bool,
+    /// Zero-value compression of offloaded tensors (seed 002).
+    pub(crate) compression: Compression,
     /// A stress test for ordering, off at 0: each transfer worker holds every finished
     /// transfer for a pseudo-random time of up to this many microseconds before reporting
     /// it, so that completions reach compute in every order and at every distance from the
     /// ops that need them. Training must stay bit-identical (`tests/stress.rs`).
     #[serde(default)]
-    pub transfer_jitter_micros: u64,
+    pub(crate) transfer_jitter_micros: u64,
     /// Peer devices that take offloaded tensors (seed 000): split across them by link
     /// bandwidth within their free memory, with host memory as the fallback. Empty: host
     /// only. See [`PeerSpec`].
     #[serde(default)]
-    pub peers: Vec<PeerSpec>,
+    pub(crate) peers: Vec<PeerSpec>,
 }
 
 /// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
@@ -228,80 +240,6 @@ impl PeerSpec {
     }
 }
 
-/// Parses `BURN_SWAP_PEERS`: `off`, or comma-separated peers, each either simulated,
-/// `capacity@bandwidth` with a capacity as in budgets (`256MiB`) and a bandwidth in bytes
-/// per second with a decimal or binary unit and an optional `/s` (`50GB/s`, `12.5GB`,
-/// `900MiB/s`), or a device of the inner backend, `device:N@capacity` or, the same on CUDA,
-/// `cuda:N@capacity` (`cuda:1@8GiB`).
-pub fn parse_peers(text: &str) -> Result<Vec<PeerSpec>, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("off") || text.is_empty() {
-        return Ok(Vec::new());
-    }
-    text.split(',')
-        .enumerate()
-        .map(|(i, item)| {
-            let (first, second) = item.trim().split_once('@').ok_or_else(|| {
-                format!("peer `{item}`: expected capacity@bandwidth or cuda:N@capacity, e.g. 256MiB@50GB/s")
-            })?;
-            let first = first.trim();
-            let device = first
-                .strip_prefix("cuda:")
-                .map(|n| (n, true))
-                .or_else(|| first.strip_prefix("device:").map(|n| (n, false)));
-            if let Some((ordinal, cuda)) = device {
-                let ordinal: usize = ordinal
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("peer `{item}`: `{ordinal}` is not a device number"))?;
-                return match parse_budget(second) {
-                    Ok(Budget::Bytes(b)) if b > 0 && cuda => Ok(PeerSpec::cuda(ordinal, b)),
-                    Ok(Budget::Bytes(b)) if b > 0 => Ok(PeerSpec::device(ordinal, b)),
-                    _ => Err(format!("peer `{item}`: the capacity must be bytes, above 0")),
-                };
-            }
-            let (capacity, bandwidth) = (first, second);
-            let capacity = match parse_budget(capacity)
-                .map_err(|e| format!("peer `{item}`: capacity: {e}"))?
-            {
-                Budget::Bytes(b) if b > 0 => b,
-                _ => {
-                    return Err(format!(
-                        "peer `{item}`: the capacity must be bytes, above 0"
-                    ));
-                }
-            };
-            let rate = bandwidth.trim();
-            let rate = rate
-                .strip_suffix("/s")
-                .or_else(|| rate.strip_suffix("/S"))
-                .unwrap_or(rate);
-            let split = rate
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(rate.len());
-            let (number, unit) = rate.split_at(split);
-            let number: f64 = number
-                .parse()
-                .map_err(|_| format!("peer `{item}`: bandwidth `{bandwidth}` is not a number"))?;
-            let unit = match unit.trim().to_ascii_lowercase().as_str() {
-                "b" | "" => 1.0,
-                "kb" => 1e3,
-                "mb" => 1e6,
-                "gb" => 1e9,
-                "kib" => 1024.0,
-                "mib" => (1u64 << 20) as f64,
-                "gib" => (1u64 << 30) as f64,
-                other => return Err(format!("peer `{item}`: unknown bandwidth unit `{other}`")),
-            };
-            let bandwidth = number * unit;
-            if !(bandwidth.is_finite() && bandwidth > 0.0) {
-                return Err(format!("peer `{item}`: the bandwidth must be above 0"));
-            }
-            Ok(PeerSpec::simulated(format!("peer{i}"), capacity, bandwidth))
-        })
-        .collect()
-}
-
 impl Default for SwapConfig {
     fn default() -> Self {
         Self {
@@ -318,6 +256,47 @@ impl Default for SwapConfig {
 }
 
 impl SwapConfig {
+    /// Whether burn-swap is on (else ops go straight to the inner backend; bytes are still
+    /// counted).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The memory budget.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// The policy that keeps the budget.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// How the reactive policy chooses what to offload.
+    pub fn eviction(&self) -> EvictionScore {
+        self.eviction
+    }
+
+    /// Whether the op trace is recorded.
+    pub fn trace(&self) -> bool {
+        self.trace
+    }
+
+    /// Zero-value compression of offloaded tensors.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// The ordering stress test's maximum delay per transfer, in microseconds (0: off).
+    pub fn transfer_jitter_micros(&self) -> u64 {
+        self.transfer_jitter_micros
+    }
+
+    /// The peers offloads go to (empty: host memory only).
+    pub fn peers(&self) -> &[PeerSpec] {
+        &self.peers
+    }
+
     /// A configuration with a budget in bytes.
     pub fn budget_bytes(bytes: u64) -> Self {
         Self::default().with_budget(Budget::Bytes(bytes))
@@ -398,16 +377,17 @@ impl SwapConfig {
             self.enabled = parse_switch("BURN_SWAP", &value)?;
         }
         if let Some(value) = lookup("BURN_SWAP_BUDGET") {
-            self.budget = parse_budget(&value).map_err(|reason| ConfigError::InvalidEnv {
-                variable: "BURN_SWAP_BUDGET",
-                value: value.clone(),
-                reason,
-            })?;
+            self.budget = parse_budget(&value)
+                .map_err(|reason| invalid("BURN_SWAP_BUDGET", &value, &reason.to_string()))?;
         }
         if let Some(value) = lookup("BURN_SWAP_POLICY") {
-            self.policy = value
-                .parse()
-                .map_err(|reason: String| invalid("BURN_SWAP_POLICY", &value, &reason))?;
+            self.policy = value.parse().map_err(|_: ParseError| {
+                invalid(
+                    "BURN_SWAP_POLICY",
+                    &value,
+                    "expected one of `reactive`, `planned`, `offload-only`, `recompute-only`",
+                )
+            })?;
         }
         if let Some(value) = lookup("BURN_SWAP_EVICTION") {
             self.eviction = match value.trim().to_ascii_lowercase().as_str() {
@@ -425,14 +405,14 @@ impl SwapConfig {
         }
         if let Some(value) = lookup("BURN_SWAP_COMPRESS") {
             self.compression = parse_compression(&value)
-                .map_err(|reason| invalid("BURN_SWAP_COMPRESS", &value, &reason))?;
+                .map_err(|reason| invalid("BURN_SWAP_COMPRESS", &value, &reason.to_string()))?;
         }
         if let Some(value) = lookup("BURN_SWAP_TRACE") {
             self.trace = parse_switch("BURN_SWAP_TRACE", &value)?;
         }
         if let Some(value) = lookup("BURN_SWAP_PEERS") {
             self.peers = parse_peers(&value)
-                .map_err(|reason| invalid("BURN_SWAP_PEERS", &value, &reason))?;
+                .map_err(|reason| invalid("BURN_SWAP_PEERS", &value, &reason.to_string()))?;
         }
         if let Some(value) = lookup("BURN_SWAP_JITTER") {
             self.transfer_jitter_micros = value.trim().parse().map_err(|_| {
@@ -447,7 +427,7 @@ impl SwapConfig {
     }
 
     /// Checks the values that can be checked without a device.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if let Compression::On { max_ratio } | Compression::Auto { max_ratio } = self.compression
             && !(max_ratio > 0.0 && max_ratio <= 1.0)
         {
@@ -475,267 +455,43 @@ impl SwapConfig {
     }
 }
 
-/// Parses `off`, `on`, `auto`, or `on:R` / `auto:R` with a size threshold `R` in `(0, 1]`.
-pub fn parse_compression(text: &str) -> Result<Compression, String> {
-    let text = text.trim().to_ascii_lowercase();
-    let (mode, ratio) = match text.split_once(':') {
-        Some((mode, ratio)) => {
-            let ratio: f64 = ratio
-                .trim()
-                .parse()
-                .map_err(|_| format!("threshold {ratio:?} is not a number"))?;
-            if !(ratio > 0.0 && ratio <= 1.0) {
-                return Err(format!("threshold {ratio} is outside (0, 1]"));
-            }
-            (mode.trim().to_string(), ratio)
+/// When compression is used.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Compression {
+    /// Never.
+    Off,
+    /// When the compressed form is at most `max_ratio` of the raw bytes (estimated from a
+    /// sample of the tensor, then checked on the result: a tensor that would not shrink is
+    /// moved raw).
+    On {
+        /// Largest compressed / raw size accepted, in `(0, 1]`.
+        max_ratio: f64,
+    },
+    /// [`Compression::On`], and only when compressing, moving and decompressing is predicted
+    /// faster than moving raw, at the measured link bandwidth and codec throughput.
+    Auto {
+        /// Largest compressed / raw size accepted, in `(0, 1]`.
+        max_ratio: f64,
+    },
+}
+
+impl Compression {
+    /// The default size threshold: compress when it saves at least a fifth.
+    pub const DEFAULT_MAX_RATIO: f64 = 0.8;
+
+    /// The name used in `BURN_SWAP_COMPRESS`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Compression::Off => "off",
+            Compression::On { .. } => "on",
+            Compression::Auto { .. } => "auto",
         }
-        None => (text.clone(), Compression::DEFAULT_MAX_RATIO),
-    };
-    match mode.as_str() {
-        "off" | "0" | "false" | "no" => Ok(Compression::Off),
-        "on" | "1" | "true" | "yes" => Ok(Compression::On { max_ratio: ratio }),
-        "auto" => Ok(Compression::Auto { max_ratio: ratio }),
-        _ => Err("expected `off`, `on`, `auto`, or `on:0.8`-style with a threshold".into()),
     }
 }
 
-fn invalid(variable: &'static str, value: &str, reason: &str) -> ConfigError {
-    ConfigError::InvalidEnv {
-        variable,
-        value: value.to_string(),
-        reason: reason.to_string(),
-    }
-}
+mod parse;
 
-fn parse_switch(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Ok(true),
-        "0" | "off" | "false" | "no" => Ok(false),
-        _ => Err(invalid(
-            variable,
-            value,
-            "expected on/off, 1/0 or true/false",
-        )),
-    }
-}
-
-fn check_fraction(fraction: f64) -> Result<(), ConfigError> {
-    if fraction.is_finite() && fraction > 0.0 && fraction <= 1.0 {
-        Ok(())
-    } else {
-        Err(ConfigError::FractionOutOfRange(fraction))
-    }
-}
-
-/// Parses a budget: a byte count with an optional unit, or a fraction of device memory.
-///
-/// A number with a decimal point and no unit (`0.4`) or a percentage (`40%`) is a fraction;
-/// an integer without unit is bytes. Units are case-insensitive: `B`; decimal `KB`, `MB`,
-/// `GB`, `TB`; binary `KiB`, `MiB`, `GiB`, `TiB`, and `K`, `M`, `G`, `T` as binary too.
-pub fn parse_budget(text: &str) -> Result<Budget, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(
-            "empty value; expected bytes such as `512MiB` or a fraction such as `0.4`".into(),
-        );
-    }
-    if let Some(percent) = text.strip_suffix('%') {
-        let value: f64 = percent
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{percent}` is not a number"))?;
-        let fraction = value / 100.0;
-        check_fraction(fraction).map_err(|e| e.to_string())?;
-        return Ok(Budget::DeviceFraction(fraction));
-    }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number = number.replace('_', "");
-    let unit = unit.trim().to_ascii_lowercase();
-    if unit.is_empty() && number.contains('.') {
-        let fraction: f64 = number
-            .parse()
-            .map_err(|_| format!("`{number}` is not a number"))?;
-        check_fraction(fraction).map_err(|e| e.to_string())?;
-        return Ok(Budget::DeviceFraction(fraction));
-    }
-    let multiplier: u64 = match unit.as_str() {
-        "" | "b" => 1,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}`; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
-            ));
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{number}` is not a number"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("`{number}` is not a size"));
-    }
-    let bytes = value * multiplier as f64;
-    if bytes < 1.0 {
-        return Err("a budget of 0 bytes can hold no tensor".into());
-    }
-    if bytes > u64::MAX as f64 {
-        return Err("too large".into());
-    }
-    Ok(Budget::Bytes(bytes as u64))
-}
+use parse::{check_fraction, invalid, parse_budget, parse_compression, parse_peers, parse_switch};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_bytes_with_units() {
-        assert_eq!(parse_budget("1000"), Ok(Budget::Bytes(1000)));
-        assert_eq!(parse_budget("512MiB"), Ok(Budget::Bytes(512 << 20)));
-        assert_eq!(parse_budget(" 12 GiB "), Ok(Budget::Bytes(12 << 30)));
-        assert_eq!(parse_budget("1.5GB"), Ok(Budget::Bytes(1_500_000_000)));
-        assert_eq!(parse_budget("64k"), Ok(Budget::Bytes(64 << 10)));
-        assert_eq!(parse_budget("2_048b"), Ok(Budget::Bytes(2048)));
-    }
-
-    #[test]
-    fn parses_fractions() {
-        assert_eq!(parse_budget("0.4"), Ok(Budget::DeviceFraction(0.4)));
-        assert_eq!(parse_budget("40%"), Ok(Budget::DeviceFraction(0.4)));
-        assert_eq!(parse_budget("1.0"), Ok(Budget::DeviceFraction(1.0)));
-    }
-
-    #[test]
-    fn rejects_malformed_budgets() {
-        for bad in [
-            "", "abc", "12XB", "1.5.3", "0", "0.0", "1.5", "150%", "-3", "GiB", "nan",
-        ] {
-            assert!(parse_budget(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
-
-    #[test]
-    fn env_errors_name_variable_and_value() {
-        let err = SwapConfig::default()
-            .with_vars(|name| (name == "BURN_SWAP_BUDGET").then(|| "12GX".to_string()))
-            .unwrap_err();
-        match &err {
-            ConfigError::InvalidEnv {
-                variable, value, ..
-            } => {
-                assert_eq!(*variable, "BURN_SWAP_BUDGET");
-                assert_eq!(value, "12GX");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        assert!(err.to_string().contains("BURN_SWAP_BUDGET"));
-        assert!(err.to_string().contains("12GX"));
-
-        for (var, value) in [
-            ("BURN_SWAP", "maybe"),
-            ("BURN_SWAP_POLICY", "greedy"),
-            ("BURN_SWAP_EVICTION", "random"),
-            ("BURN_SWAP_TRACE", "2"),
-            ("BURN_SWAP_COMPRESS", "maybe"),
-            ("BURN_SWAP_COMPRESS", "on:1.5"),
-            ("BURN_SWAP_COMPRESS", "on:x"),
-            ("BURN_SWAP_JITTER", "-5"),
-            ("BURN_SWAP_PEERS", "256MiB"),
-            ("BURN_SWAP_PEERS", "0@50GB/s"),
-            ("BURN_SWAP_PEERS", "256MiB@fast"),
-            ("BURN_SWAP_PEERS", "256MiB@50XB/s"),
-            ("BURN_SWAP_PEERS", "0.5@50GB/s"),
-            ("BURN_SWAP_JITTER", "300us"),
-        ] {
-            let err = SwapConfig::default()
-                .with_vars(|name| (name == var).then(|| value.to_string()))
-                .unwrap_err();
-            assert!(
-                matches!(&err, ConfigError::InvalidEnv { variable, value: v, .. } if *variable == var && v == value),
-                "{var}={value}: {err:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn env_overrides_fields() {
-        let config = SwapConfig::default()
-            .with_vars(|name| match name {
-                "BURN_SWAP" => Some("off".into()),
-                "BURN_SWAP_BUDGET" => Some("256MiB".into()),
-                "BURN_SWAP_EVICTION" => Some("LRU".into()),
-                "BURN_SWAP_POLICY" => Some("Offload_Only".into()),
-                "BURN_SWAP_COMPRESS" => Some("auto:0.5".into()),
-                "BURN_SWAP_TRACE" => Some("0".into()),
-                "BURN_SWAP_JITTER" => Some(" 250 ".into()),
-                "BURN_SWAP_PEERS" => Some("256MiB@50GB/s, 1GiB@12.5GiB".into()),
-                _ => None,
-            })
-            .unwrap();
-        assert!(!config.enabled);
-        assert_eq!(config.budget, Budget::Bytes(256 << 20));
-        assert_eq!(config.eviction, EvictionScore::Lru);
-        assert_eq!(config.policy, Policy::OffloadOnly);
-        assert_eq!(config.compression, Compression::Auto { max_ratio: 0.5 });
-        assert_eq!(config.transfer_jitter_micros, 250);
-        assert_eq!(
-            config.peers,
-            vec![
-                PeerSpec::simulated("peer0", 256 << 20, 50e9),
-                PeerSpec::simulated("peer1", 1 << 30, 12.5 * (1u64 << 30) as f64),
-            ]
-        );
-        assert_eq!(parse_peers("off"), Ok(vec![]));
-        assert_eq!(
-            parse_peers("cuda:1@8GiB, cuda:0@1G"),
-            Ok(vec![PeerSpec::cuda(1, 8 << 30), PeerSpec::cuda(0, 1 << 30)])
-        );
-        assert!(parse_peers("cuda:x@8GiB").is_err());
-        assert_eq!(
-            parse_peers("device:2@1MiB"),
-            Ok(vec![PeerSpec::device(2, 1 << 20)])
-        );
-        assert_eq!(
-            parse_compression("ON"),
-            Ok(Compression::On { max_ratio: 0.8 })
-        );
-        assert_eq!(parse_compression("off"), Ok(Compression::Off));
-        assert_eq!(
-            SwapConfig::default()
-                .with_compression(Compression::On { max_ratio: 0.0 })
-                .validate(),
-            Err(ConfigError::CompressionRatio(0.0))
-        );
-        assert!(!config.trace);
-        for policy in Policy::ALL {
-            assert_eq!(policy.name().parse(), Ok(policy));
-        }
-    }
-
-    #[test]
-    fn fraction_needs_known_device_memory() {
-        let budget = Budget::DeviceFraction(0.25);
-        assert_eq!(budget.resolve(Some(1000), "x"), Ok(Some(250)));
-        assert!(matches!(
-            budget.resolve(None, "flex"),
-            Err(ConfigError::DeviceMemoryUnknown { .. })
-        ));
-        assert_eq!(
-            Budget::Bytes(0).resolve(None, "x"),
-            Err(ConfigError::ZeroBudget)
-        );
-        assert_eq!(
-            SwapConfig::budget_fraction(1.5).validate(),
-            Err(ConfigError::FractionOutOfRange(1.5))
-        );
-    }
-}
+mod tests;

@@ -58,8 +58,32 @@ pub enum ConfigError {
     },
 }
 
+/// A value that could not be parsed (a budget, a compression mode, a peer list, a policy):
+/// the reason, as a sentence that names the offending text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct ParseError(String);
+
+impl From<String> for ParseError {
+    fn from(reason: String) -> Self {
+        Self(reason)
+    }
+}
+
+impl From<&str> for ParseError {
+    fn from(reason: &str) -> Self {
+        Self(reason.to_string())
+    }
+}
+
 /// An error met while running operations under a budget.
+///
+/// Burn's tensor API cannot return errors, so an error met inside an op stops the op with a
+/// panic whose payload is this value itself (`std::panic::panic_any`): a caller can
+/// `catch_unwind` and `downcast_ref::<SwapError>()` it, and match on the variant. Its
+/// `Display` is a sentence for a person; burn-swap's panic hook prints it.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum SwapError {
     /// One operation needs more bytes resident at once (its inputs plus its outputs) than the
     /// whole budget. Nothing can be offloaded to make it fit.
@@ -75,18 +99,82 @@ pub enum SwapError {
         /// The budget in force.
         budget: u64,
     },
-    /// Reading a tensor back from the device failed during an offload; the tensor is kept
-    /// resident.
-    #[error("burn-swap: offload of tensor {tensor} ({bytes} bytes) failed: {reason}")]
-    TransferFailed {
+    /// The operation fits the budget on its own, but not enough of what else is resident
+    /// could leave the device to make room for it.
+    #[error(
+        "burn-swap: no room for operation {op}: it needs {needed} more bytes resident, the budget is \
+         {budget} bytes and {resident} are resident, of which {pinned} cannot leave (the operation's \
+         own tensors and what it pins); the smallest budget that would have worked here is \
+         {minimum_budget} bytes (BURN_SWAP_BUDGET)"
+    )]
+    NoRoom {
+        /// The operation (`Family.Op`), or what needed the room (`FromData`, `Configure`).
+        op: String,
+        /// Bytes that had to become free.
+        needed: u64,
+        /// The budget in force.
+        budget: u64,
+        /// Bytes resident when room was asked for.
+        resident: u64,
+        /// Resident bytes that could not leave: the op's inputs, tensors it pins or is
+        /// bringing back, and tensors that can neither be offloaded nor recomputed.
+        pinned: u64,
+        /// The smallest budget under which this room could have been made: the bytes that
+        /// could not leave plus the bytes asked for.
+        minimum_budget: u64,
+    },
+    /// Copying a tensor off the device failed; it stays resident, intact.
+    #[error(
+        "burn-swap: offload of tensor {tensor} ({bytes} bytes) failed: {reason}; it stays on the device"
+    )]
+    OffloadFailed {
         /// The tensor id.
         tensor: u64,
         /// Its size.
         bytes: u64,
-        /// The backend's message.
+        /// What failed.
         reason: String,
+    },
+    /// Bringing a tensor back to the device failed.
+    #[error("burn-swap: fetch of tensor {tensor} ({bytes} bytes) failed: {reason}")]
+    FetchFailed {
+        /// The tensor id.
+        tensor: u64,
+        /// Its size.
+        bytes: u64,
+        /// What failed.
+        reason: String,
+    },
+    /// A tensor's bytes are gone: neither on the device, nor off it, nor recomputable.
+    #[error("burn-swap: tensor {tensor} ({bytes} bytes) is lost: {reason}")]
+    TensorLost {
+        /// The tensor id.
+        tensor: u64,
+        /// Its size.
+        bytes: u64,
+        /// How it was lost.
+        reason: String,
+    },
+    /// A typed call named an inner backend that never ran on the device.
+    #[error("burn-swap: backend {backend} was never used under Swap on this device")]
+    NotInUse {
+        /// The inner backend's name.
+        backend: String,
     },
     /// The configuration could not be applied.
     #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+impl SwapError {
+    /// The same error, naming what needed the room when it was not named yet (no effect on
+    /// the variants without an op).
+    pub(crate) fn for_op(mut self, name: impl FnOnce() -> String) -> Self {
+        if let SwapError::NoRoom { op, .. } | SwapError::OpExceedsBudget { op, .. } = &mut self
+            && op.is_empty()
+        {
+            *op = name();
+        }
+        self
+    }
 }

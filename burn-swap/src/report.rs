@@ -3,71 +3,10 @@
 use core::fmt;
 use serde::{Deserialize, Serialize};
 
+use crate::exec::counters::Counters;
+use crate::exec::engine::Figures;
+pub use crate::exec::{AllocatorUsage, PeerStat};
 use crate::trace::IterationPeak;
-
-/// Running counters of one device.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Counters {
-    pub resident: u64,
-    pub peak: u64,
-    pub host: u64,
-    pub peak_host: u64,
-    pub offloads: u64,
-    pub offloaded_bytes: u64,
-    pub offload_nanos: u64,
-    pub fetches: u64,
-    pub fetched_bytes: u64,
-    pub fetch_nanos: u64,
-    pub failed_offloads: u64,
-    pub ops: u64,
-    pub largest_op: u64,
-    pub evictions: u64,
-    pub recomputes: u64,
-    pub recompute_nanos: u64,
-    pub exposed_wait_nanos: u64,
-    pub planned_waits: u64,
-    /// The allocator's figures now and their highest, sampled after each op (all the
-    /// device's streams added up); `None` when the backend has none to give.
-    pub allocator: Option<AllocatorUsage>,
-    pub allocator_peak: Option<AllocatorUsage>,
-    pub plans: u64,
-    pub planning_nanos: u64,
-    pub predicted_peak: Option<u64>,
-    pub predicted_exposed_nanos: Option<u64>,
-    pub raw_bytes: u64,
-    pub moved_bytes: u64,
-    pub compressed_offloads: u64,
-    pub device_compressed: u64,
-    pub device_decompressed: u64,
-    pub codec_nanos: u64,
-    /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
-    pub moves:
-        hashbrown::HashMap<(crate::exec::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
-}
-
-impl Counters {
-    #[inline]
-    pub fn note_resident(&mut self, bytes: u64) {
-        if bytes > self.peak {
-            self.peak = bytes;
-        }
-    }
-
-    /// Starts a new measurement: peaks from the current values, event counts from zero.
-    pub fn reset(&mut self) {
-        *self = Self {
-            resident: self.resident,
-            peak: self.resident,
-            host: self.host,
-            peak_host: self.host,
-            predicted_peak: self.predicted_peak,
-            predicted_exposed_nanos: self.predicted_exposed_nanos,
-            allocator: self.allocator,
-            allocator_peak: self.allocator,
-            ..Self::default()
-        };
-    }
-}
 
 /// What burn-swap did on one device since it started (or since [`crate::reset_counters`]).
 ///
@@ -85,8 +24,8 @@ pub struct Report {
     pub eviction: String,
     /// The budget in bytes, `None` when unlimited.
     pub budget_bytes: Option<u64>,
-    /// Bytes resident on the device now.
-    pub current_bytes: u64,
+    /// Bytes resident on the device now (as [`crate::Memory::resident_bytes`]).
+    pub resident_bytes: u64,
     /// Highest resident bytes while any op ran (its inputs and outputs included).
     pub peak_bytes: u64,
     /// Bytes in the host store now.
@@ -118,14 +57,15 @@ pub struct Report {
     pub recomputes: u64,
     /// Seconds spent recomputing (on the op's path).
     pub recompute_seconds: f64,
-    /// Nanoseconds the ops waited on transfers: offloads and fetches made on the op's path,
-    /// and waits for transfers in flight (the time transfers were not hidden).
-    pub exposed_wait_ns: u64,
+    /// Seconds the ops waited on transfers: offloads and fetches made on the op's path, and
+    /// waits for transfers in flight (the time transfers were not hidden).
+    pub exposed_wait_seconds: f64,
     /// Planned fetches that compute had to wait for before an op (seed 003's waits that
-    /// found the fetch still in flight); their time is part of `exposed_wait_ns`.
+    /// found the fetch still in flight); their time is part of `exposed_wait_seconds`.
     pub planned_waits: u64,
     /// The device's total memory, when the backend can tell it (CUDA).
     pub device_memory_bytes: Option<u64>,
+
     /// The inner allocator's figures now (CubeCL backends: every stream burn-swap uses on the
     /// device added up); `None` on backends without them.
     pub allocator: Option<AllocatorUsage>,
@@ -176,57 +116,18 @@ pub struct Report {
     pub iteration_peaks: Vec<IterationPeak>,
 }
 
-/// The inner allocator's own figures for a device, in bytes (CubeCL backends).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocatorUsage {
-    /// What its pools hand out to live buffers.
-    pub in_use: u64,
-    /// What its pools hold from the driver (in use, padding and free pages).
-    pub reserved: u64,
-}
-
-impl AllocatorUsage {
-    /// The larger of each figure.
-    pub fn max(self, other: Self) -> Self {
-        Self {
-            in_use: self.in_use.max(other.in_use),
-            reserved: self.reserved.max(other.reserved),
-        }
-    }
-}
-
-impl core::ops::Add for AllocatorUsage {
-    type Output = Self;
-
-    /// Both figures added up (the pools of several streams).
-    fn add(self, other: Self) -> Self {
-        Self {
-            in_use: self.in_use + other.in_use,
-            reserved: self.reserved + other.reserved,
-        }
-    }
-}
-
-/// One peer's figures in the report.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PeerStat {
-    /// Its name.
-    pub name: String,
-    /// Its capacity for offloaded bytes.
-    pub capacity_bytes: u64,
-    /// Bytes it holds now.
-    pub held_bytes: u64,
-    /// The most bytes it held.
-    pub peak_held_bytes: u64,
-    /// Bytes sent to it.
-    pub sent_bytes: u64,
-    /// Bytes fetched back from it.
-    pub fetched_bytes: u64,
-    /// Pieces sent to it.
-    pub pieces: u64,
-    /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
-    /// second; 0 before anything moved.
-    pub bandwidth: f64,
+/// Counted bytes of a device right now: cheap enough to call every step (unlike [`crate::report()`],
+/// which also analyses the trace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Memory {
+    /// Bytes resident on the device.
+    pub resident_bytes: u64,
+    /// Highest resident bytes since the last [`crate::reset_counters`].
+    pub peak_bytes: u64,
+    /// Bytes offloaded to host memory.
+    pub host_bytes: u64,
+    /// The budget in force, `None` when unlimited.
+    pub budget_bytes: Option<u64>,
 }
 
 /// Offloads of tensors of one shape and dtype, and what compression did to them.
@@ -246,28 +147,84 @@ pub struct CompressionStat {
     pub ratio: f64,
 }
 
-impl Counters {
-    /// The per-shape compression figures, largest raw bytes first, at most 32.
-    pub fn compression_by_tensor(&self) -> Vec<CompressionStat> {
-        let mut stats: Vec<CompressionStat> = self
-            .moves
-            .iter()
-            .map(|((dims, dtype), &(offloads, raw, moved))| CompressionStat {
-                shape: dims.as_slice().to_vec(),
-                dtype: format!("{dtype:?}"),
-                offloads,
-                raw_bytes: raw,
-                moved_bytes: moved,
-                ratio: raw as f64 / moved.max(1) as f64,
-            })
-            .collect();
-        stats.sort_by(|a, b| b.raw_bytes.cmp(&a.raw_bytes).then(a.shape.cmp(&b.shape)));
-        stats.truncate(32);
-        stats
-    }
+/// The per-shape compression figures, largest raw bytes first, at most 32.
+fn compression_by_tensor(c: &Counters) -> Vec<CompressionStat> {
+    let mut stats: Vec<CompressionStat> = c
+        .moves
+        .iter()
+        .map(|((dims, dtype), &(offloads, raw, moved))| CompressionStat {
+            shape: dims.as_slice().to_vec(),
+            dtype: format!("{dtype:?}"),
+            offloads,
+            raw_bytes: raw,
+            moved_bytes: moved,
+            ratio: raw as f64 / moved.max(1) as f64,
+        })
+        .collect();
+    stats.sort_by(|a, b| b.raw_bytes.cmp(&a.raw_bytes).then(a.shape.cmp(&b.shape)));
+    stats.truncate(32);
+    stats
 }
 
 impl Report {
+    /// The report of a device whose inner backend is named `backend`, from the engine's
+    /// figures.
+    pub(crate) fn new(backend: String, f: Figures) -> Self {
+        let c = &f.counters;
+        let seconds = |nanos: u64| nanos as f64 * 1e-9;
+        Report {
+            backend,
+            enabled: f.config.enabled,
+            policy: f.config.policy.name().to_string(),
+            eviction: format!("{:?}", f.config.eviction).to_lowercase(),
+            budget_bytes: f.budget,
+            resident_bytes: f.books.resident,
+            peak_bytes: f.books.peak,
+            host_bytes: f.books.host,
+            peak_host_bytes: f.books.peak_host,
+            offloads: c.offloads,
+            offloaded_bytes: c.offloaded_bytes,
+            offload_seconds: seconds(c.offload_nanos),
+            fetches: c.fetches,
+            fetched_bytes: c.fetched_bytes,
+            fetch_seconds: seconds(c.fetch_nanos),
+            failed_offloads: c.failed_offloads,
+            ops: c.ops,
+            largest_op_bytes: c.largest_op,
+            evictions: c.evictions,
+            recomputes: c.recomputes,
+            recompute_seconds: seconds(c.recompute_nanos),
+            exposed_wait_seconds: seconds(c.exposed_wait_nanos),
+            planned_waits: c.planned_waits,
+            device_memory_bytes: f.device_memory,
+            allocator: c.allocator,
+            allocator_peak: c.allocator_peak,
+            plans: c.plans,
+            planning_seconds: seconds(c.planning_nanos),
+            predicted_peak_bytes: c.predicted_peak,
+            predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
+            planned_offloads: f.planned_offloads,
+            planned_recomputes: f.planned_recomputes,
+            compression: f.config.compression.name().to_string(),
+            raw_bytes: c.raw_bytes,
+            moved_bytes: c.moved_bytes,
+            compression_ratio: if c.moved_bytes == 0 {
+                1.0
+            } else {
+                c.raw_bytes as f64 / c.moved_bytes as f64
+            },
+            compressed_offloads: c.compressed_offloads,
+            device_compressed_offloads: c.device_compressed,
+            device_decompressed_fetches: c.device_decompressed,
+            codec_seconds: seconds(c.codec_nanos),
+            compression_by_tensor: compression_by_tensor(c),
+            peers: f.peers,
+            peer_fallbacks: f.peer_fallbacks,
+            period: f.period,
+            iteration_peaks: f.iteration_peaks,
+        }
+    }
+
     /// The report as pretty JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report is plain data and always serialises")
@@ -304,7 +261,7 @@ impl fmt::Display for Report {
         row(f, "policy", format!("{} / {}", self.policy, self.eviction))?;
         row(f, "budget", budget)?;
         row(f, "peak resident", format_bytes(self.peak_bytes))?;
-        row(f, "resident now", format_bytes(self.current_bytes))?;
+        row(f, "resident now", format_bytes(self.resident_bytes))?;
         row(f, "peak on host", format_bytes(self.peak_host_bytes))?;
         row(
             f,
@@ -356,7 +313,7 @@ impl fmt::Display for Report {
         row(
             f,
             "exposed wait",
-            format!("{:.3} s", self.exposed_wait_ns as f64 * 1e-9),
+            format!("{:.3} s", self.exposed_wait_seconds),
         )?;
         if let Some(predicted) = self.predicted_peak_bytes {
             row(

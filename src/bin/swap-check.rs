@@ -69,7 +69,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         peers: Vec::new(),
     };
     let peers = match args.value("peers") {
-        Some(text) => burn_swap::config::parse_peers(text).map_err(|e| format!("--peers: {e}"))?,
+        Some(text) => burn_swap::PeerSpec::parse_list(text).map_err(|e| format!("--peers: {e}"))?,
         None => Vec::new(),
     };
     // The peer check: the MLP, offload-only at 25%, split across the peers.
@@ -115,7 +115,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         "cuda" => {
             // The topology first: devices, free memory, the pairs with peer access (enabled
             // on the way).
-            match burn_swap::gpu::peer::discover() {
+            match burn_swap::unstable::gpu::peer::discover() {
                 Ok(topology) => {
                     for d in &topology.devices {
                         println!(
@@ -136,7 +136,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             }
             let index = device.index;
             let links = measure(&device, &sizes, |bytes| {
-                burn_swap::gpu::pinned::pinned_copy(index, bytes as usize, 5)
+                burn_swap::unstable::gpu::pinned::pinned_copy(index, bytes as usize, 5)
                     .ok()
                     .map(|b| (b.to_host, b.to_device))
             });
@@ -188,7 +188,7 @@ fn measure<D: burn::tensor::backend::DeviceOps>(
     sizes: &[u64],
     pinned: impl Fn(u64) -> Option<(f64, f64)>,
 ) -> Vec<Link> {
-    let Some(links) = burn_swap::measure_transfers(device, sizes) else {
+    let Some(links) = burn_swap::unstable::measure_transfers(device, sizes) else {
         eprintln!("swap-check: burn-swap's transfers could not be measured");
         return Vec::new();
     };

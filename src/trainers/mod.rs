@@ -41,7 +41,7 @@ impl SwapOptions {
         let budget = args
             .value("budget")
             .map(|text| {
-                burn_swap::config::parse_budget(text)
+                text.parse::<Budget>()
                     .map_err(|reason| ArgError(format!("--budget {text}: {reason}")))
             })
             .transpose()?;
@@ -60,7 +60,7 @@ impl SwapOptions {
             .value("policy")
             .map(|text| {
                 text.parse::<Policy>()
-                    .map_err(|reason| ArgError(format!("--policy {text}: {reason}")))
+                    .map_err(|reason| ArgError(format!("--policy: {reason}")))
             })
             .transpose()?;
         let compression = if args.flag("compress") {
@@ -70,7 +70,7 @@ impl SwapOptions {
         } else {
             args.value("compress-mode")
                 .map(|text| {
-                    burn_swap::config::parse_compression(text)
+                    text.parse::<Compression>()
                         .map_err(|reason| ArgError(format!("--compress-mode {text}: {reason}")))
                 })
                 .transpose()?
@@ -189,7 +189,7 @@ where
     let warm_up_peak = swap.then(|| burn_swap::memory(device).map(|m| m.peak_bytes).unwrap_or(0));
     // The unbudgeted curve of the timeline: the warm-up step's ops.
     let warm_up_trace = (swap && options.swap.plot.is_some())
-        .then(|| burn_swap::trace_window(device))
+        .then(|| burn_swap::unstable::trace_window(device))
         .flatten();
     if let Some(peak) = warm_up_peak {
         burn_swap::configure(device, options.swap.config(peak))?;
@@ -213,7 +213,7 @@ where
                     .map(|m| {
                         format!(
                             ", resident {}",
-                            burn_swap::report::format_bytes(m.resident_bytes)
+                            burn_swap::unstable::format_bytes(m.resident_bytes)
                         )
                     })
                     .unwrap_or_default()
@@ -261,7 +261,7 @@ pub fn print_outcome(outcome: &RunOutcome, swap: &SwapOptions) {
     if let Some(peak) = outcome.warm_up_peak {
         println!(
             "warm-up step: counted peak {}",
-            burn_swap::report::format_bytes(peak)
+            burn_swap::unstable::format_bytes(peak)
         );
     }
     let last = outcome.losses.last().copied().unwrap_or(f32::NAN);

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use burn_backend::{DType, DTypeUsageSet, ExecutionError, Shape, TensorData, backend::DeviceOps};
+use burn_backend::{DType, DTypeUsageSet, ExecutionError, Shape, TensorData};
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr};
 use burn_router::{RouterTensor, Runner, RunnerClient};
 use burn_std::future::DynFut;
@@ -35,12 +35,43 @@ impl<B: BackendIr> Clone for SwapClient<B> {
     }
 }
 
-/// Stops the current op with the error's message: Burn's ops cannot return errors.
+/// Stops the current op with the error itself as the panic's payload: Burn's ops cannot
+/// return errors. A caller can `catch_unwind` and `downcast_ref::<SwapError>()` it; the panic
+/// hook burn-swap chains in front of the one in force prints its sentence.
 #[cold]
 #[track_caller]
 pub(crate) fn fail(error: SwapError) -> ! {
     tracing::error!(%error, "burn-swap: cannot run the operation");
-    panic!("{error}")
+    install_panic_hook();
+    std::panic::panic_any(error)
+}
+
+/// Chains, once, a panic hook in front of the one in force that prints a [`SwapError`]
+/// payload as the standard hook prints a message (which it cannot do for a typed payload);
+/// every other panic goes to the previous hook unchanged.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            match info.payload().downcast_ref::<SwapError>() {
+                Some(error) => {
+                    let thread = std::thread::current();
+                    let name = thread.name().unwrap_or("<unnamed>");
+                    let at = info
+                        .location()
+                        .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+                        .unwrap_or_default();
+                    // The standard hook's format, which it cannot apply to a typed payload.
+                    let _ = std::io::Write::write_fmt(
+                        &mut std::io::stderr(),
+                        format_args!("\nthread '{name}' panicked{at}:\n{error}\n"),
+                    );
+                }
+                None => previous(info),
+            }
+        }));
+    });
 }
 
 impl<B: BackendIr> SwapClient<B> {
@@ -54,7 +85,7 @@ impl<B: BackendIr> SwapClient<B> {
     /// value instead.
     pub(crate) fn new(device: &B::Device) -> Self {
         let runner = Runner::new(device.clone());
-        let config = match registry::take_pending(device.id()) {
+        let config = match registry::config(registry::DeviceKey::of(device)) {
             Some(config) => Ok(config),
             None => SwapConfig::from_env(),
         };
@@ -73,7 +104,7 @@ impl<B: BackendIr> SwapClient<B> {
                 engine: Mutex::new(Engine::new(runner, config, budget)),
             }),
         };
-        registry::register(device.id(), Arc::new(client.clone()));
+        registry::register::<B>(registry::DeviceKey::of(device), Arc::new(client.clone()));
         client
     }
 
@@ -193,87 +224,23 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn report(&self) -> Report {
-        let mut engine = self.engine();
-        let period = engine.recorder.period();
-        let iteration_peaks = engine.recorder.iteration_peaks();
-        let c = engine.counters.clone();
-        Report {
-            backend: B::name(&self.shared.device),
-            enabled: engine.config.enabled,
-            policy: engine.config.policy.name().to_string(),
-            eviction: format!("{:?}", engine.config.eviction).to_lowercase(),
-            budget_bytes: if engine.config.enabled {
-                engine.budget
-            } else {
-                None
-            },
-            current_bytes: c.resident,
-            peak_bytes: c.peak,
-            host_bytes: c.host,
-            peak_host_bytes: c.peak_host,
-            offloads: c.offloads,
-            offloaded_bytes: c.offloaded_bytes,
-            offload_seconds: c.offload_nanos as f64 * 1e-9,
-            fetches: c.fetches,
-            fetched_bytes: c.fetched_bytes,
-            fetch_seconds: c.fetch_nanos as f64 * 1e-9,
-            failed_offloads: c.failed_offloads,
-            ops: c.ops,
-            largest_op_bytes: c.largest_op,
-            evictions: c.evictions,
-            recomputes: c.recomputes,
-            recompute_seconds: c.recompute_nanos as f64 * 1e-9,
-            exposed_wait_ns: c.exposed_wait_nanos,
-            planned_waits: c.planned_waits,
-            device_memory_bytes: engine.device_memory,
-            allocator: c.allocator,
-            allocator_peak: c.allocator_peak,
-            plans: c.plans,
-            planning_seconds: c.planning_nanos as f64 * 1e-9,
-            predicted_peak_bytes: c.predicted_peak,
-            predicted_exposed_seconds: c.predicted_exposed_nanos.map(|n| n as f64 * 1e-9),
-            planned_offloads: engine.program().map_or(0, |p| p.offloads),
-            planned_recomputes: engine.program().map_or(0, |p| p.recomputes),
-            compression: engine.config.compression.name().to_string(),
-            raw_bytes: c.raw_bytes,
-            moved_bytes: c.moved_bytes,
-            compression_ratio: if c.moved_bytes == 0 {
-                1.0
-            } else {
-                c.raw_bytes as f64 / c.moved_bytes as f64
-            },
-            compressed_offloads: c.compressed_offloads,
-            device_compressed_offloads: c.device_compressed,
-            device_decompressed_fetches: c.device_decompressed,
-            codec_seconds: c.codec_nanos as f64 * 1e-9,
-            compression_by_tensor: c.compression_by_tensor(),
-            peers: engine.peers.as_ref().map_or_else(Vec::new, |p| p.stats()),
-            peer_fallbacks: engine.peers.as_ref().map_or(0, |p| p.fallbacks()),
-            period,
-            iteration_peaks,
-        }
+        let figures = self.engine().figures();
+        Report::new(B::name(&self.shared.device), figures)
     }
 
-    fn memory(&self) -> crate::Memory {
+    fn memory(&self) -> crate::report::Memory {
         let engine = self.engine();
-        crate::Memory {
-            resident_bytes: engine.counters.resident,
-            peak_bytes: engine.counters.peak,
-            host_bytes: engine.counters.host,
-            budget_bytes: if engine.config.enabled {
-                engine.budget
-            } else {
-                None
-            },
+        let books = engine.books();
+        crate::report::Memory {
+            resident_bytes: books.resident,
+            peak_bytes: books.peak,
+            host_bytes: books.host,
+            budget_bytes: engine.budget_in_force(),
         }
     }
 
     fn reset_counters(&self) {
-        let mut engine = self.engine();
-        engine.counters.reset();
-        if let Some(peers) = &engine.peers {
-            peers.reset_counters();
-        }
+        self.engine().reset_counters();
     }
 
     fn restart_trace(&self) {
@@ -281,10 +248,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn profile(&self) -> Option<crate::plan::profile::Profile> {
-        let mut engine = self.engine();
-        let trace = engine.recorder.trace()?;
-        let links = engine.links();
-        Some(crate::plan::profile::Profile::new(&trace, links))
+        self.engine().profile()
     }
 
     fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links> {
@@ -292,10 +256,10 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn trace(&self) -> Option<Trace> {
-        self.engine().recorder.trace()
+        self.engine().trace()
     }
 
     fn trace_window(&self) -> Trace {
-        self.engine().recorder.trace_all()
+        self.engine().trace_window()
     }
 }

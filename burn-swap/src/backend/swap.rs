@@ -9,6 +9,7 @@ use burn_backend::{
 use burn_ir::BackendIr;
 use burn_router::{BackendRouter, RouterTensor};
 
+use super::registry::{self, DeviceKey};
 use super::{SwapChannel, SwapClient};
 
 /// The swap backend over the inner backend `I`: `Autodiff<Swap<I>>` trains like
@@ -46,6 +47,37 @@ impl<I> Default for Swap<I> {
 }
 
 type R<I> = BackendRouter<SwapChannel<I>>;
+
+/// The typed counterparts of [`crate::report`], [`crate::memory`] and [`crate::configure`]:
+/// they reach the engine of this inner backend on `device` alone, when several inner
+/// backends share a device.
+impl<I: BackendIr> Swap<I> {
+    /// What burn-swap did for inner backend `I` on `device`; `None` if it never ran there.
+    pub fn report(device: &I::Device) -> Option<crate::report::Report> {
+        registry::of::<I>(DeviceKey::of(device)).map(|c| c.report())
+    }
+
+    /// The counted bytes of inner backend `I` on `device`; `None` if it never ran there.
+    pub fn memory(device: &I::Device) -> Option<crate::report::Memory> {
+        registry::of::<I>(DeviceKey::of(device)).map(|c| c.memory())
+    }
+
+    /// Configures inner backend `I` on `device` alone, at once; all or nothing as
+    /// [`crate::configure`]. An error when it never ran there (configure the device with
+    /// [`crate::configure`] before its first use instead).
+    pub fn configure(
+        device: &I::Device,
+        config: crate::config::SwapConfig,
+    ) -> Result<(), crate::error::SwapError> {
+        config.validate()?;
+        match registry::of::<I>(DeviceKey::of(device)) {
+            Some(control) => control.configure(config),
+            None => Err(crate::error::SwapError::NotInUse {
+                backend: I::name(device),
+            }),
+        }
+    }
+}
 
 impl<I: BackendIr> BackendTypes for Swap<I> {
     type Device = I::Device;

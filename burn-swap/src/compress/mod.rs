@@ -13,12 +13,11 @@
 //!
 //! Sizes: `4 · ceil(n / 32) + w · nonzeros` bytes, against `w · n` raw; with a zero fraction
 //! `s` the ratio raw / compressed tends to `w / (1/8 + (1 - s) · w)`. On dense data it
-//! expands by `1 / (8 w)`, so [`Decision`] compresses only when it pays.
+//! expands by `1 / (8 w)`, so `plan::codec` compresses only where it pays.
 
 pub(crate) mod cpu;
 
 use burn_backend::{DType, TensorData};
-use serde::{Deserialize, Serialize};
 
 /// A tensor's bytes after zero-value compression.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,135 +148,6 @@ pub fn zero_fraction_sample(bytes: &[u8], w: usize, samples: usize) -> f64 {
         i += step;
     }
     zeros as f64 / seen as f64
-}
-
-/// When compression is used.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum Compression {
-    /// Never.
-    Off,
-    /// When the compressed form is at most `max_ratio` of the raw bytes (estimated from a
-    /// sample of the tensor, then checked on the result: a tensor that would not shrink is
-    /// moved raw).
-    On {
-        /// Largest compressed / raw size accepted, in `(0, 1]`.
-        max_ratio: f64,
-    },
-    /// [`Compression::On`], and only when compressing, moving and decompressing is predicted
-    /// faster than moving raw, at the measured link bandwidth and codec throughput.
-    Auto {
-        /// Largest compressed / raw size accepted, in `(0, 1]`.
-        max_ratio: f64,
-    },
-}
-
-impl Compression {
-    /// The default size threshold: compress when it saves at least a fifth.
-    pub const DEFAULT_MAX_RATIO: f64 = 0.8;
-
-    /// The name used in `BURN_SWAP_COMPRESS`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Compression::Off => "off",
-            Compression::On { .. } => "on",
-            Compression::Auto { .. } => "auto",
-        }
-    }
-}
-
-/// The inputs of the per-tensor decision.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Decision {
-    /// Elements.
-    pub elements: usize,
-    /// Bytes per element.
-    pub width: usize,
-    /// Estimated fraction of zero elements.
-    pub zero_fraction: f64,
-    /// Link bandwidth in bytes per second (one direction), if measured.
-    pub link_bandwidth: Option<f64>,
-    /// Codec throughput in raw bytes per second (compress plus decompress), if measured.
-    pub codec_bandwidth: Option<f64>,
-}
-
-impl Decision {
-    /// Raw bytes.
-    pub fn raw(&self) -> f64 {
-        (self.elements * self.width) as f64
-    }
-
-    /// Predicted compressed bytes.
-    pub fn predicted(&self) -> f64 {
-        let nonzeros = (1.0 - self.zero_fraction) * self.elements as f64;
-        4.0 * self.elements.div_ceil(32) as f64 + nonzeros * self.width as f64
-    }
-
-    /// Whether to compress under `policy`: a pure function of the estimate.
-    pub fn pays(&self, policy: Compression) -> bool {
-        let ratio = self.predicted() / self.raw().max(1.0);
-        match policy {
-            Compression::Off => false,
-            Compression::On { max_ratio } => self.elements > 0 && ratio <= max_ratio,
-            Compression::Auto { max_ratio } => {
-                if self.elements == 0 || ratio > max_ratio {
-                    return false;
-                }
-                match (self.link_bandwidth, self.codec_bandwidth) {
-                    (Some(link), Some(codec)) => {
-                        // Both ways: raw over the link, against codec time plus the smaller
-                        // transfer.
-                        let raw = self.raw();
-                        2.0 * raw / link >= raw / codec + 2.0 * self.predicted() / link
-                    }
-                    _ => true,
-                }
-            }
-        }
-    }
-}
-
-/// What the offload path needs to decide per tensor: the mode and the measured rates.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Policy {
-    pub mode: Compression,
-    /// Link bandwidth, bytes per second (the slower direction).
-    pub link_bandwidth: Option<f64>,
-    /// Codec throughput in raw bytes per second (compress plus decompress).
-    pub codec_bandwidth: Option<f64>,
-}
-
-/// Elements sampled to estimate a tensor's zero fraction.
-const SAMPLES: usize = 4096;
-
-/// Compresses `data` when `policy` says it pays (from a sample of its zero fraction) and
-/// the result is smaller; returns the data as it is otherwise. Also returns the nanoseconds
-/// spent compressing (zero when it was not tried).
-pub(crate) fn pack(data: TensorData, policy: &Policy) -> (crate::exec::residency::HostCopy, u64) {
-    use crate::exec::residency::HostCopy;
-    if policy.mode == Compression::Off {
-        return (HostCopy::Raw(data), 0);
-    }
-    let Ok(w) = width(data.dtype) else {
-        return (HostCopy::Raw(data), 0);
-    };
-    let start = std::time::Instant::now();
-    let decision = Decision {
-        elements: data.bytes.len() / w,
-        width: w,
-        zero_fraction: zero_fraction_sample(&data.bytes, w, SAMPLES),
-        link_bandwidth: policy.link_bandwidth,
-        codec_bandwidth: policy.codec_bandwidth,
-    };
-    if !decision.pays(policy.mode) {
-        return (HostCopy::Raw(data), start.elapsed().as_nanos() as u64);
-    }
-    let _span = tracing::debug_span!("burn_swap::compress", bytes = data.bytes.len()).entered();
-    match compress(&data) {
-        Ok(c) if c.bytes() < data.bytes.len() as u64 => {
-            (HostCopy::Compressed(c), start.elapsed().as_nanos() as u64)
-        }
-        _ => (HostCopy::Raw(data), start.elapsed().as_nanos() as u64),
-    }
 }
 
 /// Measures the CPU codec's throughput (raw bytes per second, compress plus decompress) on

@@ -10,7 +10,7 @@ use burn::backend::Cuda;
 
 /// `Swap` over Burn's CUDA backend as Burn's features configure it: unfused here, fused
 /// with the `cuda-fusion` feature (Burn's `fusion`), which takes the generic path.
-pub type SwapCuda = crate::Swap<Cuda>;
+pub type SwapCuda = crate::backend::Swap<Cuda>;
 
 /// The training backend: `Autodiff<Swap<Cuda>>`.
 pub type AutodiffSwapCuda = Autodiff<SwapCuda>;
@@ -19,7 +19,9 @@ pub type AutodiffSwapCuda = Autodiff<SwapCuda>;
 /// `Cuda` (fused under `cuda-fusion`), and the unfused CubeCL backend by name.
 const _: fn() = assert_autodiff_backend::<AutodiffSwapCuda>;
 const _: fn() = assert_autodiff_backend::<
-    Autodiff<crate::Swap<burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>>>,
+    Autodiff<
+        crate::backend::Swap<burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>>,
+    >,
 >;
 
 fn assert_autodiff_backend<B: burn::tensor::backend::AutodiffBackend>() {}

@@ -31,9 +31,12 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::Runtime;
 
-use crate::compress::{self, Compressed, Compression, Decision};
+use super::counters::AllocatorUsage;
+use super::transfer::TransferError;
+use crate::compress::Compressed;
+use crate::config::Compression;
 use crate::gpu::zvc;
-use crate::report::AllocatorUsage;
+use crate::plan::codec::{self, Decision};
 
 /// `value` as the CubeCL tensor of runtime `R`, when it is one.
 fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {
@@ -112,8 +115,8 @@ pub(crate) fn compress_offload<B: Backend>(
     tensor: &B::FloatTensorPrimitive,
     shape: &Shape,
     dtype: DType,
-    policy: &compress::Policy,
-) -> Option<Result<(Option<Compressed>, u64), String>> {
+    policy: &codec::Policy,
+) -> Option<Result<(Option<Compressed>, u64), TransferError>> {
     if policy.mode == Compression::Off || !device_codec_dtype(dtype) {
         return None;
     }
@@ -126,13 +129,14 @@ fn compress_cube<R: CubeRuntime>(
     tensor: &CubeTensor<R>,
     shape: &Shape,
     dtype: DType,
-    policy: &compress::Policy,
-) -> Result<(Option<Compressed>, u64), String> {
+    policy: &codec::Policy,
+) -> Result<(Option<Compressed>, u64), TransferError> {
     let start = Instant::now();
     let width = dtype.size();
     let n = shape.num_elements();
     let _span = tracing::debug_span!("burn_swap::device_compress", bytes = n * width).entered();
-    let c = zvc::compress(&tensor.client, &tensor.handle, n, width).map_err(|e| e.to_string())?;
+    let c = zvc::compress(&tensor.client, &tensor.handle, n, width)
+        .map_err(|e| TransferError::Kernel(e.to_string()))?;
     let decision = Decision {
         elements: n,
         width,
@@ -145,7 +149,7 @@ fn compress_cube<R: CubeRuntime>(
         return Ok((None, start.elapsed().as_nanos() as u64));
     }
     let host = zvc::to_host(&tensor.client, &c, shape.as_slice().to_vec(), dtype)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| TransferError::Kernel(e.to_string()))?;
     Ok((Some(host), start.elapsed().as_nanos() as u64))
 }
 
@@ -156,7 +160,7 @@ fn compress_cube<R: CubeRuntime>(
 pub(crate) fn decompress_fetch<B: Backend>(
     c: &Compressed,
     device: &B::Device,
-) -> Option<Result<B::FloatTensorPrimitive, String>> {
+) -> Option<Result<B::FloatTensorPrimitive, TransferError>> {
     if !device_codec_dtype(c.dtype) {
         return None;
     }
@@ -166,11 +170,12 @@ pub(crate) fn decompress_fetch<B: Backend>(
 fn decompress_cube<R: CubeRuntime, B: Backend>(
     c: &Compressed,
     device: &R::Device,
-) -> Result<B::FloatTensorPrimitive, String> {
+) -> Result<B::FloatTensorPrimitive, TransferError> {
     let _span = tracing::debug_span!("burn_swap::device_decompress", bytes = c.bytes()).entered();
     let client = R::client(device);
-    let on_device = zvc::from_host(&client, c).map_err(|e| e.to_string())?;
-    let handle = zvc::decompress(&client, &on_device).map_err(|e| e.to_string())?;
+    let on_device = zvc::from_host(&client, c).map_err(|e| TransferError::Kernel(e.to_string()))?;
+    let handle =
+        zvc::decompress(&client, &on_device).map_err(|e| TransferError::Kernel(e.to_string()))?;
     into_primitive::<R, B>(CubeTensor::<R>::new_contiguous(
         client,
         device.clone(),
@@ -184,12 +189,16 @@ fn decompress_cube<R: CubeRuntime, B: Backend>(
 /// the backend is `CubeBackend<R>`).
 fn into_primitive<R: CubeRuntime, B: Backend>(
     tensor: CubeTensor<R>,
-) -> Result<B::FloatTensorPrimitive, String> {
+) -> Result<B::FloatTensorPrimitive, TransferError> {
     let boxed: Box<dyn Any> = Box::new(tensor);
     boxed
         .downcast::<B::FloatTensorPrimitive>()
         .map(|b| *b)
-        .map_err(|_| "the inner backend's float tensors are not CubeCL tensors".to_string())
+        .map_err(|_| {
+            TransferError::Backend(
+                "the inner backend's float tensors are not CubeCL tensors".into(),
+            )
+        })
 }
 
 /// A piece of an offloaded tensor in a peer device's memory, allocated by that device's own
@@ -256,7 +265,8 @@ pub(crate) fn peer_send<B: Backend>(
                     offset: offset as u64,
                 },
                 bytes,
-            )?;
+            )
+            .map_err(|e| TransferError::Peer(e.to_string()))?;
             Ok(super::peers::PieceData::Device(DeviceSlot {
                 client,
                 handle,
@@ -273,7 +283,7 @@ pub(crate) fn peer_send<B: Backend>(
 pub(crate) fn peer_receive<B: Backend>(
     copy: &super::peers::PeerCopy,
     device: &B::Device,
-) -> Option<Result<B::FloatTensorPrimitive, String>> {
+) -> Option<Result<B::FloatTensorPrimitive, TransferError>> {
     use super::peers::PieceData;
     use cubecl::cuda::CudaRuntime;
     let d = as_device::<CudaRuntime, _>(device)?;
@@ -289,7 +299,7 @@ pub(crate) fn peer_receive<B: Backend>(
                 let (client, handle) = (&client, &handle);
                 scope.spawn(move || {
                     let PieceData::Device(slot) = &piece.data else {
-                        return Err("a piece is not on a device".to_string());
+                        return Err(TransferError::Peer("a piece is not on a device".into()));
                     };
                     let start = std::time::Instant::now();
                     crate::gpu::peer::copy_between(
@@ -306,7 +316,8 @@ pub(crate) fn peer_receive<B: Backend>(
                             offset: 0,
                         },
                         piece.len,
-                    )?;
+                    )
+                    .map_err(|e| TransferError::Peer(e.to_string()))?;
                     pool.note_device_fetch(piece.peer, piece.len, start);
                     Ok(())
                 })
@@ -315,9 +326,9 @@ pub(crate) fn peer_receive<B: Backend>(
         jobs.into_iter()
             .map(|j| {
                 j.join()
-                    .unwrap_or_else(|_| Err("a peer copy panicked".into()))
+                    .unwrap_or_else(|_| Err(TransferError::Peer("a peer copy panicked".into())))
             })
-            .collect::<Result<Vec<()>, String>>()
+            .collect::<Result<Vec<()>, TransferError>>()
     });
     if let Err(e) = result {
         return Some(Err(e));

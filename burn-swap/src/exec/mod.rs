@@ -4,6 +4,7 @@
 //! The engine decides no policy: when an op would exceed the budget it asks
 //! [`crate::plan::reactive`] which tensors to move, then moves them.
 
+pub(crate) mod counters;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) mod cube;
 pub(crate) mod engine;
@@ -20,7 +21,7 @@ pub(crate) fn bytes_of(shape: &Shape, dtype: DType) -> u64 {
     (shape.num_elements() * dtype.size()) as u64
 }
 
-pub(crate) use crate::report::AllocatorUsage;
+pub use counters::{AllocatorUsage, PeerStat};
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.
@@ -209,7 +210,7 @@ mod tests {
     /// (resident plus host bytes) always add up.
     #[test]
     fn transfers_in_flight_under_random_delays_keep_every_value() {
-        use burn_ir::{TensorIr, TensorStatus};
+        use burn_ir::TensorIr;
         use burn_router::Runner;
         let mut engine = super::engine::Engine::new(
             Runner::<Flex>::new(FlexDevice),
@@ -235,36 +236,33 @@ mod tests {
                     _ => {}
                 }
             }
-            let (resident, host) = engine.books();
-            assert_eq!(resident + host, total, "round {round}");
+            let books = engine.books();
+            assert_eq!(books.resident + books.host, total, "round {round}");
             for (i, (t, values)) in tensors.iter().enumerate() {
-                if (i + round) % 4 != 0 {
-                    continue;
+                if (i + round) % 4 == 0 {
+                    assert_eq!(&read(&mut engine, t), values, "round {round}");
                 }
-                let read = TensorIr {
-                    status: TensorStatus::ReadOnly,
-                    ..t.clone()
-                };
-                let data = burn_std::reader::try_read_sync(engine.read(read))
-                    .unwrap()
-                    .unwrap();
-                assert_eq!(&data.to_vec::<f32>().unwrap(), values, "round {round}");
             }
         }
         engine.set_jitter_for_test(0);
         engine.settle_all_for_test();
-        let (resident, host) = engine.books();
-        assert_eq!(resident + host, total);
+        let books = engine.books();
+        assert_eq!(books.resident + books.host, total);
         for (t, values) in &tensors {
-            let read = TensorIr {
-                status: TensorStatus::ReadOnly,
-                ..t.clone()
-            };
-            let data = burn_std::reader::try_read_sync(engine.read(read))
-                .unwrap()
-                .unwrap();
-            assert_eq!(&data.to_vec::<f32>().unwrap(), values);
+            assert_eq!(&read(&mut engine, t), values);
         }
+    }
+
+    /// A read-only read of `t` through the engine.
+    fn read(engine: &mut super::engine::Engine<Flex>, t: &burn_ir::TensorIr) -> Vec<f32> {
+        let read = burn_ir::TensorIr {
+            status: burn_ir::TensorStatus::ReadOnly,
+            ..t.clone()
+        };
+        let data = burn_std::reader::try_read_sync(engine.read(read))
+            .unwrap()
+            .unwrap();
+        data.to_vec::<f32>().unwrap()
     }
 
     /// The jitter is really applied: each offload reports no sooner than its own delay.
@@ -297,7 +295,8 @@ mod tests {
             "{} ns reported, {expected} ns of jitter",
             engine.offload_nanos_for_test()
         );
-        assert_eq!(engine.books(), (0, 6 * 64 * 4));
+        let books = engine.books();
+        assert_eq!((books.resident, books.host), (0, 6 * 64 * 4));
     }
 
     #[test]
@@ -323,11 +322,15 @@ mod tests {
         faults::fail_next(usize::MAX);
         let failed = std::panic::catch_unwind(|| tensor(20.0, &FlexDevice));
         faults::fail_next(0);
-        let message = failed.expect_err("no room without offloads");
-        let message = message
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default();
+        let payload = failed.expect_err("no room without offloads");
+        let error = payload
+            .downcast_ref::<crate::SwapError>()
+            .expect("the panic carries the SwapError");
+        assert!(
+            matches!(error, crate::SwapError::OffloadFailed { bytes: 1024, .. }),
+            "{error:?}"
+        );
+        let message = error.to_string();
         assert!(message.contains("offload of tensor"), "{message}");
         assert!(message.contains("injected offload failure"), "{message}");
 

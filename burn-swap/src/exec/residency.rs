@@ -1,4 +1,22 @@
-//! Where each tensor of a device is: the residency table.
+//! Where each tensor of a device is: the residency table, its state machine and its books.
+//!
+//! Every tensor is in one state (seed 000, claim 5, plus recomputation): [`State`]. A state
+//! changes only through the transition methods of [`Residency`], which keep the books
+//! ([`Books`]: resident, host and in-flight bytes, and their peaks) consistent by
+//! construction; the engine never edits a count by hand. The transitions:
+//!
+//! ```text
+//!            begin_offload            complete_offload
+//! Resident ───────────────▶ Offloading ───────────────▶ Offloaded ──begin_fetch──▶ Fetching
+//!    ▲  ▲ ◀─────────────────    │ cancel_offload           ▲  ◀──restore_fetch──     │  │
+//!    │  │                       └──(offload_here: Resident ─┘ directly)             │  │
+//!    │  └──────────────────────────────── complete_fetch ◀────────────────────────────┘  │
+//!    │ rematerialise                                               fail_fetch ──────────┘
+//!    │                                                         (to Evicted with a recipe,
+//! Evicted ◀── evict (with a recipe)                              else Lost)
+//! ```
+//!
+//! `admit` puts a new tensor in the books as resident; `forget` takes one out in any state.
 
 use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
@@ -53,6 +71,8 @@ pub(crate) enum State {
     Fetching,
     /// Dropped from the device; rematerialised from its recipe before its next use.
     Evicted,
+    /// Its bytes are gone (a fetch failed and it has no recipe): a use is an error.
+    Lost,
 }
 
 impl State {
@@ -125,14 +145,15 @@ pub(crate) struct Recipe {
     pub inputs: Vec<TensorId>,
 }
 
-/// What the executor knows of one live tensor.
+/// What the executor knows of one live tensor. Its size and state are read through
+/// [`Entry::bytes`] and [`Entry::state`] and change only through [`Residency`]'s transitions.
 pub(crate) struct Entry {
-    pub bytes: u64,
+    bytes: u64,
+    state: State,
     pub dims: Dims,
     pub dtype: DType,
     /// Global index of the last op that made or used it.
     pub last_use: u64,
-    pub state: State,
     /// How to recompute it, when the plan drops it.
     pub recipe: Option<Box<Recipe>>,
     /// Recipes that need it as an input.
@@ -148,7 +169,9 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub fn new(bytes: u64, dims: Dims, dtype: DType, last_use: u64) -> Self {
+    /// A resident tensor of `dims` and `dtype`, made or used last by op `last_use`.
+    pub fn new(dims: Dims, dtype: DType, last_use: u64) -> Self {
+        let bytes = (dims.as_slice().iter().product::<usize>() * dtype.size()) as u64;
         Self {
             bytes,
             dims,
@@ -163,6 +186,21 @@ impl Entry {
         }
     }
 
+    /// Its size on the device.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Where it is.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Where it was, for an entry out of the books.
+    pub fn into_state(self) -> State {
+        self.state
+    }
+
     pub fn ir(&self, id: TensorId, status: TensorStatus) -> TensorIr {
         TensorIr {
             id,
@@ -173,10 +211,51 @@ impl Entry {
     }
 }
 
-/// Every live tensor of a device, by id.
+/// The counted bytes of a device.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Books {
+    /// Bytes on the device: resident, offloading (until the copy completes) and fetching
+    /// (from the moment the fetch starts).
+    pub resident: u64,
+    /// Bytes off the device, in host memory (raw or compressed).
+    pub host: u64,
+    /// Bytes of the tensors whose offload is in flight (part of `resident`).
+    pub offloading: u64,
+    /// Highest `resident` (or bytes noted during an op) since the last reset.
+    pub peak: u64,
+    /// Highest `host` since the last reset.
+    pub peak_host: u64,
+}
+
+impl Books {
+    /// Notes `bytes` resident at once (an op's inputs and outputs while it runs).
+    #[inline]
+    pub fn note_peak(&mut self, bytes: u64) {
+        self.peak = self.peak.max(bytes);
+    }
+
+    fn add_resident(&mut self, bytes: u64) {
+        self.resident += bytes;
+        self.note_peak(self.resident);
+    }
+
+    fn add_host(&mut self, bytes: u64) {
+        self.host += bytes;
+        self.peak_host = self.peak_host.max(self.host);
+    }
+
+    /// Starts a new measurement: the peaks from the current values.
+    pub fn reset_peaks(&mut self) {
+        self.peak = self.resident;
+        self.peak_host = self.host;
+    }
+}
+
+/// Every live tensor of a device, by id, and the books they add up to.
 #[derive(Default)]
 pub(crate) struct Residency {
-    pub entries: HashMap<TensorId, Entry>,
+    entries: HashMap<TensorId, Entry>,
+    books: Books,
 }
 
 impl Residency {
@@ -184,26 +263,175 @@ impl Residency {
         self.entries.get(id)
     }
 
+    /// The entry, for the fields outside the books (recipe, pins, layout, last use).
     pub fn get_mut(&mut self, id: &TensorId) -> Option<&mut Entry> {
         self.entries.get_mut(id)
     }
 
-    pub fn insert(&mut self, id: TensorId, entry: Entry) -> Option<Entry> {
-        self.entries.insert(id, entry)
+    /// Every live tensor.
+    pub fn iter(&self) -> impl Iterator<Item = (&TensorId, &Entry)> {
+        self.entries.iter()
     }
 
-    pub fn remove(&mut self, id: &TensorId) -> Option<Entry> {
-        self.entries.remove(id)
+    /// The books.
+    pub fn books(&self) -> &Books {
+        &self.books
     }
 
-    pub fn is_offloaded(&self, id: &TensorId) -> bool {
-        matches!(
-            self.entries.get(id),
-            Some(Entry {
-                state: State::Offloaded(_),
-                ..
-            })
-        )
+    /// Notes `bytes` resident at once for the peak (an op running).
+    pub fn note_peak(&mut self, bytes: u64) {
+        self.books.note_peak(bytes);
+    }
+
+    /// Starts a new measurement of the peaks.
+    pub fn reset_peaks(&mut self) {
+        self.books.reset_peaks();
+    }
+
+    /// A new tensor, resident. Replaces (and forgets) an entry of the same id.
+    pub fn admit(&mut self, id: TensorId, entry: Entry) {
+        debug_assert!(matches!(entry.state, State::Resident));
+        self.books.add_resident(entry.bytes);
+        if let Some(old) = self.entries.insert(id, entry) {
+            self.unbook(&old);
+        }
+    }
+
+    /// Takes a tensor out of the books, whatever its state.
+    pub fn forget(&mut self, id: &TensorId) -> Option<Entry> {
+        let entry = self.entries.remove(id)?;
+        self.unbook(&entry);
+        Some(entry)
+    }
+
+    /// Takes an entry that left the table off the books.
+    fn unbook(&mut self, entry: &Entry) {
+        match &entry.state {
+            State::Offloaded(copy) => self.books.host -= copy.bytes(),
+            State::Evicted | State::Lost => {}
+            State::Offloading => {
+                self.books.offloading -= entry.bytes;
+                self.books.resident -= entry.bytes;
+            }
+            State::Resident | State::Fetching => self.books.resident -= entry.bytes,
+        }
+    }
+
+    /// Resident → offloading (a copy to the host has started); `false` in any other state.
+    pub fn begin_offload(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Resident) => {
+                entry.state = State::Offloading;
+                self.books.offloading += entry.bytes;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Offloading → resident: the copy failed, or the op about to run needs the tensor.
+    pub fn cancel_offload(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Offloading) => {
+                entry.state = State::Resident;
+                self.books.offloading -= entry.bytes;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Offloading (or resident, for a copy made on the op's thread) → offloaded: the device
+    /// copy may go; `copy` holds the bytes. Gives the copy back in any other state.
+    pub fn complete_offload(&mut self, id: &TensorId, copy: HostCopy) -> Result<(), HostCopy> {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return Err(copy);
+        };
+        match entry.state {
+            State::Offloading => self.books.offloading -= entry.bytes,
+            State::Resident => {}
+            _ => return Err(copy),
+        }
+        self.books.resident -= entry.bytes;
+        self.books.add_host(copy.bytes());
+        entry.state = State::Offloaded(Box::new(copy));
+        Ok(())
+    }
+
+    /// Offloaded → fetching: the host copy is handed to the caller (a worker or the op's
+    /// thread), the device bytes are counted from now on. `None` in any other state.
+    pub fn begin_fetch(&mut self, id: &TensorId) -> Option<Box<HostCopy>> {
+        let entry = self.entries.get_mut(id)?;
+        if !matches!(entry.state, State::Offloaded(_)) {
+            return None;
+        }
+        let State::Offloaded(copy) = core::mem::replace(&mut entry.state, State::Fetching) else {
+            return None;
+        };
+        self.books.host -= copy.bytes();
+        self.books.add_resident(entry.bytes);
+        Some(copy)
+    }
+
+    /// Fetching → offloaded again, with the copy given back (the fetch could not start).
+    pub fn restore_fetch(&mut self, id: &TensorId, copy: HostCopy) {
+        if let Some(entry) = self.entries.get_mut(id)
+            && matches!(entry.state, State::Fetching)
+        {
+            self.books.resident -= entry.bytes;
+            self.books.add_host(copy.bytes());
+            entry.state = State::Offloaded(Box::new(copy));
+        }
+    }
+
+    /// Fetching → resident: the bytes are on the device under the tensor's id.
+    pub fn complete_fetch(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Fetching) => {
+                entry.state = State::Resident;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Fetching → evicted when it has a recipe (it is recomputed at its next use), else lost:
+    /// the fetch failed and took the bytes with it.
+    pub fn fail_fetch(&mut self, id: &TensorId) {
+        if let Some(entry) = self.entries.get_mut(id)
+            && matches!(entry.state, State::Fetching)
+        {
+            self.books.resident -= entry.bytes;
+            entry.state = if entry.recipe.is_some() {
+                State::Evicted
+            } else {
+                State::Lost
+            };
+        }
+    }
+
+    /// Resident with a recipe → evicted: the device copy may go. `false` otherwise.
+    pub fn evict(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Resident) && entry.recipe.is_some() => {
+                entry.state = State::Evicted;
+                self.books.resident -= entry.bytes;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Evicted → resident: its recipe was replayed.
+    pub fn rematerialise(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Evicted) => {
+                entry.state = State::Resident;
+                self.books.add_resident(entry.bytes);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Whether the tensor must be brought back (fetched, waited for, or recomputed) before
@@ -214,5 +442,201 @@ impl Residency {
 
     pub fn is_pinned(&self, id: &TensorId) -> bool {
         self.entries.get(id).is_some_and(|e| e.pins > 0)
+    }
+
+    /// The books as the entries add them up (for tests: must equal [`Residency::books`]).
+    #[cfg(test)]
+    fn recount(&self) -> (u64, u64, u64) {
+        let (mut resident, mut host, mut offloading) = (0, 0, 0);
+        for entry in self.entries.values() {
+            match &entry.state {
+                State::Resident | State::Fetching => resident += entry.bytes,
+                State::Offloading => {
+                    resident += entry.bytes;
+                    offloading += entry.bytes;
+                }
+                State::Offloaded(copy) => host += copy.bytes(),
+                State::Evicted | State::Lost => {}
+            }
+        }
+        (resident, host, offloading)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u64) -> TensorId {
+        TensorId::new(n)
+    }
+
+    /// A residency of three f32 tensors of 100, 200 and 300 elements.
+    fn three() -> Residency {
+        let mut r = Residency::default();
+        for (n, len) in [(1, 100), (2, 200), (3, 300)] {
+            r.admit(id(n), Entry::new(Dims::from_slice(&[len]), DType::F32, 0));
+        }
+        r
+    }
+
+    fn copy(bytes: usize) -> HostCopy {
+        HostCopy::Raw(TensorData::new(vec![0u8; bytes], [bytes]))
+    }
+
+    /// The books equal what the entries add up to.
+    fn check(r: &Residency) -> Books {
+        let (resident, host, offloading) = r.recount();
+        let books = *r.books();
+        assert_eq!(
+            (books.resident, books.host, books.offloading),
+            (resident, host, offloading)
+        );
+        assert!(books.peak >= books.resident && books.peak_host >= books.host);
+        books
+    }
+
+    #[test]
+    fn admit_and_forget_keep_the_books() {
+        let mut r = three();
+        assert_eq!(check(&r).resident, 2400);
+        assert_eq!(r.forget(&id(2)).map(|e| e.bytes()), Some(800));
+        let books = check(&r);
+        assert_eq!((books.resident, books.peak), (1600, 2400));
+        assert!(r.forget(&id(2)).is_none());
+    }
+
+    #[test]
+    fn admitting_an_id_again_replaces_its_entry_in_the_books() {
+        let mut r = three();
+        r.complete_offload(&id(1), copy(100)).ok();
+        r.admit(id(1), Entry::new(Dims::from_slice(&[10]), DType::F32, 1));
+        let books = check(&r);
+        assert_eq!((books.resident, books.host), (2040, 0));
+    }
+
+    #[test]
+    fn offload_begin_complete_moves_bytes_to_the_host() {
+        let mut r = three();
+        assert!(r.begin_offload(&id(1)));
+        assert!(!r.begin_offload(&id(1)), "already offloading");
+        assert_eq!(check(&r).offloading, 400);
+        assert!(r.complete_offload(&id(1), copy(150)).is_ok());
+        let books = check(&r);
+        assert_eq!(
+            (books.resident, books.host, books.offloading),
+            (2000, 150, 0)
+        );
+        assert!(matches!(
+            r.get(&id(1)).unwrap().state(),
+            State::Offloaded(_)
+        ));
+        assert!(r.is_absent(&id(1)));
+    }
+
+    #[test]
+    fn offload_made_on_the_ops_thread_goes_straight_from_resident() {
+        let mut r = three();
+        assert!(r.complete_offload(&id(3), copy(1200)).is_ok());
+        assert_eq!(check(&r).host, 1200);
+        assert!(
+            r.complete_offload(&id(3), copy(1)).is_err(),
+            "already offloaded"
+        );
+    }
+
+    #[test]
+    fn cancelled_offload_stays_resident() {
+        let mut r = three();
+        assert!(r.begin_offload(&id(2)));
+        assert!(r.cancel_offload(&id(2)));
+        assert!(!r.cancel_offload(&id(2)));
+        let books = check(&r);
+        assert_eq!((books.resident, books.offloading), (2400, 0));
+        assert!(matches!(r.get(&id(2)).unwrap().state(), State::Resident));
+    }
+
+    #[test]
+    fn forgetting_a_tensor_in_flight_takes_it_off_every_count() {
+        let mut r = three();
+        r.begin_offload(&id(1));
+        r.complete_offload(&id(2), copy(10)).ok();
+        r.forget(&id(1));
+        r.forget(&id(2));
+        let books = check(&r);
+        assert_eq!((books.resident, books.host, books.offloading), (1200, 0, 0));
+    }
+
+    #[test]
+    fn fetch_begin_complete_counts_device_bytes_from_the_start() {
+        let mut r = three();
+        r.complete_offload(&id(2), copy(500)).ok();
+        let copy = r.begin_fetch(&id(2)).expect("offloaded");
+        assert_eq!(copy.bytes(), 500);
+        assert!(r.begin_fetch(&id(2)).is_none(), "already fetching");
+        let books = check(&r);
+        assert_eq!((books.resident, books.host), (2400, 0));
+        assert!(r.is_absent(&id(2)), "a use waits for the fetch");
+        assert!(r.complete_fetch(&id(2)));
+        assert!(!r.is_absent(&id(2)));
+        check(&r);
+    }
+
+    #[test]
+    fn restored_fetch_gives_the_host_its_copy_back() {
+        let mut r = three();
+        r.complete_offload(&id(1), copy(400)).ok();
+        let taken = r.begin_fetch(&id(1)).unwrap();
+        r.restore_fetch(&id(1), *taken);
+        let books = check(&r);
+        assert_eq!((books.resident, books.host), (2000, 400));
+        assert!(matches!(
+            r.get(&id(1)).unwrap().state(),
+            State::Offloaded(_)
+        ));
+    }
+
+    #[test]
+    fn failed_fetch_is_lost_without_a_recipe_and_evicted_with_one() {
+        let mut r = three();
+        r.get_mut(&id(1)).unwrap().recipe = Some(Box::new(Recipe {
+            op: OperationIr::Drop(r.get(&id(3)).unwrap().ir(id(3), TensorStatus::ReadOnly)),
+            inputs: vec![],
+        }));
+        for n in [1, 2] {
+            r.complete_offload(&id(n), copy(8)).ok();
+            r.begin_fetch(&id(n));
+            r.fail_fetch(&id(n));
+        }
+        assert!(matches!(r.get(&id(1)).unwrap().state(), State::Evicted));
+        assert!(matches!(r.get(&id(2)).unwrap().state(), State::Lost));
+        let books = check(&r);
+        assert_eq!((books.resident, books.host), (1200, 0));
+    }
+
+    #[test]
+    fn evict_needs_a_recipe_and_rematerialise_brings_the_bytes_back() {
+        let mut r = three();
+        assert!(!r.evict(&id(3)), "no recipe");
+        r.get_mut(&id(3)).unwrap().recipe = Some(Box::new(Recipe {
+            op: OperationIr::Drop(r.get(&id(1)).unwrap().ir(id(1), TensorStatus::ReadOnly)),
+            inputs: vec![id(1)],
+        }));
+        assert!(r.evict(&id(3)));
+        assert_eq!(check(&r).resident, 1200);
+        assert!(!r.evict(&id(3)));
+        assert!(r.rematerialise(&id(3)));
+        assert!(!r.rematerialise(&id(3)));
+        assert_eq!(check(&r).resident, 2400);
+    }
+
+    #[test]
+    fn peaks_restart_from_the_current_values() {
+        let mut r = three();
+        r.forget(&id(3));
+        r.note_peak(5000);
+        assert_eq!(check(&r).peak, 5000);
+        r.reset_peaks();
+        assert_eq!(check(&r).peak, 1200);
     }
 }

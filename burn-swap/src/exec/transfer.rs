@@ -23,11 +23,80 @@ use burn_std::reader::try_read_sync;
 
 use super::peers::PeerPool;
 use super::residency::HostCopy;
+use crate::compress;
+use crate::config::Compression;
+use crate::plan::codec::{self, Decision, Policy};
+
+/// Compresses `data` on the CPU when `policy` says it pays (from a sample of its zero
+/// fraction, seed 002's decision in `plan::codec`) and the result is smaller; keeps it raw
+/// otherwise. Also returns the nanoseconds spent compressing (zero when it was not tried).
+pub(crate) fn pack(data: TensorData, policy: &Policy) -> (HostCopy, u64) {
+    if policy.mode == Compression::Off {
+        return (HostCopy::Raw(data), 0);
+    }
+    let Ok(w) = compress::width(data.dtype) else {
+        return (HostCopy::Raw(data), 0);
+    };
+    let start = Instant::now();
+    let decision = Decision {
+        elements: data.bytes.len() / w,
+        width: w,
+        zero_fraction: compress::zero_fraction_sample(&data.bytes, w, codec::SAMPLES),
+        link_bandwidth: policy.link_bandwidth,
+        codec_bandwidth: policy.codec_bandwidth,
+    };
+    if !decision.pays(policy.mode) {
+        return (HostCopy::Raw(data), start.elapsed().as_nanos() as u64);
+    }
+    let _span = tracing::debug_span!("burn_swap::compress", bytes = data.bytes.len()).entered();
+    match compress::compress(&data) {
+        Ok(c) if c.bytes() < data.bytes.len() as u64 => {
+            (HostCopy::Compressed(c), start.elapsed().as_nanos() as u64)
+        }
+        _ => (HostCopy::Raw(data), start.elapsed().as_nanos() as u64),
+    }
+}
+
+/// Why a transfer failed. The tensor it concerned is intact where it was.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum TransferError {
+    /// The inner backend refused a read, a write or a sync.
+    #[error("the inner backend failed: {0}")]
+    Backend(String),
+    /// The inner backend panicked during the copy.
+    #[error("the inner backend panicked: {0}")]
+    Panicked(String),
+    /// A dtype the data path cannot carry.
+    #[error("dtype {0:?} cannot be moved")]
+    Dtype(DType),
+    /// This platform cannot block on a read.
+    #[error("this platform cannot block on a read")]
+    CannotBlock,
+    /// The codec refused the bytes.
+    #[error(transparent)]
+    Codec(#[from] compress::CodecError),
+    /// The device's codec kernels failed.
+    #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
+    #[error("the device codec failed: {0}")]
+    Kernel(String),
+    /// A copy to or from a peer failed.
+    #[error("a peer copy failed: {0}")]
+    Peer(String),
+    /// A failure injected by a test.
+    #[error("injected {0} failure")]
+    Injected(&'static str),
+}
+
+impl From<burn_backend::ExecutionError> for TransferError {
+    fn from(error: burn_backend::ExecutionError) -> Self {
+        TransferError::Backend(error.to_string())
+    }
+}
 
 /// Where an offload goes and how: the compression policy, the device it leaves, and the
 /// peers that may take it.
 pub(crate) struct Route<B: BackendIr> {
-    pub compression: crate::compress::Policy,
+    pub compression: Policy,
     pub device: B::Device,
     pub peers: Option<Arc<PeerPool>>,
 }
@@ -81,7 +150,7 @@ pub(crate) enum Done<B: BackendIr> {
     /// device copy is untouched). `codec_nanos` of `nanos` were spent compressing.
     Offloaded {
         id: TensorId,
-        result: Result<HostCopy, String>,
+        result: Result<HostCopy, TransferError>,
         nanos: u64,
         codec_nanos: u64,
         /// Whether the device's kernels compressed it (before the copy).
@@ -91,7 +160,7 @@ pub(crate) enum Done<B: BackendIr> {
     /// inner backend failed to allocate them (its message).
     Fetched {
         id: TensorId,
-        result: Result<B::Handle, String>,
+        result: Result<B::Handle, TransferError>,
         nanos: u64,
         codec_nanos: u64,
         /// Whether the device's kernels decompressed it (after the copy).
@@ -143,11 +212,7 @@ pub(crate) fn jitter_micros(seed: u64, max: u64) -> u64 {
     if max == 0 {
         return 0;
     }
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    z % (max + 1)
+    crate::rng::mix(seed) % (max + 1)
 }
 
 fn pause(jitter: &AtomicU64, seed: u64) {
@@ -160,7 +225,11 @@ fn pause(jitter: &AtomicU64, seed: u64) {
 /// The key of the jitter of the receive worker's transfers (the send worker's is the id).
 pub(crate) const RECEIVE_KEY: u64 = 0x9e37_79b9;
 
-fn read<B: BackendIr>(handle: B::Handle, shape: Shape, dtype: DType) -> Result<TensorData, String> {
+fn read<B: BackendIr>(
+    handle: B::Handle,
+    shape: Shape,
+    dtype: DType,
+) -> Result<TensorData, TransferError> {
     let handle = TensorHandle { handle, shape };
     let result = if dtype.is_float() {
         try_read_sync(B::float_into_data(B::float_tensor(handle)))
@@ -169,12 +238,12 @@ fn read<B: BackendIr>(handle: B::Handle, shape: Shape, dtype: DType) -> Result<T
     } else if dtype.is_bool() {
         try_read_sync(B::bool_into_data(B::bool_tensor(handle)))
     } else {
-        return Err(format!("dtype {dtype:?} cannot be offloaded"));
+        return Err(TransferError::Dtype(dtype));
     };
     match result {
         Some(Ok(data)) => Ok(data),
-        Some(Err(error)) => Err(error.to_string()),
-        None => Err("this platform cannot block on a read".into()),
+        Some(Err(error)) => Err(error.into()),
+        None => Err(TransferError::CannotBlock),
     }
 }
 
@@ -182,7 +251,7 @@ fn read<B: BackendIr>(handle: B::Handle, shape: Shape, dtype: DType) -> Result<T
 /// kernels before the copy (only the compressed bytes cross the link), elsewhere by the CPU
 /// codec after it. Returns the copy, the nanoseconds spent on compression, and whether the
 /// device compressed it.
-fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), String> {
+fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), TransferError> {
     copy_out::<B>(
         job.handle,
         job.shape,
@@ -202,10 +271,10 @@ pub(crate) fn copy_out<B: BackendIr>(
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
-    compression: &crate::compress::Policy,
+    compression: &Policy,
     peers: Option<&Arc<PeerPool>>,
     device: &B::Device,
-) -> Result<(HostCopy, u64, bool), String> {
+) -> Result<(HostCopy, u64, bool), TransferError> {
     if let Some(pool) = peers {
         if pool.on_devices()
             && dtype.is_float()
@@ -217,7 +286,7 @@ pub(crate) fn copy_out<B: BackendIr>(
         // The host's bandwidth as measured, else taken as slower than any peer link.
         let host = compression.link_bandwidth.unwrap_or(1.0);
         // The codec first, where it pays: the compressed bytes are what the peers take.
-        let (packed, nanos) = crate::compress::pack(data, compression);
+        let (packed, nanos) = pack(data, compression);
         let copy = match packed {
             HostCopy::Raw(data) => pool
                 .send(data, host)
@@ -225,7 +294,7 @@ pub(crate) fn copy_out<B: BackendIr>(
             HostCopy::Compressed(c) => pool
                 .send_compressed(c, host)
                 .map_or_else(HostCopy::Compressed, |c| HostCopy::Peers(Box::new(c))),
-            other => other,
+            peers @ HostCopy::Peers(_) => peers,
         };
         return Ok((copy, nanos, false));
     }
@@ -249,7 +318,7 @@ pub(crate) fn copy_out<B: BackendIr>(
         }
     }
     let data = read::<B>(handle, shape, dtype)?;
-    let (copy, nanos) = crate::compress::pack(data, compression);
+    let (copy, nanos) = pack(data, compression);
     Ok((copy, nanos, false))
 }
 
@@ -280,7 +349,7 @@ fn device_peer_send<B: BackendIr>(
 pub(crate) fn device_route<B: BackendIr>(
     copy: &HostCopy,
     device: &B::Device,
-) -> Option<Result<B::Handle, String>> {
+) -> Option<Result<B::Handle, TransferError>> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let HostCopy::Compressed(c) = copy {
         return super::cube::decompress_fetch::<B>(c, device)
@@ -302,16 +371,16 @@ pub(crate) fn device_route<B: BackendIr>(
 
 /// Decompresses (when compressed) and writes to the device; returns the handle, the
 /// nanoseconds spent decompressing, and whether the device decompressed it.
-fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
+fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), TransferError> {
     let (device, sync) = (job.device.clone(), job.sync);
     let written = write_unsynced(job)?;
     if sync {
-        B::sync(&device).map_err(|e| e.to_string())?;
+        B::sync(&device)?;
     }
     Ok(written)
 }
 
-fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), String> {
+fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), TransferError> {
     let start = Instant::now();
     let compressed = job.copy.compressed();
     if let Some(result) = device_route::<B>(&job.copy, &job.device) {
@@ -323,7 +392,7 @@ fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, boo
         return Ok((result?, nanos, compressed));
     }
     let compressed = job.copy.compressed();
-    let data = job.copy.into_data().map_err(|e| e.to_string())?;
+    let data = job.copy.into_data()?;
     let codec_nanos = if compressed {
         start.elapsed().as_nanos() as u64
     } else {
@@ -340,12 +409,91 @@ fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, boo
     Ok((handle, codec_nanos, false))
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "the inner backend panicked".into())
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
+    TransferError::Panicked(
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "without a message".into()),
+    )
+}
+
+/// What both workers share with the engine: the jitter setting and the allocator figures.
+type Shared = (Arc<AtomicU64>, Arc<WorkerMemory>);
+
+/// A worker thread named `name`: does each job of `jobs` with `work` and reports it on
+/// `done`, until either queue closes.
+fn spawn_worker<J: Send + 'static, B: BackendIr>(
+    name: &str,
+    jobs: mpsc::Receiver<J>,
+    done: mpsc::Sender<Done<B>>,
+    work: impl Fn(J) -> Done<B> + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for job in jobs {
+                if done.send(work(job)).is_err() {
+                    return;
+                }
+            }
+        })
+}
+
+/// The send worker's job: a tensor copied off the device, compressed where it pays.
+fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done<B> {
+    let id = job.id;
+    let start = Instant::now();
+    let bytes = job.shape.num_elements() * job.dtype.size();
+    let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes).entered();
+    let device = job.route.device.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))
+        .unwrap_or_else(|panic| Err(panic_message(panic)));
+    let (result, codec_nanos, on_device) = match result {
+        Ok((copy, codec_nanos, on_device)) => (Ok(copy), codec_nanos, on_device),
+        Err(e) => (Err(e), 0, false),
+    };
+    if let Some(usage) = super::allocator_usage::<B>(&device) {
+        WorkerMemory::store(&memory.send, usage);
+    }
+    pause(jitter, id.value());
+    Done::Offloaded {
+        id,
+        result,
+        nanos: start.elapsed().as_nanos() as u64,
+        codec_nanos,
+        on_device,
+    }
+}
+
+/// The receive worker's job: a copy written back to the device, decompressed where needed.
+fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Done<B> {
+    let id = job.id;
+    let start = Instant::now();
+    let _span = tracing::debug_span!(
+        "burn_swap::receive",
+        tensor = id.value(),
+        bytes = job.copy.bytes()
+    )
+    .entered();
+    let device = job.device.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
+        .map_err(panic_message)
+        .and_then(|r| r);
+    if let Some(usage) = super::allocator_usage::<B>(&device) {
+        WorkerMemory::store(&memory.receive, usage);
+    }
+    let codec_nanos = result.as_ref().map_or(0, |r| r.1);
+    let on_device = result.as_ref().is_ok_and(|r| r.2);
+    pause(jitter, id.value() ^ RECEIVE_KEY);
+    Done::Fetched {
+        id,
+        result: result.map(|r| r.0),
+        nanos: start.elapsed().as_nanos() as u64,
+        codec_nanos,
+        on_device,
+    }
 }
 
 impl<B: BackendIr> Transfers<B> {
@@ -366,83 +514,14 @@ impl<B: BackendIr> Transfers<B> {
         let (done_tx, done_rx) = mpsc::channel();
         let (send_tx, send_rx) = mpsc::channel::<OffloadJob<B>>();
         let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
-        let done = done_tx.clone();
-        let jitter = self.jitter.clone();
-        let memory = self.memory.clone();
-        let sender = std::thread::Builder::new()
-            .name("burn-swap-send".into())
-            .spawn(move || {
-                for job in send_rx {
-                    let id = job.id;
-                    let start = Instant::now();
-                    let bytes = job.shape.num_elements() * job.dtype.size();
-                    let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes)
-                        .entered();
-                    let device = job.route.device.clone();
-                    let result =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))
-                            .unwrap_or_else(|panic| Err(panic_message(panic)));
-                    let (result, codec_nanos, on_device) = match result {
-                        Ok((copy, codec_nanos, on_device)) => (Ok(copy), codec_nanos, on_device),
-                        Err(e) => (Err(e), 0, false),
-                    };
-                    if let Some(usage) = super::allocator_usage::<B>(&device) {
-                        WorkerMemory::store(&memory.send, usage);
-                    }
-                    pause(&jitter, id.value());
-                    let nanos = start.elapsed().as_nanos() as u64;
-                    let report = Done::Offloaded {
-                        id,
-                        result,
-                        nanos,
-                        codec_nanos,
-                        on_device,
-                    };
-                    if done.send(report).is_err() {
-                        return;
-                    }
-                }
-            });
-        let done = done_tx;
-        let jitter = self.jitter.clone();
-        let memory = self.memory.clone();
-        let receiver = std::thread::Builder::new()
-            .name("burn-swap-receive".into())
-            .spawn(move || {
-                for job in receive_rx {
-                    let id = job.id;
-                    let start = Instant::now();
-                    let _span = tracing::debug_span!(
-                        "burn_swap::receive",
-                        tensor = id.value(),
-                        bytes = job.copy.bytes()
-                    )
-                    .entered();
-                    let device = job.device.clone();
-                    let result =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
-                            .map_err(panic_message)
-                            .and_then(|r| r);
-                    if let Some(usage) = super::allocator_usage::<B>(&device) {
-                        WorkerMemory::store(&memory.receive, usage);
-                    }
-                    let codec_nanos = result.as_ref().map_or(0, |r| r.1);
-                    let on_device = result.as_ref().is_ok_and(|r| r.2);
-                    let result = result.map(|r| r.0);
-                    pause(&jitter, id.value() ^ RECEIVE_KEY);
-                    let nanos = start.elapsed().as_nanos() as u64;
-                    let report = Done::Fetched {
-                        id,
-                        result,
-                        nanos,
-                        codec_nanos,
-                        on_device,
-                    };
-                    if done.send(report).is_err() {
-                        return;
-                    }
-                }
-            });
+        let shared: Shared = (self.jitter.clone(), self.memory.clone());
+        let on_send = shared.clone();
+        let sender = spawn_worker("burn-swap-send", send_rx, done_tx.clone(), move |job| {
+            send_job(job, &on_send)
+        });
+        let receiver = spawn_worker("burn-swap-receive", receive_rx, done_tx, move |job| {
+            receive_job(job, &shared)
+        });
         // A worker that cannot start leaves its queue closed: requests then run on the
         // compute thread (see `offload`/`fetch`).
         if let Ok(worker) = sender {

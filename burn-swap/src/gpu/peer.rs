@@ -139,7 +139,7 @@ pub fn discover() -> Result<Topology, DriverError> {
 /// least `bytes` writable bytes of device `to`, both kept allocated and unused by other work
 /// until this returns. (CubeCL handles held by the caller, whose producers finished, give
 /// that.)
-pub unsafe fn copy(
+pub(crate) unsafe fn copy(
     to: usize,
     dst: u64,
     from: usize,
@@ -221,24 +221,30 @@ pub struct Range<'a> {
 /// copy, and the calling thread's CubeCL streams are synchronised first, so that every kernel
 /// that wrote the source (CubeCL makes this thread's stream wait for the buffer's own) and
 /// every allocation of the destination has finished.
-pub fn copy_between(to: Range<'_>, from: Range<'_>, bytes: usize) -> Result<Duration, String> {
+pub fn copy_between(
+    to: Range<'_>,
+    from: Range<'_>,
+    bytes: usize,
+) -> Result<Duration, PeerCopyError> {
+    let cube = |e: &dyn core::fmt::Debug| PeerCopyError::Cube(format!("{e:?}"));
     let dst = to
         .client
         .get_resource(to.handle.clone())
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| cube(&e))?;
     let src = from
         .client
         .get_resource(from.handle.clone())
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| cube(&e))?;
     let (dst_res, src_res) = (dst.resource(), src.resource());
     if to.offset + bytes as u64 > dst_res.size || from.offset + bytes as u64 > src_res.size {
-        return Err(format!(
-            "peer copy of {bytes} bytes out of range (destination {} of {}, source {} of {})",
-            to.offset, dst_res.size, from.offset, src_res.size
-        ));
+        return Err(PeerCopyError::OutOfRange {
+            bytes,
+            to: (to.offset, dst_res.size),
+            from: (from.offset, src_res.size),
+        });
     }
-    cubecl::future::block_on(from.client.sync()).map_err(|e| format!("{e:?}"))?;
-    cubecl::future::block_on(to.client.sync()).map_err(|e| format!("{e:?}"))?;
+    cubecl::future::block_on(from.client.sync()).map_err(|e| cube(&e))?;
+    cubecl::future::block_on(to.client.sync()).map_err(|e| cube(&e))?;
     // SAFETY: both ranges lie inside their resources (checked above), which `dst` and `src`
     // keep allocated and in place until they drop after the copy returned; the source's
     // writers and the destination's allocation finished (both streams synchronised above),
@@ -252,5 +258,29 @@ pub fn copy_between(to: Range<'_>, from: Range<'_>, bytes: usize) -> Result<Dura
             bytes,
         )
     }
-    .map_err(|e| e.to_string())
+    .map_err(PeerCopyError::Driver)
+}
+
+/// Why a copy between CubeCL buffers failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerCopyError {
+    /// CubeCL could not give a buffer's resource or synchronise a stream.
+    #[error("CubeCL: {0}")]
+    Cube(String),
+    /// A range lies outside its buffer.
+    #[error(
+        "peer copy of {bytes} bytes out of range (destination {} of {}, source {} of {})",
+        to.0, to.1, from.0, from.1
+    )]
+    OutOfRange {
+        /// Bytes to copy.
+        bytes: usize,
+        /// The destination's offset and its buffer's size.
+        to: (u64, u64),
+        /// The source's offset and its buffer's size.
+        from: (u64, u64),
+    },
+    /// The driver refused the copy.
+    #[error(transparent)]
+    Driver(DriverError),
 }

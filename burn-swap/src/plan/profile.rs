@@ -173,6 +173,15 @@ impl Profile {
     }
 }
 
+/// The sizes of the temporary tensors that measure the links: 4 KiB to 8 MiB, those that
+/// fit in half of `headroom` (the bytes the budget leaves free); `None` when fewer than two
+/// fit (a fit needs two points).
+pub fn probe_sizes(headroom: u64) -> Option<Vec<u64>> {
+    const SIZES: [u64; 4] = [4 << 10, 64 << 10, 1 << 20, 8 << 20];
+    let sizes: Vec<u64> = SIZES.into_iter().filter(|&s| s <= headroom / 2).collect();
+    (sizes.len() >= 2).then_some(sizes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,42 +6,8 @@
 //! Pure: a function of the trace and the plan. The executor follows the steps and decides
 //! nothing; when the running iteration departs from the trace it stops following them.
 
-use super::checkpoint;
-use super::combine::{self, Action, Plan};
-use super::profile::Profile;
-use crate::config::Policy;
+use super::combine::{Action, Plan};
 use crate::trace::Trace;
-
-/// Tensors needed again fewer ops later than this are never planned to leave.
-const MIN_GAP: usize = 3;
-
-/// Plans one iteration for `budget` bytes under `policy` and compiles the plan: candidates
-/// from the checkpoint planner, the combiner's choice per tensor, then [`compile`]. Under
-/// [`Policy::OffloadOnly`] nothing is recomputed; under [`Policy::RecomputeOnly`] nothing is
-/// offloaded by plan.
-pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
-    let _span = tracing::debug_span!(
-        "burn_swap::plan",
-        ops = trace.ops.len(),
-        budget,
-        policy = policy.name()
-    )
-    .entered();
-    let mut candidates = checkpoint::candidates(trace, profile, MIN_GAP);
-    let mut profile = std::borrow::Cow::Borrowed(profile);
-    match policy {
-        Policy::OffloadOnly => candidates.iter_mut().for_each(|c| c.recomputable = false),
-        Policy::RecomputeOnly => profile.to_mut().links = None,
-        Policy::Reactive | Policy::Planned => {}
-    }
-    // Without a measured link the combiner cannot cost an offload: assume one that the gap
-    // always hides, so that offloads are still planned (their prefetch starts right after).
-    if policy != Policy::RecomputeOnly && profile.links.is_none() {
-        profile.to_mut().links = Some(super::profile::Links::instant());
-    }
-    let plan = combine::combine(trace, &profile, &candidates, budget);
-    compile(trace, &plan)
-}
 
 /// Where a tensor sits in an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +52,7 @@ pub struct Program {
     /// Per op position: the steps to take right after it.
     pub after: Vec<Vec<Step>>,
     /// Per op position: the planned fetches (by tag) to wait for before the op runs, from
-    /// seed 003's analysis ([`super::waits::fetch_waits`]).
+    /// seed 003's analysis (`super::waits::fetch_waits`, added by `super::compile`).
     pub fetch_waits: Vec<Vec<u32>>,
     /// The simulated pool peak of the plan, in bytes.
     pub predicted_peak_bytes: u64,
@@ -111,7 +77,8 @@ fn port_of(trace: &Trace, op: usize, id: u64) -> Option<Port> {
         .map(|i| Port::Output(i as u16))
 }
 
-/// The program of `plan` over `trace` (one iteration). A recomputation whose producer makes
+/// The program of `plan` over `trace` (one iteration), without its compute-side waits
+/// (`super::compile` adds them). A recomputation whose producer makes
 /// more than one tensor is left out (its other outputs would be made twice): that tensor is
 /// kept.
 pub fn compile(trace: &Trace, plan: &Plan) -> Program {
@@ -163,7 +130,6 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
     for steps in &mut program.after {
         steps.sort_by_key(|s| matches!(s, Step::Prefetch { .. }));
     }
-    program.fetch_waits = super::waits::fetch_waits(trace, &program);
     program
 }
 

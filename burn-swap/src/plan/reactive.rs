@@ -1,11 +1,83 @@
-//! The reactive policy's choice of what to offload when an op would exceed the budget.
+//! The reactive policy: what leaves the device, and how, when an op would exceed the budget.
 //!
-//! A pure function of the candidates (resident tensors the op does not use), the bytes to free
-//! and the current op index; it never touches a device.
+//! Pure functions of what the executor knows (the candidates, the bytes to free, the current
+//! op index); none touches a device:
+//!
+//! - [`leaves`]: whether a resident tensor may leave now, and how (offload or recompute);
+//! - [`choose_victims`]: which of them go first;
+//! - [`RoomStep`]: the order in which room is made (transfers in flight first).
 
 use crate::config::EvictionScore;
 
-/// A resident tensor that may be offloaded.
+/// How a tensor leaves the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leave {
+    /// Copied off the device, and fetched back before its next use.
+    Offload,
+    /// Dropped, and recomputed from its recipe before its next use.
+    Recompute,
+}
+
+/// What the executor knows of a tensor when room is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VictimFacts {
+    /// It is resident and no transfer of it is in flight.
+    pub resident: bool,
+    /// The op being made room for uses it, or it is being brought back for that op.
+    pub in_use: bool,
+    /// Its layout may be strided, so that a fetch would not restore it bit for bit.
+    pub strided: bool,
+    /// It has a recipe.
+    pub has_recipe: bool,
+    /// It has no recipe yet, but the op that made it can still be replayed.
+    pub rebuildable: bool,
+}
+
+/// Whether a tensor may leave now to make room, and how: a contiguous one by offload, a
+/// strided one by recomputation when it has (or can get) a recipe; never one in use or in
+/// flight.
+pub fn leaves(facts: &VictimFacts) -> Option<Leave> {
+    if !facts.resident || facts.in_use {
+        None
+    } else if !facts.strided {
+        Some(Leave::Offload)
+    } else if facts.has_recipe || facts.rebuildable {
+        Some(Leave::Recompute)
+    } else {
+        None
+    }
+}
+
+/// The steps of making room, in order: each is taken only while the room is still short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoomStep {
+    /// Wait for the offloads in flight: they free their bytes when they land.
+    AwaitOffloads,
+    /// Move the victims [`choose_victims`] picks off the device, on the op's thread.
+    Evict,
+    /// Wait for every transfer in flight: fetches hold room that only they give back.
+    AwaitEverything,
+    /// Choose and move victims again, among what the transfers left.
+    EvictAgain,
+}
+
+impl RoomStep {
+    /// The first step.
+    pub const FIRST: RoomStep = RoomStep::AwaitOffloads;
+
+    /// The step after this one, given whether its eviction succeeded and whether transfers
+    /// are still in flight; `None` when there is nothing more to try.
+    pub fn next(self, evicted: bool, in_flight: bool) -> Option<RoomStep> {
+        match self {
+            RoomStep::AwaitOffloads => Some(RoomStep::Evict),
+            RoomStep::Evict if !evicted && in_flight => Some(RoomStep::AwaitEverything),
+            RoomStep::AwaitEverything => Some(RoomStep::EvictAgain),
+            RoomStep::Evict | RoomStep::EvictAgain => None,
+        }
+    }
+}
+
+/// A resident tensor that may leave.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     /// Caller's key for the tensor.
@@ -14,6 +86,8 @@ pub struct Candidate {
     pub bytes: u64,
     /// Global index of the last op that used (or made) it.
     pub last_use: u64,
+    /// How it leaves ([`leaves`]).
+    pub leave: Leave,
 }
 
 /// The cost model of one offload: a copy out now and a copy back later.
@@ -103,7 +177,70 @@ mod tests {
             key,
             bytes,
             last_use,
+            leave: Leave::Offload,
         }
+    }
+
+    fn facts() -> VictimFacts {
+        VictimFacts {
+            resident: true,
+            in_use: false,
+            strided: false,
+            has_recipe: false,
+            rebuildable: false,
+        }
+    }
+
+    #[test]
+    fn contiguous_tensors_offload_and_strided_ones_recompute_when_they_can() {
+        assert_eq!(leaves(&facts()), Some(Leave::Offload));
+        let strided = VictimFacts {
+            strided: true,
+            ..facts()
+        };
+        assert_eq!(leaves(&strided), None, "no recipe, nothing to replay");
+        for f in [
+            VictimFacts {
+                has_recipe: true,
+                ..strided
+            },
+            VictimFacts {
+                rebuildable: true,
+                ..strided
+            },
+        ] {
+            assert_eq!(leaves(&f), Some(Leave::Recompute));
+        }
+        for f in [
+            VictimFacts {
+                in_use: true,
+                ..facts()
+            },
+            VictimFacts {
+                resident: false,
+                ..facts()
+            },
+        ] {
+            assert_eq!(leaves(&f), None);
+        }
+    }
+
+    #[test]
+    fn room_is_made_by_waiting_first_and_evicting_again_only_after_transfers_land() {
+        let first = RoomStep::FIRST;
+        assert_eq!(first, RoomStep::AwaitOffloads);
+        assert_eq!(first.next(true, true), Some(RoomStep::Evict));
+        assert_eq!(RoomStep::Evict.next(true, true), None);
+        assert_eq!(RoomStep::Evict.next(false, false), None);
+        assert_eq!(
+            RoomStep::Evict.next(false, true),
+            Some(RoomStep::AwaitEverything)
+        );
+        assert_eq!(
+            RoomStep::AwaitEverything.next(true, false),
+            Some(RoomStep::EvictAgain)
+        );
+        assert_eq!(RoomStep::EvictAgain.next(false, true), None);
     }
 
     #[test]

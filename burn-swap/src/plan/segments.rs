@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::rng::SplitMix64 as Rng;
 use crate::trace::Trace;
 
 /// A memory object: one tensor, or several small ones always used together (claim 8).
@@ -215,32 +216,11 @@ fn migrated_bytes_of(
     moved
 }
 
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
-
 /// Plans the segments for `objects` under `budget` bytes. `None` when the largest object
 /// alone exceeds the budget.
 pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<SegmentPlan> {
     let start = Instant::now();
-    let mut rng = Rng(config.seed);
+    let mut rng = Rng::new(config.seed);
     // Claim 1: order by size (largest first; by first access on ties), carve the budget into
     // segments sized by the largest objects that fit together.
     let mut order: Vec<usize> = (0..objects.len()).collect();

@@ -1,0 +1,106 @@
+//! What the engine counts as it works: events, times and the allocator's figures. The bytes
+//! on and off the device are the residency's books (`super::residency::Books`), not these.
+
+use serde::{Deserialize, Serialize};
+
+/// Running counters of one device.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub offloads: u64,
+    pub offloaded_bytes: u64,
+    pub offload_nanos: u64,
+    pub fetches: u64,
+    pub fetched_bytes: u64,
+    pub fetch_nanos: u64,
+    pub failed_offloads: u64,
+    pub ops: u64,
+    pub largest_op: u64,
+    pub evictions: u64,
+    pub recomputes: u64,
+    pub recompute_nanos: u64,
+    pub exposed_wait_nanos: u64,
+    pub planned_waits: u64,
+    /// The allocator's figures now and their highest, sampled after each op (all the
+    /// device's streams added up); `None` when the backend has none to give.
+    pub allocator: Option<AllocatorUsage>,
+    pub allocator_peak: Option<AllocatorUsage>,
+    pub plans: u64,
+    pub planning_nanos: u64,
+    pub predicted_peak: Option<u64>,
+    pub predicted_exposed_nanos: Option<u64>,
+    pub raw_bytes: u64,
+    pub moved_bytes: u64,
+    pub compressed_offloads: u64,
+    pub device_compressed: u64,
+    pub device_decompressed: u64,
+    pub codec_nanos: u64,
+    /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
+    pub moves: hashbrown::HashMap<(super::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
+}
+
+impl Counters {
+    /// Starts a new measurement: the allocator's peak from its current figures, event counts
+    /// from zero; the plan's predictions stay.
+    pub fn reset(&mut self) {
+        *self = Self {
+            predicted_peak: self.predicted_peak,
+            predicted_exposed_nanos: self.predicted_exposed_nanos,
+            allocator: self.allocator,
+            allocator_peak: self.allocator,
+            ..Self::default()
+        };
+    }
+}
+
+/// The inner allocator's own figures for a device, in bytes (CubeCL backends).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatorUsage {
+    /// What its pools hand out to live buffers.
+    pub in_use: u64,
+    /// What its pools hold from the driver (in use, padding and free pages).
+    pub reserved: u64,
+}
+
+impl AllocatorUsage {
+    /// The larger of each figure.
+    pub fn max(self, other: Self) -> Self {
+        Self {
+            in_use: self.in_use.max(other.in_use),
+            reserved: self.reserved.max(other.reserved),
+        }
+    }
+}
+
+impl core::ops::Add for AllocatorUsage {
+    type Output = Self;
+
+    /// Both figures added up (the pools of several streams).
+    fn add(self, other: Self) -> Self {
+        Self {
+            in_use: self.in_use + other.in_use,
+            reserved: self.reserved + other.reserved,
+        }
+    }
+}
+
+/// One peer's figures in the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeerStat {
+    /// Its name.
+    pub name: String,
+    /// Its capacity for offloaded bytes.
+    pub capacity_bytes: u64,
+    /// Bytes it holds now.
+    pub held_bytes: u64,
+    /// The most bytes it held.
+    pub peak_held_bytes: u64,
+    /// Bytes sent to it.
+    pub sent_bytes: u64,
+    /// Bytes fetched back from it.
+    pub fetched_bytes: u64,
+    /// Pieces sent to it.
+    pub pieces: u64,
+    /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
+    /// second; 0 before anything moved.
+    pub bandwidth: f64,
+}

@@ -1,0 +1,305 @@
+//! What the client calls besides ops: data in and out, tensors moving between devices,
+//! reconfiguration, the trace and profile, and the figures the report is built from.
+
+use burn_backend::{DType, ExecutionError, Shape, TensorData};
+use burn_ir::{BackendIr, TensorId, TensorIr, TensorStatus};
+use burn_router::RunnerClient;
+use burn_std::future::DynFut;
+
+use super::Engine;
+use crate::config::SwapConfig;
+use crate::error::SwapError;
+use crate::exec::counters::{Counters, PeerStat};
+use crate::exec::residency::{Books, Dims, Entry, State};
+use crate::plan::profile::Profile;
+use crate::trace::{IterationPeak, Trace};
+
+/// Everything the report is built from (`crate::report`), read from the engine at once.
+pub(crate) struct Figures {
+    pub config: SwapConfig,
+    /// The budget in force (`None` when unlimited or off).
+    pub budget: Option<u64>,
+    pub books: Books,
+    pub counters: Counters,
+    pub device_memory: Option<u64>,
+    pub planned_offloads: usize,
+    pub planned_recomputes: usize,
+    pub peers: Vec<PeerStat>,
+    pub peer_fallbacks: u64,
+    pub period: Option<usize>,
+    pub iteration_peaks: Vec<IterationPeak>,
+}
+
+impl<B: BackendIr> Engine<B> {
+    /// The figures of the device now.
+    pub fn figures(&mut self) -> Figures {
+        let program = self.program.as_ref().map(|a| &a.program);
+        Figures {
+            config: self.config.clone(),
+            budget: self.budget(),
+            books: *self.residency.books(),
+            counters: self.counters.clone(),
+            device_memory: self.device_memory,
+            planned_offloads: program.map_or(0, |p| p.offloads),
+            planned_recomputes: program.map_or(0, |p| p.recomputes),
+            peers: self.peers.as_ref().map_or_else(Vec::new, |p| p.stats()),
+            peer_fallbacks: self.peers.as_ref().map_or(0, |p| p.fallbacks()),
+            period: self.recorder.period(),
+            iteration_peaks: self.recorder.iteration_peaks(),
+        }
+    }
+
+    /// The budget in force (`None` when unlimited or burn-swap is off).
+    pub fn budget_in_force(&self) -> Option<u64> {
+        self.budget()
+    }
+
+    /// The counted bytes now: the books.
+    pub fn books(&self) -> Books {
+        *self.residency.books()
+    }
+
+    /// Starts a new measurement: peaks from the current values, counts from zero.
+    pub fn reset_counters(&mut self) {
+        self.counters.reset();
+        self.residency.reset_peaks();
+        if let Some(peers) = &self.peers {
+            peers.reset_counters();
+        }
+    }
+
+    /// Forgets the trace and the plan made from it.
+    pub fn restart_trace(&mut self) {
+        self.recorder = Default::default();
+        self.program = None;
+        self.planned_for = None;
+    }
+
+    /// The trace of the last complete iteration.
+    pub fn trace(&mut self) -> Option<Trace> {
+        self.recorder.trace()
+    }
+
+    /// The trace of every op still in the window.
+    pub fn trace_window(&mut self) -> Trace {
+        self.recorder.trace_all()
+    }
+
+    /// The profile of the last complete iteration, with the links measured.
+    pub fn profile(&mut self) -> Option<Profile> {
+        let trace = self.recorder.trace()?;
+        let links = self.links();
+        Some(Profile::new(&trace, links))
+    }
+
+    /// Applies a new configuration, all or nothing: when the new budget is below what is
+    /// resident, offloads at once so that the budget holds from now on; when that fails, the
+    /// configuration in force stays. A new policy or budget is planned afresh.
+    pub fn reconfigure(
+        &mut self,
+        config: SwapConfig,
+        budget: Option<u64>,
+    ) -> Result<(), SwapError> {
+        let previous = (self.config.clone(), self.budget);
+        let replan = config.policy != self.config.policy || budget != self.budget;
+        self.config = config;
+        self.budget = budget;
+        if let Some(budget) = self.budget()
+            && self.resident() > budget
+        {
+            self.op.inputs.clear();
+            let deficit = self.resident() - budget;
+            if let Err(error) = self.make_room(deficit, false) {
+                (self.config, self.budget) = previous;
+                return Err(error.for_op(|| "Configure".to_string()));
+            }
+        }
+        if replan {
+            self.program = None;
+            self.planned_for = None;
+        }
+        self.transfers
+            .set_jitter(self.config.transfer_jitter_micros);
+        if !self
+            .peers
+            .as_ref()
+            .is_some_and(|p| p.is(&self.config.peers))
+        {
+            let device = self.runner.device();
+            self.peers = crate::exec::peers::PeerPool::new(&self.config.peers, |peer| {
+                crate::exec::measure_peer::<B>(&device, peer)
+            });
+        }
+        Ok(())
+    }
+
+    /// A tensor new in the books, resident.
+    fn insert_resident(&mut self, id: TensorId, shape: &Shape, dtype: DType) {
+        let entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
+        self.residency.admit(id, entry);
+    }
+
+    /// Registers a tensor made from host data (its `Init` op follows).
+    pub fn register_data(&mut self, data: TensorData) -> Result<TensorIr, SwapError> {
+        self.admit(crate::exec::bytes_of(&data.shape, data.dtype), "FromData")?;
+        let ir = self.runner.register_tensor_data_desc(data);
+        self.insert_resident(ir.id, &ir.shape, ir.dtype);
+        Ok(ir)
+    }
+
+    /// Registers a tensor arriving from another device as a backend handle; returns its id.
+    pub fn register_handle(
+        &mut self,
+        handle: B::Handle,
+        shape: Shape,
+        dtype: DType,
+    ) -> Result<TensorId, SwapError> {
+        self.admit(crate::exec::bytes_of(&shape, dtype), "Arrive")?;
+        let ir = self
+            .runner
+            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
+            .into_ir();
+        self.insert_resident(ir.id, &shape, dtype);
+        let out = TensorIr {
+            status: TensorStatus::NotInit,
+            ..ir
+        };
+        self.record_named("Arrive", &[], &[&out]);
+        self.op.inputs.clear();
+        self.op.out_ids.clear();
+        self.op.out_ids.push(out.id);
+        self.finish_op();
+        Ok(out.id)
+    }
+
+    /// Takes a tensor's handle out for a move to another device.
+    pub fn take_handle(&mut self, tensor: &TensorIr) -> Result<B::Handle, SwapError> {
+        self.ensure_resident(tensor)?;
+        self.record_named("Depart", &[tensor], &[]);
+        let handle = self.take_for_read(tensor);
+        self.op.out_ids.clear();
+        self.finish_op();
+        Ok(handle)
+    }
+
+    /// The handle of a tensor that is on the device, for a read or a move; Burn's last use of
+    /// it takes it out of the books (unless a recipe still needs it).
+    pub(super) fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
+        let read = self.read_status(tensor);
+        let handle = self.runner.get_tensor_handle(&read);
+        self.consume_if_last(tensor);
+        handle
+    }
+
+    /// `tensor` as the inner backend must be asked for it: Burn's last use of a tensor a
+    /// recipe still needs (or will need: the source of a kept view) becomes a read-only one.
+    fn read_status(&mut self, tensor: &TensorIr) -> TensorIr {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+        }
+        let status = if self.residency.is_pinned(&tensor.id) {
+            TensorStatus::ReadOnly
+        } else {
+            tensor.status
+        };
+        TensorIr {
+            status,
+            ..tensor.clone()
+        }
+    }
+
+    /// Brings a tensor back to the device before it leaves through a read or a move.
+    fn ensure_resident(&mut self, tensor: &TensorIr) -> Result<(), SwapError> {
+        self.poll_transfers();
+        self.op.inputs.clear();
+        self.op.inputs.push((tensor.id, tensor.status));
+        if self.residency.is_absent(&tensor.id) {
+            self.bring(tensor.id)?;
+        }
+        Ok(())
+    }
+
+    fn consume_if_last(&mut self, tensor: &TensorIr) {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.release_by_burn(&tensor.id);
+        } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
+            entry.last_use = self.now;
+        }
+    }
+
+    /// Reads a tensor's data. An offloaded tensor is served from the host store without
+    /// coming back to the device.
+    pub fn read(&mut self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
+        self.record_named("Read", &[&tensor], &[]);
+        self.op.out_ids.clear();
+        let future: DynFut<Result<TensorData, ExecutionError>> =
+            if let Some(data) = self.read_offloaded(&tensor) {
+                self.op.inputs.clear();
+                let data = data.map_err(|e| ExecutionError::WithContext {
+                    reason: format!("burn-swap: {e}"),
+                });
+                Box::pin(async move { data })
+            } else {
+                match self.ensure_resident(&tensor) {
+                    Ok(()) => {
+                        let read = self.read_status(&tensor);
+                        let future = self.runner.read_tensor_async(read);
+                        self.consume_if_last(&tensor);
+                        future
+                    }
+                    Err(error) => {
+                        let reason = error.to_string();
+                        Box::pin(async move { Err(ExecutionError::WithContext { reason }) })
+                    }
+                }
+            };
+        self.finish_op();
+        future
+    }
+
+    /// The data of an offloaded tensor, from its host copy: taken when Burn reads it for the
+    /// last time, copied otherwise. `None` when the tensor is not offloaded.
+    fn read_offloaded(
+        &mut self,
+        tensor: &TensorIr,
+    ) -> Option<Result<TensorData, crate::compress::CodecError>> {
+        let State::Offloaded(copy) = self.residency.get(&tensor.id)?.state() else {
+            return None;
+        };
+        let last =
+            tensor.status == TensorStatus::ReadWrite && !self.residency.is_pinned(&tensor.id);
+        if !last {
+            let data = copy.to_data();
+            self.consume_if_last(tensor);
+            return Some(data);
+        }
+        match self.forget(&tensor.id)?.into_state() {
+            State::Offloaded(copy) => Some(copy.into_data()),
+            _ => None,
+        }
+    }
+}
+
+/// Test seams: start a transfer, settle everything in flight, read the books.
+#[cfg(test)]
+impl<B: BackendIr> Engine<B> {
+    pub fn start_offload_for_test(&mut self, id: TensorId) {
+        self.start_offload(id);
+    }
+
+    pub fn start_prefetch_for_test(&mut self, id: TensorId) {
+        self.start_prefetch(id);
+    }
+
+    pub fn set_jitter_for_test(&mut self, max_micros: u64) {
+        self.transfers.set_jitter(max_micros);
+    }
+
+    pub fn settle_all_for_test(&mut self) {
+        self.settle_everything();
+    }
+
+    pub fn offload_nanos_for_test(&self) -> u64 {
+        self.counters.offload_nanos
+    }
+}

@@ -1,0 +1,156 @@
+//! Following the plan: a plan is made once per profiled schedule (the planners are pure
+//! functions of the trace), and after each op the engine takes the program's steps for it
+//! (offload, evict, prefetch) and, before the next op, seed 003's compute-side waits.
+
+use std::time::Instant;
+
+use burn_ir::{BackendIr, TensorId};
+
+use super::{Active, Engine};
+use crate::exec::residency::State;
+use crate::plan::program::{Port, Step};
+
+impl<B: BackendIr> Engine<B> {
+    /// Takes the plan's steps after the op that ran last, plans when a new schedule was
+    /// profiled, and retries deferred prefetches.
+    pub(super) fn follow_plan(&mut self) {
+        if !self.deferred.is_empty() {
+            let mut deferred = std::mem::take(&mut self.deferred);
+            deferred.retain(|&id| !self.start_prefetch(id));
+            self.deferred = deferred;
+        }
+        let Some(pos) = self.recorder.position_of_last() else {
+            return;
+        };
+        if pos + 1 == self.recorder_period() {
+            self.maybe_plan();
+        }
+        let Some(active) = self.program.as_mut() else {
+            return;
+        };
+        if pos >= active.program.period {
+            return;
+        }
+        let steps = std::mem::take(&mut active.program.after[pos]);
+        for &step in &steps {
+            self.take_step(step);
+        }
+        if let Some(active) = self.program.as_mut() {
+            active.program.after[pos] = steps;
+        }
+        self.await_fetches((pos + 1) % self.program.as_ref().map_or(1, |a| a.program.period));
+    }
+
+    /// One step of the program.
+    fn take_step(&mut self, step: Step) {
+        match step {
+            Step::Offload { port, tag } => {
+                if let Some(id) = self.port(port)
+                    && self.start_offload(id)
+                    && let Some(active) = self.program.as_mut()
+                {
+                    active.tags.insert(tag, id);
+                }
+            }
+            Step::Evict { port } => {
+                if let Some(id) = self.port(port) {
+                    self.evict(id);
+                }
+            }
+            Step::Prefetch { tag } => {
+                let Some(active) = self.program.as_mut() else {
+                    return;
+                };
+                if let Some(id) = active.tags.remove(&tag) {
+                    active.fetching.insert(tag, id);
+                    if !self.start_prefetch(id) {
+                        self.deferred.push(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Seed 003's waits on the compute side: before the op at `pos`, the planned fetches it
+    /// reads must have landed (`Program::fetch_waits`). A fetch that failed surfaces at the
+    /// op's own use of the tensor.
+    fn await_fetches(&mut self, pos: usize) {
+        let Some(active) = self.program.as_mut() else {
+            return;
+        };
+        let Some(tags) = active.program.fetch_waits.get(pos) else {
+            return;
+        };
+        if tags.is_empty() {
+            return;
+        }
+        let ids: Vec<TensorId> = tags
+            .iter()
+            .filter_map(|tag| active.fetching.remove(tag))
+            .collect();
+        for id in ids {
+            if matches!(
+                self.residency.get(&id).map(|e| e.state()),
+                Some(State::Fetching)
+            ) {
+                let _ = self.exposed(|e| e.wait_for(id));
+                self.counters.planned_waits += 1;
+            }
+        }
+    }
+
+    fn recorder_period(&self) -> usize {
+        self.recorder.profiled_schedule().map_or(0, |(p, _)| p)
+    }
+
+    /// The id of the tensor at `port` of the op that ran last.
+    fn port(&self, port: Port) -> Option<TensorId> {
+        match port {
+            Port::Input(i) => self.op.inputs.get(i as usize).map(|(id, _)| *id),
+            Port::Output(i) => self.op.out_ids.get(i as usize).copied(),
+        }
+    }
+
+    /// Plans once per profiled schedule: the last complete iteration's trace and profile go
+    /// to the planner, whose program is followed from the next iteration on.
+    fn maybe_plan(&mut self) {
+        let Some(key) = self.recorder.profiled_schedule() else {
+            return;
+        };
+        let Some(budget) = self.budget() else {
+            return;
+        };
+        if self.planned_for == Some(key) {
+            return;
+        }
+        self.planned_for = Some(key);
+        let start = Instant::now();
+        let Some(trace) = self.recorder.trace() else {
+            return;
+        };
+        let links = if self.config.policy.moves_by_copy() {
+            self.links()
+        } else {
+            None
+        };
+        let profile = crate::plan::profile::Profile::new(&trace, links);
+        let program = crate::plan::build(&trace, &profile, budget, self.config.policy);
+        tracing::debug!(
+            period = program.period,
+            offloads = program.offloads,
+            recomputes = program.recomputes,
+            predicted_peak = program.predicted_peak_bytes,
+            "burn-swap: planned the iteration"
+        );
+        self.counters.plans += 1;
+        self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
+        self.counters.predicted_peak = Some(program.predicted_peak_bytes);
+        self.counters.predicted_exposed_nanos =
+            Some((program.predicted_exposed_seconds * 1e9) as u64);
+        self.program = Some(Active {
+            program,
+            tags: Default::default(),
+            fetching: Default::default(),
+        });
+    }
+}

@@ -1,0 +1,128 @@
+//! Measuring the copy throughput between the device and host memory (seed 004's trial run
+//! measures the links too): round trips of temporary tensors through the transfer workers,
+//! outside the books. The probe sizes are `plan::profile::probe_sizes`'.
+
+use std::time::Instant;
+
+use burn_backend::TensorData;
+use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
+use burn_router::RunnerClient;
+
+use super::Engine;
+use crate::exec::host;
+use crate::exec::transfer::{self, Done};
+use crate::plan::codec;
+use crate::plan::profile::{self, CopySample, Links};
+
+impl<B: BackendIr> Engine<B> {
+    /// The copy throughput between device and host, measured on first request with
+    /// temporary tensors that fit in the budget's headroom, through the transfer workers (the
+    /// path planned transfers take, hand-over latency included) or, when they cannot run, on
+    /// this thread; the fitted model then also scores the reactive policy's choices. `None`
+    /// when too few probe sizes fit or the measurement failed.
+    pub fn links(&mut self) -> Option<Links> {
+        if self.links.is_none() {
+            let headroom = self
+                .budget()
+                .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
+            let sizes = profile::probe_sizes(headroom)?;
+            let measured = match self.measure_worker_links(&sizes) {
+                Some(links) => Ok(links),
+                None => host::measure_links(&self.runner, &sizes),
+            };
+            match measured {
+                Ok(links) => {
+                    if let Some(model) = links.link_model() {
+                        self.link = model;
+                    }
+                    self.links = Some(links);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "burn-swap: could not measure copy throughput");
+                    return None;
+                }
+            }
+        }
+        self.links.clone()
+    }
+
+    /// [`Engine::measure_worker_links`] for the given sizes, outside the budget (the caller
+    /// makes sure they fit on the device).
+    pub fn measure_transfers(&mut self, sizes: &[u64]) -> Option<Links> {
+        self.measure_worker_links(sizes)
+    }
+
+    /// Times round trips of temporary tensors (outside the books) through the send and
+    /// receive workers, the fastest of three per size; `None` when a worker is unavailable.
+    /// Each fetch is timed until its bytes are on the device.
+    fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<Links> {
+        let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
+        // Transfers in flight first, so that each measured one is alone.
+        self.settle_everything();
+        let mut links = Links {
+            to_host: Vec::new(),
+            to_device: Vec::new(),
+        };
+        for &bytes in sizes {
+            let elements = (bytes / 4) as usize;
+            let (mut down, mut up) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..3 {
+                let (d, u) = self.round_trip(elements)?;
+                down = down.min(d);
+                up = up.min(u);
+            }
+            let bytes = 4 * elements as u64;
+            links.to_host.push(CopySample {
+                bytes,
+                seconds: down,
+            });
+            links.to_device.push(CopySample { bytes, seconds: up });
+        }
+        Some(links)
+    }
+
+    /// One round trip of a temporary tensor of `elements` zeros through the workers: the
+    /// seconds out and back.
+    fn round_trip(&mut self, elements: usize) -> Option<(f64, f64)> {
+        let device = self.runner.device();
+        let ir = self
+            .runner
+            .register_tensor_data_desc(TensorData::new(vec![0f32; elements], [elements]));
+        let read = TensorIr {
+            status: TensorStatus::ReadOnly,
+            ..ir.clone()
+        };
+        let handle = self.runner.get_tensor_handle(&read);
+        let start = Instant::now();
+        let route = transfer::Route {
+            compression: codec::Policy::off(),
+            device: device.clone(),
+            peers: self.peers.clone(),
+        };
+        let queued = self
+            .transfers
+            .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
+        let done = if queued { self.transfers.next() } else { None };
+        self.runner.register_op(OperationIr::Drop(ir.clone()));
+        let Some(Done::Offloaded {
+            result: Ok(copy), ..
+        }) = done
+        else {
+            return None;
+        };
+        let down = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        if self.transfers.fetch(ir.id, copy, device, true).is_err() {
+            return None;
+        }
+        let Some(Done::Fetched {
+            result: Ok(handle), ..
+        }) = self.transfers.next()
+        else {
+            return None;
+        };
+        let up = start.elapsed().as_secs_f64();
+        drop(handle);
+        Some((down, up))
+    }
+}

@@ -1,0 +1,568 @@
+//! The per-device engine: every op of the device passes here, in order, and leaves the books
+//! as it found them, give or take what it made and what it let go.
+//!
+//! One type, [`Engine`], in rooms of one job each:
+//!
+//! - this file: the engine's state, and the op path ([`Engine::run_op_with`]): record the op,
+//!   fit it in the budget, run it, book its inputs and outputs;
+//! - [`room`]: making room: the budget check of an op, and the escalation that frees bytes
+//!   (waiting for offloads in flight, then offloading or evicting the victims
+//!   `plan::reactive` picks), with the "no room" error when nothing more can leave;
+//! - [`moves`]: offloads and fetches, on the op's thread and on the transfer workers, and
+//!   how their completions land in the books;
+//! - [`recipes`]: recomputation: recipes of the plan and of strided views, pins, eviction and
+//!   rematerialisation;
+//! - [`follow`]: following the plan: planning once per profiled schedule, taking the
+//!   program's steps after each op, and seed 003's waits on the compute side;
+//! - [`links`]: measuring the copy throughput between the device and the host;
+//! - [`api`]: what the client calls besides ops: data in and out, moves between devices,
+//!   reconfiguration, the figures for the report;
+//! - [`native`]: ops that run natively on the inner backend, outside burn-router.
+//!
+//! The engine carries decisions out; it makes none of its own. Which tensors leave and how,
+//! when a view keeps its op, how big the link probes are and whether to compress are pure
+//! functions in `crate::plan`.
+
+mod api;
+mod follow;
+mod links;
+mod moves;
+mod native;
+mod recipes;
+mod room;
+
+use std::time::Instant;
+
+use burn_backend::DType;
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_router::{Runner, RunnerClient};
+
+use super::bytes_of;
+use super::counters::Counters;
+use super::layout::{self, Layout};
+use super::residency::{Dims, Entry, Recipe, Residency};
+use super::transfer::Transfers;
+use crate::config::SwapConfig;
+use crate::error::SwapError;
+use crate::plan::program::Program;
+use crate::plan::reactive::{Candidate, LinkModel};
+use crate::plan::views::{self, ViewKeep};
+use crate::trace::recorder::{OpCounters, Recorder};
+use crate::trace::signature;
+
+pub(crate) use api::Figures;
+
+/// The engine of one device: the inner backend's runner, the residency table and its books,
+/// the counters, the recorder, the transfer workers, and the configuration in force.
+pub(crate) struct Engine<B: BackendIr> {
+    runner: Runner<B>,
+    config: SwapConfig,
+    /// The budget in bytes, resolved from the configuration; `None` is unlimited.
+    budget: Option<u64>,
+    counters: Counters,
+    recorder: Recorder,
+    residency: Residency,
+    /// The op in progress.
+    op: OpScratch,
+    /// The cost model of one offload, for the reactive policy's scores.
+    link: LinkModel,
+    /// Global index of the next op.
+    now: u64,
+    /// The measured copy throughput, once measured.
+    links: Option<crate::plan::profile::Links>,
+    /// The send and receive workers.
+    transfers: Transfers<B>,
+    /// The plan being followed, and the schedule it was made for.
+    program: Option<Active>,
+    /// The schedule last planned for (planned once per schedule).
+    planned_for: Option<(usize, u64)>,
+    /// Prefetches that found no room yet, retried after each op.
+    deferred: Vec<TensorId>,
+    /// What was moved since the last op was recorded (for the trace's per-op events).
+    events: crate::trace::OpEvents,
+    /// For each tensor, the strided views made from it that keep their op for later (see
+    /// [`Entry::view_op`]): when Burn lets go of the tensor, those views get their recipes.
+    view_sources: hashbrown::HashMap<TensorId, Vec<TensorId>>,
+    /// The CPU codec's measured throughput (raw bytes per second), once measured.
+    codec_bandwidth: Option<f64>,
+    /// Whether the inner backend gives its allocator's figures (sampled after each op).
+    allocator: bool,
+    /// The device's total memory, when the backend can tell it.
+    device_memory: Option<u64>,
+    /// The peers offloads go to (seed 000), when configured.
+    peers: Option<std::sync::Arc<super::peers::PeerPool>>,
+}
+
+/// The op in progress: scratch space reused by every op, so that the per-op path does not
+/// allocate once it has grown.
+#[derive(Default)]
+struct OpScratch {
+    /// Its inputs, in order, with Burn's statuses.
+    inputs: Vec<(TensorId, TensorStatus)>,
+    /// Its outputs: id, dims, dtype, bytes.
+    outputs: Vec<(TensorId, Dims, DType, u64)>,
+    /// Output ids of the op that ran last (the plan names tensors by their port).
+    out_ids: Vec<TensorId>,
+    /// Whether an input may have a strided layout.
+    inputs_strided: bool,
+    /// Whether its inputs are being put in place: an offload in flight of one of them that
+    /// completes now is undone (the op is about to read it).
+    fitting: bool,
+    /// Tensors that room-making must not touch (recipe inputs being brought back).
+    protect: Vec<TensorId>,
+    /// The recipe made for it, given to its output once that is in the books.
+    pending_recipe: Option<Box<Recipe>>,
+    /// For a native op: resident bytes when it was prepared, and its outputs' bytes.
+    native_base: u64,
+    native_out: u64,
+    /// Victim candidates (reused by room-making).
+    candidates: Vec<Candidate>,
+}
+
+/// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
+struct Active {
+    program: Program,
+    tags: hashbrown::HashMap<u32, TensorId>,
+    /// The tensors whose planned prefetch started, by tag, until an op waited for them.
+    fetching: hashbrown::HashMap<u32, TensorId>,
+}
+
+impl<B: BackendIr> Engine<B> {
+    pub fn new(runner: Runner<B>, config: SwapConfig, budget: Option<u64>) -> Self {
+        let transfers = Transfers::default();
+        transfers.set_jitter(config.transfer_jitter_micros);
+        let device = runner.device();
+        let allocator = super::allocator_usage::<B>(&device).is_some();
+        let device_memory = super::device_memory::<B>(&device);
+        let peers = super::peers::PeerPool::new(&config.peers, |peer| {
+            super::measure_peer::<B>(&device, peer)
+        });
+        Self {
+            allocator,
+            device_memory,
+            peers,
+            runner,
+            config,
+            budget,
+            counters: Counters::default(),
+            recorder: Recorder::default(),
+            residency: Residency::default(),
+            op: OpScratch::default(),
+            link: LinkModel::default(),
+            now: 0,
+            links: None,
+            transfers,
+            program: None,
+            planned_for: None,
+            deferred: Vec::new(),
+            codec_bandwidth: None,
+            events: Default::default(),
+            view_sources: Default::default(),
+        }
+    }
+
+    fn tracing(&self) -> bool {
+        self.config.enabled && self.config.trace
+    }
+
+    /// The budget in force (`None` when unlimited or burn-swap is off).
+    fn budget(&self) -> Option<u64> {
+        if self.config.enabled {
+            self.budget
+        } else {
+            None
+        }
+    }
+
+    /// Bytes resident on the device, as the books count them.
+    #[inline]
+    fn resident(&self) -> u64 {
+        self.residency.books().resident
+    }
+
+    /// Runs `wait` and counts its time as exposed: time the ops waited on transfers.
+    #[inline]
+    fn exposed<T>(&mut self, wait: impl FnOnce(&mut Self) -> T) -> T {
+        let start = Instant::now();
+        let out = wait(self);
+        self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+        out
+    }
+
+    /// Runs one operation on the inner backend, first making room and fetching its inputs.
+    #[inline]
+    pub fn run_op(&mut self, op: OperationIr) -> Result<(), SwapError> {
+        self.run_op_with(op, |_| {})
+    }
+
+    /// [`Engine::run_op`], calling `on_output` with each output as it passes (so that the
+    /// router client builds its output tensors in the same pass).
+    ///
+    /// The hot path: one pass over the op's inputs and one over its outputs feed both the
+    /// books and the recorder; nothing is allocated once the scratch vectors have grown.
+    #[inline]
+    pub fn run_op_with(
+        &mut self,
+        mut op: OperationIr,
+        on_output: impl FnMut(&TensorIr),
+    ) -> Result<(), SwapError> {
+        self.poll_transfers();
+        let tracing = self.tracing();
+        let books = *self.residency.books();
+        let live_before = books.resident + books.host;
+        if tracing {
+            let key = signature::kind_key(&op);
+            self.recorder.begin(key, || signature::kind_name(&op));
+        }
+        if let OperationIr::Drop(tensor) = &op {
+            let tensor = tensor.clone();
+            self.run_drop(tensor, op, tracing, live_before);
+            return Ok(());
+        }
+
+        // What the op reads and makes, in one pass each.
+        let (input_bytes, absent_bytes) = self.gather_inputs(op.inputs(), tracing);
+        if tracing {
+            self.recorder.outputs_follow();
+        }
+        // Only an `Init` op's output is already in the books (registered with its data).
+        let registered = matches!(op, OperationIr::Init(_));
+        let output_bytes = self.gather_outputs(&op, registered, tracing, on_output);
+        if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
+            if tracing {
+                self.recorder.abort();
+            }
+            return Err(error.for_op(|| signature::kind_name(&op)));
+        }
+
+        let during = self.resident() + output_bytes;
+        self.residency.note_peak(during);
+        let start = if tracing {
+            self.record_end(live_before, during);
+            self.recorder.timing().then(Instant::now)
+        } else {
+            None
+        };
+        let strided = match layout::of(&op) {
+            Layout::Fresh => false,
+            Layout::View => true,
+            Layout::Inherit => self.op.inputs_strided,
+        };
+        let view_op = self.keep_what_recipes_need(&mut op, strided);
+        self.runner.register_op(op);
+        if let Some(start) = start {
+            self.recorder
+                .set_last_nanos(start.elapsed().as_nanos() as u64);
+        }
+        self.book_inputs();
+        self.book_outputs(registered, strided, view_op);
+        self.finish_op();
+        Ok(())
+    }
+
+    /// Burn drops a tensor: recorded, then taken out of the books and off the device.
+    fn run_drop(&mut self, tensor: TensorIr, op: OperationIr, tracing: bool, live_before: u64) {
+        if tracing {
+            self.recorder
+                .input(&tensor, bytes_of(&tensor.shape, tensor.dtype));
+            self.recorder.outputs_follow();
+            self.record_end(live_before, self.resident());
+        }
+        self.drop_tensor(tensor.id, op);
+        self.op.inputs.clear();
+        self.op.inputs.push((tensor.id, TensorStatus::ReadWrite));
+        self.op.out_ids.clear();
+        self.finish_op();
+    }
+
+    /// Closes the op's record in the trace.
+    #[inline]
+    fn record_end(&mut self, live_before: u64, resident_during: u64) {
+        self.recorder.end(OpCounters {
+            nanos: 0,
+            live_before,
+            events: std::mem::take(&mut self.events),
+            resident_during,
+        });
+    }
+
+    /// Lists the op's inputs (in `self.op.inputs`), recording each when `record`, and
+    /// returns the bytes of the distinct ones and of those not on the device (to fetch, wait
+    /// for or recompute).
+    fn gather_inputs<'a>(
+        &mut self,
+        inputs: impl Iterator<Item = &'a TensorIr>,
+        record: bool,
+    ) -> (u64, u64) {
+        self.op.inputs.clear();
+        self.op.inputs_strided = false;
+        let (mut input_bytes, mut absent_bytes) = (0, 0);
+        for t in inputs {
+            let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
+            self.op.inputs.push((t.id, t.status));
+            let bytes = match self.residency.get(&t.id) {
+                Some(entry) => {
+                    self.op.inputs_strided |= entry.strided;
+                    if !seen {
+                        input_bytes += entry.bytes();
+                        if !entry.state().on_device() {
+                            // Fetches in flight are counted already but must be waited for.
+                            absent_bytes += entry.bytes();
+                        }
+                    }
+                    entry.bytes()
+                }
+                None => bytes_of(&t.shape, t.dtype),
+            };
+            if record {
+                self.recorder.input(t, bytes);
+            }
+        }
+        (input_bytes, absent_bytes)
+    }
+
+    /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
+    /// handing each to `on_output`; returns the bytes of those not yet in the books.
+    fn gather_outputs(
+        &mut self,
+        op: &OperationIr,
+        registered: bool,
+        record: bool,
+        mut on_output: impl FnMut(&TensorIr),
+    ) -> u64 {
+        self.op.outputs.clear();
+        let mut output_bytes = 0;
+        for t in op.outputs() {
+            on_output(t);
+            let bytes = bytes_of(&t.shape, t.dtype);
+            if !registered {
+                output_bytes += bytes;
+            }
+            if record {
+                self.recorder.output(t, bytes);
+            }
+            self.op
+                .outputs
+                .push((t.id, Dims::from_slice(t.shape.as_slice()), t.dtype, bytes));
+        }
+        output_bytes
+    }
+
+    /// Before the op runs: the recipes that will need its inputs keep them (read-only, so
+    /// that the handle container keeps them): the plan's recipe for its output, a strided
+    /// output's recipe made now, and recipes that already pin an input it consumes. Returns
+    /// the op itself when its strided output keeps it for later (`plan::views`).
+    fn keep_what_recipes_need(
+        &mut self,
+        op: &mut OperationIr,
+        strided: bool,
+    ) -> Option<Box<OperationIr>> {
+        // Burn lets go of the inputs this op consumes: their strided views get recipes now.
+        if !self.view_sources.is_empty() {
+            for i in 0..self.op.inputs.len() {
+                let (id, status) = self.op.inputs[i];
+                if status == TensorStatus::ReadWrite {
+                    self.pin_for_views(id);
+                }
+            }
+        }
+        let keep = if strided {
+            views::keep(&views::ViewFacts {
+                budgeted: self.budget().is_some(),
+                single_output: self.op.outputs.len() == 1,
+                replayable: layout::replayable(op),
+                consumes_input: self.consumes_any(),
+                inputs_can_leave: &|| self.inputs_can_leave(),
+            })
+        } else {
+            ViewKeep::Nothing
+        };
+        let view_op = (keep == ViewKeep::KeepOp).then(|| Box::new(op.clone()));
+        let recipe = self.wants_recipe() || keep == ViewKeep::RecipeNow;
+        if recipe || self.consumes_pinned() {
+            self.keep_inputs(op, recipe);
+        }
+        view_op
+    }
+
+    /// After the op ran: inputs read for the last time are gone, the others were used now.
+    fn book_inputs(&mut self) {
+        let now = self.now;
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status == TensorStatus::ReadWrite {
+                self.release_by_burn(&id);
+            } else if let Some(entry) = self.residency.get_mut(&id) {
+                entry.last_use = now;
+            }
+        }
+    }
+
+    /// After the op ran: its outputs are new and resident (an `Init` op's one is in the books
+    /// already), with the layout, kept op or recipe they were given.
+    fn book_outputs(&mut self, registered: bool, strided: bool, view_op: Option<Box<OperationIr>>) {
+        let now = self.now;
+        self.op.out_ids.clear();
+        for (id, dims, dtype, _) in self.op.outputs.drain(..) {
+            self.op.out_ids.push(id);
+            if registered {
+                if let Some(entry) = self.residency.get_mut(&id) {
+                    entry.last_use = now;
+                }
+                continue;
+            }
+            let mut entry = Entry::new(dims, dtype, now);
+            entry.strided = strided;
+            self.residency.admit(id, entry);
+        }
+        if let Some(view_op) = view_op {
+            self.keep_view_op(self.op.out_ids[0], view_op);
+        }
+        if let Some(recipe) = self.op.pending_recipe.take()
+            && let Some(entry) = self.residency.get_mut(&self.op.out_ids[0])
+        {
+            entry.recipe = Some(recipe);
+        }
+    }
+
+    /// Counts the op that ran, then takes the plan's steps for it.
+    #[inline]
+    fn finish_op(&mut self) {
+        self.counters.ops += 1;
+        self.now += 1;
+        if self.allocator {
+            self.sample_allocator();
+        }
+        // Without a budget there is nothing to plan, and nothing planned is pending.
+        if self.config.policy.planned()
+            && self.tracing()
+            && (self.budget.is_some() || self.program.is_some() || !self.deferred.is_empty())
+        {
+            self.follow_plan();
+        }
+    }
+
+    /// Reads the allocator's figures: this thread's stream plus the workers' streams (as they
+    /// last read theirs).
+    fn sample_allocator(&mut self) {
+        let Some(own) = super::allocator_usage::<B>(&self.runner.device()) else {
+            return;
+        };
+        let total = own + self.transfers.memory();
+        self.counters.allocator = Some(total);
+        self.counters.allocator_peak = Some(
+            self.counters
+                .allocator_peak
+                .map_or(total, |peak| peak.max(total)),
+        );
+    }
+
+    /// Whether the op in progress reads an input for the last time.
+    fn consumes_any(&self) -> bool {
+        self.op
+            .inputs
+            .iter()
+            .any(|(_, status)| *status == TensorStatus::ReadWrite)
+    }
+
+    /// Whether every input of the op in progress could leave the device itself (it is
+    /// contiguous, or has a recipe): a recipe that pinned an input that can never leave would
+    /// hold its bytes for nothing.
+    fn inputs_can_leave(&self) -> bool {
+        self.op.inputs.iter().all(|(id, _)| {
+            self.residency
+                .get(id)
+                .is_none_or(|e| !e.strided || e.recipe.is_some())
+        })
+    }
+
+    /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
+    #[inline]
+    fn consumes_pinned(&self) -> bool {
+        self.op
+            .inputs
+            .iter()
+            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
+    }
+
+    /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
+    /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
+    fn release_by_burn(&mut self, id: &TensorId) {
+        match self.residency.get_mut(id) {
+            Some(entry) if entry.pins > 0 => entry.orphan = true,
+            _ => {
+                self.forget(id);
+            }
+        }
+    }
+
+    /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
+    fn forget(&mut self, id: &TensorId) -> Option<Entry> {
+        let mut entry = self.residency.forget(id)?;
+        if let Some(recipe) = entry.recipe.take() {
+            for input in recipe.inputs {
+                self.unpin(input);
+            }
+        }
+        Some(entry)
+    }
+
+    /// Removes a tensor from the books and from the device.
+    fn release(&mut self, id: TensorId) {
+        if let Some(entry) = self.forget(&id)
+            && entry.state().on_device()
+        {
+            self.runner
+                .register_op(OperationIr::Drop(entry.ir(id, TensorStatus::ReadWrite)));
+        }
+    }
+
+    fn drop_tensor(&mut self, id: TensorId, op: OperationIr) {
+        self.pin_for_views(id);
+        if self.residency.is_pinned(&id) {
+            // A recipe still reads it: it stays, as an orphan.
+            self.release_by_burn(&id);
+            return;
+        }
+        match self.forget(&id) {
+            // Nothing of it is left on the device.
+            Some(entry) if !entry.state().on_device() => {}
+            _ => self.runner.register_op(op),
+        }
+    }
+
+    /// Records an op that did not come as IR (reads, moves, native ops).
+    fn record_named(&mut self, name: &'static str, inputs: &[&TensorIr], outputs: &[&TensorIr]) {
+        if !self.tracing() {
+            return;
+        }
+        let books = *self.residency.books();
+        self.recorder
+            .begin(signature::name_key(name), || name.to_string());
+        for t in inputs {
+            self.recorder.input(t, bytes_of(&t.shape, t.dtype));
+        }
+        self.recorder.outputs_follow();
+        for t in outputs {
+            self.recorder.output(t, bytes_of(&t.shape, t.dtype));
+        }
+        self.record_end(books.resident + books.host, books.resident);
+    }
+
+    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
+    /// will never name those tensors again.
+    pub fn abandon_op(&mut self) {
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status != TensorStatus::ReadWrite {
+                continue;
+            }
+            if self.residency.is_pinned(&id) {
+                self.release_by_burn(&id);
+            } else {
+                self.release(id);
+            }
+        }
+        self.op.inputs.clear();
+    }
+}

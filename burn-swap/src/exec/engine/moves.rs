@@ -1,0 +1,408 @@
+//! Moves: offloads and fetches, made on the op's thread or handed to the transfer workers,
+//! and how each one's completion lands in the books. Every state change goes through the
+//! residency's transitions; the counters of every kind of move are kept in one place each
+//! ([`Engine::land_offload`], [`Engine::land_fetch`]).
+
+use std::time::Instant;
+
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
+use burn_router::RunnerClient;
+
+use super::Engine;
+use crate::config::Compression;
+use crate::error::SwapError;
+use crate::exec::host;
+use crate::exec::residency::{HostCopy, State};
+use crate::exec::transfer::{self, Done, TransferError};
+use crate::plan::codec;
+
+/// What a finished copy to the device cost: its time, the codec's part of it, and whether
+/// the device's kernels decompressed it.
+struct FetchCost {
+    nanos: u64,
+    codec_nanos: u64,
+    on_device: bool,
+}
+
+impl<B: BackendIr> Engine<B> {
+    /// Puts a tensor that is not on the device back there: a fetch in flight is waited for,
+    /// an offloaded one fetched on this thread, an evicted one recomputed.
+    pub(super) fn bring(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get(&id) else {
+            return Ok(());
+        };
+        match entry.state() {
+            State::Resident | State::Offloading => Ok(()),
+            State::Offloaded(_) => {
+                let bytes = entry.bytes();
+                self.op.protect.push(id);
+                let room = self.reserve(bytes);
+                self.op.protect.pop();
+                room?;
+                self.exposed(|e| e.fetch(id))
+            }
+            State::Fetching => self.exposed(|e| e.wait_for(id)),
+            State::Evicted => self.recompute(id),
+            State::Lost => Err(SwapError::TensorLost {
+                tensor: id.value(),
+                bytes: entry.bytes(),
+                reason: "its fetch failed and it has no recipe".into(),
+            }),
+        }
+    }
+
+    /// Settles transfers until the one of `id` has; an error when its fetch failed.
+    pub(super) fn wait_for(&mut self, id: TensorId) -> Result<(), SwapError> {
+        while matches!(
+            self.residency.get(&id).map(|e| e.state()),
+            Some(State::Fetching)
+        ) {
+            if !self.settle_next() {
+                break;
+            }
+        }
+        match self.residency.get(&id) {
+            Some(entry) if !entry.state().on_device() => Err(SwapError::FetchFailed {
+                tensor: id.value(),
+                bytes: entry.bytes(),
+                reason: "the receive worker could not put it back on the device".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The compression policy of offloads: the configured mode and, for `Auto`, the measured
+    /// link bandwidth and CPU codec throughput (`plan::codec` decides per tensor).
+    fn compression_policy(&mut self) -> codec::Policy {
+        let mode = self.config.compression;
+        if !codec::Policy::needs_rates(mode) {
+            return codec::Policy::new(mode, None, None);
+        }
+        let links = self.links();
+        let codec_bandwidth = *self
+            .codec_bandwidth
+            .get_or_insert_with(crate::compress::measure_cpu_codec);
+        codec::Policy::new(mode, links.as_ref(), Some(codec_bandwidth))
+    }
+
+    /// Offloads a resident tensor on this thread (the reactive path): the op waits for it.
+    /// A failed copy leaves the tensor resident, intact.
+    pub(super) fn offload(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let compression = self.compression_policy();
+        let Some(entry) = self.residency.get(&id) else {
+            return Ok(());
+        };
+        let bytes = entry.bytes();
+        let _span =
+            tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        // Read-only, so that a failed copy leaves the device handle in place.
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let result = if host::faults::take() {
+            Err(TransferError::Injected("offload"))
+        } else {
+            let handle = self.runner.get_tensor_handle(&ir);
+            transfer::copy_out::<B>(
+                handle,
+                ir.shape.clone(),
+                ir.dtype,
+                &compression,
+                self.peers.as_ref(),
+                &self.runner.device(),
+            )
+        };
+        let nanos = start.elapsed().as_nanos() as u64;
+        self.counters.exposed_wait_nanos += nanos;
+        match result {
+            Ok((copy, codec_nanos, on_device)) => {
+                self.land_offload(id, copy, nanos, codec_nanos, on_device);
+                self.events.offloads += 1;
+                Ok(())
+            }
+            Err(error) => {
+                self.counters.failed_offloads += 1;
+                tracing::warn!(tensor = id.value(), bytes, %error, "burn-swap: offload failed; the tensor stays resident");
+                Err(SwapError::OffloadFailed {
+                    tensor: id.value(),
+                    bytes,
+                    reason: error.to_string(),
+                })
+            }
+        }
+    }
+
+    /// An offload that completed: the host holds `copy`, so the device copy goes.
+    fn land_offload(
+        &mut self,
+        id: TensorId,
+        copy: HostCopy,
+        nanos: u64,
+        codec_nanos: u64,
+        on_device: bool,
+    ) {
+        let Some(entry) = self.residency.get(&id) else {
+            return;
+        };
+        let (raw, moved, compressed) = (entry.bytes(), copy.stored_bytes(), copy.compressed());
+        let ir = entry.ir(id, TensorStatus::ReadWrite);
+        let key = (self.config.compression != Compression::Off)
+            .then(|| (entry.dims.clone(), entry.dtype));
+        if self.residency.complete_offload(&id, copy).is_err() {
+            return;
+        }
+        self.runner.register_op(OperationIr::Drop(ir));
+        let c = &mut self.counters;
+        c.offloads += 1;
+        c.offloaded_bytes += raw;
+        c.offload_nanos += nanos;
+        c.raw_bytes += raw;
+        c.moved_bytes += moved;
+        c.codec_nanos += codec_nanos;
+        c.compressed_offloads += u64::from(compressed);
+        c.device_compressed += u64::from(on_device);
+        if let Some(key) = key {
+            let stat = c.moves.entry(key).or_default();
+            stat.0 += 1;
+            stat.1 += raw;
+            stat.2 += moved;
+        }
+    }
+
+    /// A fetch that completed (its bytes on the device under its id) or failed.
+    fn land_fetch(&mut self, id: TensorId, result: Result<(), TransferError>, cost: FetchCost) {
+        let Some(bytes) = self.residency.get(&id).map(|e| e.bytes()) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                self.residency.complete_fetch(&id);
+                let c = &mut self.counters;
+                c.fetches += 1;
+                c.fetched_bytes += bytes;
+                c.fetch_nanos += cost.nanos;
+                c.codec_nanos += cost.codec_nanos;
+                c.device_decompressed += u64::from(cost.on_device);
+            }
+            Err(error) => {
+                // The bytes are gone with the failed copy: the tensor is recomputed at its
+                // next use when it has a recipe, else that use fails.
+                tracing::error!(tensor = id.value(), bytes, %error, "burn-swap: fetch failed");
+                self.residency.fail_fetch(&id);
+            }
+        }
+    }
+
+    /// Fetches an offloaded tensor on this thread (the caller made room), decompressing it
+    /// when it was compressed.
+    pub(super) fn fetch(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(copy) = self.residency.begin_fetch(&id) else {
+            return Ok(());
+        };
+        let Some(entry) = self.residency.get(&id) else {
+            return Ok(());
+        };
+        let (bytes, ir) = (entry.bytes(), entry.ir(id, TensorStatus::NotInit));
+        let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        let compressed = copy.compressed();
+        // On the device when it can: only the compressed bytes crossed the link, or the
+        // pieces come back from the peers by peer copies. Else (or when that failed) through
+        // the host.
+        let (result, on_device) = match transfer::device_route::<B>(&copy, &self.runner.device()) {
+            Some(Ok(handle)) => {
+                self.install(handle, ir);
+                (Ok(()), compressed)
+            }
+            _ => (
+                copy.into_data()
+                    .map(|data| host::fetch(&self.runner, id, data))
+                    .map_err(TransferError::from),
+                false,
+            ),
+        };
+        let codec_nanos = if compressed {
+            start.elapsed().as_nanos() as u64
+        } else {
+            0
+        };
+        let failed = result.as_ref().err().map(ToString::to_string);
+        let cost = FetchCost {
+            nanos: start.elapsed().as_nanos() as u64,
+            codec_nanos,
+            on_device,
+        };
+        self.land_fetch(id, result, cost);
+        match failed {
+            Some(reason) => Err(SwapError::FetchFailed {
+                tensor: id.value(),
+                bytes,
+                reason,
+            }),
+            None => {
+                self.events.fetches += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts offloading a resident tensor on the send worker: it stays usable, and its device
+    /// copy goes when the copy has completed. Offloads on this thread when the worker cannot
+    /// take it; `false` when the tensor may not leave by offload.
+    pub(super) fn start_offload(&mut self, id: TensorId) -> bool {
+        let Some(entry) = self.residency.get(&id) else {
+            return false;
+        };
+        if !matches!(entry.state(), State::Resident) || entry.strided {
+            return false;
+        }
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        let route = transfer::Route {
+            compression: self.compression_policy(),
+            device: self.runner.device(),
+            peers: self.peers.clone(),
+        };
+        if !self
+            .transfers
+            .offload(id, handle, ir.shape, ir.dtype, route)
+        {
+            return self.offload(id).is_ok();
+        }
+        self.residency.begin_offload(&id);
+        self.events.offloads += 1;
+        true
+    }
+
+    /// Starts fetching an offloaded tensor on the receive worker, when its bytes fit in the
+    /// budget now; `false` when they do not (the caller retries later).
+    pub(super) fn start_prefetch(&mut self, id: TensorId) -> bool {
+        let Some(entry) = self.residency.get(&id) else {
+            return true;
+        };
+        if !matches!(entry.state(), State::Offloaded(_)) {
+            return true;
+        }
+        if self
+            .budget()
+            .is_some_and(|b| self.resident() + entry.bytes() > b)
+        {
+            return false;
+        }
+        let Some(copy) = self.residency.begin_fetch(&id) else {
+            return true;
+        };
+        let device = self.runner.device();
+        if let Err(copy) = self.transfers.fetch(id, *copy, device, false) {
+            // The receive worker is gone: fetch here (an error surfaces at the next use).
+            self.residency.restore_fetch(&id, copy);
+            let _ = self.fetch(id);
+            return true;
+        }
+        self.events.fetches += 1;
+        true
+    }
+
+    /// Settles every transfer that has finished, without waiting.
+    #[inline]
+    pub(super) fn poll_transfers(&mut self) {
+        if self.transfers.in_flight() == 0 {
+            return;
+        }
+        while let Some(done) = self.transfers.try_next() {
+            self.settle(done);
+        }
+    }
+
+    /// Waits for the next transfer to finish and settles it; `false` when none is in flight.
+    pub(super) fn settle_next(&mut self) -> bool {
+        match self.transfers.next() {
+            Some(done) => {
+                self.settle(done);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits for every transfer in flight and settles them.
+    pub(super) fn settle_everything(&mut self) {
+        while self.settle_next() {}
+    }
+
+    /// Applies a finished transfer to the books.
+    fn settle(&mut self, done: Done<B>) {
+        let id = done.id();
+        let Some(entry) = self.residency.get(&id) else {
+            // Burn dropped it meanwhile: the worker's copy is all that is left; it goes.
+            return;
+        };
+        match done {
+            Done::Offloaded {
+                result,
+                nanos,
+                codec_nanos,
+                on_device,
+                ..
+            } => {
+                if !matches!(entry.state(), State::Offloading) {
+                    return;
+                }
+                let bytes = entry.bytes();
+                if self.protected(&id) {
+                    // The op about to run reads it: the device copy stays, the host copy goes.
+                    self.residency.cancel_offload(&id);
+                    return;
+                }
+                match result {
+                    Ok(copy) => self.land_offload(id, copy, nanos, codec_nanos, on_device),
+                    Err(error) => {
+                        self.residency.cancel_offload(&id);
+                        self.counters.failed_offloads += 1;
+                        tracing::warn!(tensor = id.value(), bytes, %error, "burn-swap: offload failed; the tensor stays resident");
+                    }
+                }
+            }
+            Done::Fetched {
+                result,
+                nanos,
+                codec_nanos,
+                on_device,
+                ..
+            } => {
+                if !matches!(entry.state(), State::Fetching) {
+                    return;
+                }
+                let ir = entry.ir(id, TensorStatus::NotInit);
+                let result = result.map(|handle| self.install(handle, ir));
+                let cost = FetchCost {
+                    nanos,
+                    codec_nanos,
+                    on_device,
+                };
+                self.land_fetch(id, result, cost);
+            }
+        }
+    }
+
+    /// Puts a fetched handle in the handle container under the tensor's id: registered
+    /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes.
+    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr) {
+        let fresh = self
+            .runner
+            .register_tensor(handle, out.shape.clone(), out.dtype, self.runner.clone())
+            .into_ir();
+        let input = TensorIr {
+            status: TensorStatus::ReadWrite,
+            ..fresh
+        };
+        let dtype = out.dtype;
+        let reshape = burn_ir::BaseOperationIr::Reshape(burn_ir::ShapeOpIr { input, out });
+        self.runner.register_op(if dtype.is_float() {
+            OperationIr::BaseFloat(reshape)
+        } else if dtype.is_int() {
+            OperationIr::BaseInt(reshape)
+        } else {
+            OperationIr::BaseBool(reshape)
+        });
+    }
+}

@@ -1,0 +1,158 @@
+//! Native ops: the ops that burn-router would decompose run natively on the inner backend;
+//! the engine fetches their inputs, makes room for their outputs as predicted from their
+//! shapes, and books what they made.
+
+use burn_backend::{DType, Shape};
+use burn_ir::{BackendIr, TensorId, TensorIr};
+
+use super::Engine;
+use crate::error::SwapError;
+use crate::exec::bytes_of;
+use crate::exec::residency::{Dims, Entry};
+
+impl<B: BackendIr> Engine<B> {
+    /// Prepares a native op: fetches its inputs and makes room for its outputs, as
+    /// [`native_output_bytes`] predicts them.
+    pub fn native_prepare(
+        &mut self,
+        name: &'static str,
+        inputs: &[TensorIr],
+    ) -> Result<(), SwapError> {
+        self.poll_transfers();
+        let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
+        let output_bytes = native_output_bytes(name, inputs);
+        self.fit(input_bytes, absent_bytes, output_bytes)
+            .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
+        self.op.native_base = self.resident();
+        self.op.native_out = 0;
+        self.op.out_ids.clear();
+        Ok(())
+    }
+
+    /// Takes an input's handle for a native op (removing it from the books when it is the
+    /// input's last use, unless a recipe still needs it).
+    pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
+        self.take_for_read(tensor)
+    }
+
+    /// Registers an output of a native op; returns its id.
+    pub fn native_output(&mut self, handle: B::Handle, shape: Shape, dtype: DType) -> TensorId {
+        let id = self
+            .runner
+            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
+            .into_ir()
+            .id;
+        self.op.native_out += bytes_of(&shape, dtype);
+        let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
+        // A native op may keep its input's layout.
+        entry.strided = self.op.inputs_strided;
+        self.residency.admit(id, entry);
+        self.op.out_ids.push(id);
+        id
+    }
+
+    /// Whether the next op is to be timed (the trace's profiled iterations).
+    pub fn times_next_op(&self) -> bool {
+        self.tracing() && self.recorder.timing()
+    }
+
+    /// Records a native op once it ran, with its wall time when it was timed.
+    pub fn native_finish(
+        &mut self,
+        name: &'static str,
+        inputs: &[TensorIr],
+        outputs: &[TensorIr],
+        nanos: Option<u64>,
+    ) {
+        let during = self.op.native_base + self.op.native_out;
+        self.residency.note_peak(during);
+        let inputs: Vec<&TensorIr> = inputs.iter().collect();
+        let outputs: Vec<&TensorIr> = outputs.iter().collect();
+        self.record_named(name, &inputs, &outputs);
+        if let (Some(nanos), true) = (nanos, self.tracing()) {
+            self.recorder.set_last_nanos(nanos);
+        }
+        self.finish_op();
+    }
+}
+
+/// The bytes a native op's outputs will take, from its name and inputs: the shapes of the ops
+/// whose outputs outgrow their inputs (an embedding's rows, a sort's indices, a grid sample's
+/// grid) are computed; every other native op (activations, norms, sorts, transposes) makes
+/// one output no larger than its largest input. Ops without tensor inputs (`int_arange`,
+/// `int_full`) and `unfold4d` are not predicted: their outputs are counted as they arrive.
+fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
+    let largest = inputs
+        .iter()
+        .map(|t| bytes_of(&t.shape, t.dtype))
+        .max()
+        .unwrap_or(0);
+    let dims = |i: usize| inputs.get(i).map(|t| t.shape.as_slice());
+    match name {
+        // embedding(weights [V, D], indices [..]) -> [.., D]
+        "embedding" => match (dims(0), dims(1)) {
+            (Some([_, d]), Some(idx)) => {
+                (idx.iter().product::<usize>() * d * inputs[0].dtype.size()) as u64
+            }
+            _ => largest,
+        },
+        // Values and their i64 indices.
+        "float_sort_with_indices" | "int_sort_with_indices" => {
+            inputs.first().map_or(largest, |t| {
+                bytes_of(&t.shape, t.dtype) + 8 * t.shape.num_elements() as u64
+            })
+        }
+        // grid_sample_2d(tensor [N, C, H, W], grid [N, Ho, Wo, 2]) -> [N, C, Ho, Wo]
+        "float_grid_sample_2d" => match (dims(0), dims(1)) {
+            (Some([n, c, _, _]), Some([_, ho, wo, _])) => {
+                (n * c * ho * wo * inputs[0].dtype.size()) as u64
+            }
+            _ => largest,
+        },
+        _ => largest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::native_output_bytes;
+    use burn_backend::{DType, Shape};
+    use burn_ir::{TensorId, TensorIr, TensorStatus};
+
+    fn ir(dims: &[usize], dtype: DType) -> TensorIr {
+        TensorIr {
+            id: TensorId::new(0),
+            shape: Shape::from(dims.to_vec()),
+            status: TensorStatus::ReadOnly,
+            dtype,
+        }
+    }
+
+    #[test]
+    fn native_outputs_are_predicted_from_their_shapes() {
+        // An embedding of 32 rows of 64 floats looked up for 8 × 32 indices: 8·32·64 floats,
+        // more than either input.
+        let weights = ir(&[32, 64], DType::F32);
+        let indices = ir(&[8, 32], DType::I64);
+        assert_eq!(
+            native_output_bytes("embedding", &[weights, indices]),
+            8 * 32 * 64 * 4
+        );
+        // A sort with indices makes the values and i64 indices.
+        let x = ir(&[100], DType::F32);
+        assert_eq!(
+            native_output_bytes("float_sort_with_indices", std::slice::from_ref(&x)),
+            400 + 800
+        );
+        // A grid sample makes [N, C, Ho, Wo] from the grid's size.
+        let t = ir(&[2, 3, 8, 8], DType::F32);
+        let grid = ir(&[2, 16, 16, 2], DType::F32);
+        assert_eq!(
+            native_output_bytes("float_grid_sample_2d", &[t, grid]),
+            2 * 3 * 16 * 16 * 4
+        );
+        // Anything else: the largest input.
+        assert_eq!(native_output_bytes("relu", &[x]), 400);
+        assert_eq!(native_output_bytes("int_arange", &[]), 0);
+    }
+}

@@ -1,0 +1,201 @@
+//! Recomputation: recipes (an op replayed with its inputs read-only), the pins they hold on
+//! their inputs, eviction and rematerialisation. Recipes come from the plan (the program's
+//! recomputed tensors) and from strided views, which cannot be offloaded bit for bit (see
+//! `exec::layout`); when a view keeps its op is `plan::views`' choice.
+
+use std::time::Instant;
+
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
+use burn_router::RunnerClient;
+
+use super::Engine;
+use crate::error::SwapError;
+use crate::exec::residency::{Entry, Recipe};
+
+impl<B: BackendIr> Engine<B> {
+    /// Whether the plan keeps a recipe for the output of the op recorded last.
+    #[inline]
+    pub(super) fn wants_recipe(&self) -> bool {
+        let Some(active) = &self.program else {
+            return false;
+        };
+        let Some(pos) = self.recorder.position_of_last() else {
+            return false;
+        };
+        self.op.outputs.len() == 1
+            && active
+                .program
+                .recipes
+                .get(pos)
+                .is_some_and(|r| !r.is_empty())
+    }
+
+    /// A recipe of `op`: every input of it marked read-only (so that the replay leaves them
+    /// in place) and pinned until the recipe is used or dropped.
+    fn recipe_of(&mut self, mut op: OperationIr, inputs: Vec<TensorId>) -> Box<Recipe> {
+        op.mark_read_only(&inputs);
+        for input in &inputs {
+            if let Some(entry) = self.residency.get_mut(input) {
+                entry.pins += 1;
+            }
+        }
+        Box::new(Recipe { op, inputs })
+    }
+
+    /// Marks inputs of `op` read-only so that they stay in the handle container: all of them
+    /// when `recipe` (then a copy of the op becomes the output's recipe, pinning them), else
+    /// the pinned ones it consumes.
+    pub(super) fn keep_inputs(&mut self, op: &mut OperationIr, recipe: bool) {
+        let mut ids: Vec<TensorId> = Vec::new();
+        for &(id, status) in &self.op.inputs {
+            if ids.contains(&id) {
+                continue;
+            }
+            if recipe || (status == TensorStatus::ReadWrite && self.residency.is_pinned(&id)) {
+                ids.push(id);
+            }
+        }
+        op.mark_read_only(&ids);
+        if recipe {
+            self.op.pending_recipe = Some(self.recipe_of(op.clone(), ids));
+        }
+    }
+
+    /// Rematerialises an evicted tensor by replaying its recipe, bringing back the recipe's
+    /// inputs first (recursively, when they were evicted too).
+    pub(super) fn recompute(&mut self, id: TensorId) -> Result<(), SwapError> {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return Ok(());
+        };
+        let bytes = entry.bytes();
+        let Some(recipe) = entry.recipe.take() else {
+            return Err(SwapError::TensorLost {
+                tensor: id.value(),
+                bytes,
+                reason: "it was evicted without a recipe".into(),
+            });
+        };
+        let _span =
+            tracing::debug_span!("burn_swap::recompute", tensor = id.value(), bytes).entered();
+        let start = Instant::now();
+        let base = self.op.protect.len();
+        self.op.protect.push(id);
+        self.op.protect.extend_from_slice(&recipe.inputs);
+        let mut result = Ok(());
+        for &input in &recipe.inputs {
+            result = self.bring(input);
+            if result.is_err() {
+                break;
+            }
+        }
+        if result.is_ok() {
+            result = self.reserve(bytes);
+        }
+        self.op.protect.truncate(base);
+        if let Err(error) = result {
+            if let Some(entry) = self.residency.get_mut(&id) {
+                entry.recipe = Some(recipe);
+            }
+            return Err(error);
+        }
+        let Recipe { op, inputs } = *recipe;
+        self.runner.register_op(op);
+        self.residency.rematerialise(&id);
+        for input in inputs {
+            self.unpin(input);
+        }
+        self.counters.recomputes += 1;
+        self.events.recomputes += 1;
+        self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
+        Ok(())
+    }
+
+    /// One recipe less needs `id`; an orphan nobody needs any more is released.
+    pub(super) fn unpin(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        entry.pins = entry.pins.saturating_sub(1);
+        if entry.pins == 0 && entry.orphan {
+            self.release(id);
+        }
+    }
+
+    /// A strided output keeps the op that made it, to become its recipe later; its sources
+    /// remember it, so that it gets that recipe when Burn lets go of them.
+    pub(super) fn keep_view_op(&mut self, view: TensorId, op: Box<OperationIr>) {
+        if self.residency.get(&view).is_none() {
+            return;
+        }
+        for t in op.inputs() {
+            let views = self.view_sources.entry(t.id).or_default();
+            if !views.contains(&view) {
+                views.push(view);
+            }
+        }
+        if let Some(entry) = self.residency.get_mut(&view) {
+            entry.view_op = Some(op);
+        }
+    }
+
+    /// Burn is about to let go of `source`: the strided views still made from it get their
+    /// recipes now (pinning it), so that they can still leave by recomputation.
+    pub(super) fn pin_for_views(&mut self, source: TensorId) {
+        let Some(views) = self.view_sources.remove(&source) else {
+            return;
+        };
+        for view in views {
+            let rebuildable = self
+                .residency
+                .get(&view)
+                .is_some_and(|e| e.view_op.is_some() && self.can_rebuild(e));
+            if rebuildable {
+                self.make_view_recipe(view);
+            }
+        }
+    }
+
+    /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
+    pub(super) fn can_rebuild(&self, entry: &Entry) -> bool {
+        entry
+            .view_op
+            .as_ref()
+            .is_some_and(|op| op.inputs().all(|t| self.residency.get(&t.id).is_some()))
+    }
+
+    /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
+    /// [`Self::can_rebuild`]) are pinned from now on.
+    pub(super) fn make_view_recipe(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get_mut(&id) else {
+            return;
+        };
+        if entry.recipe.is_some() {
+            return;
+        }
+        let Some(op) = entry.view_op.take() else {
+            return;
+        };
+        let mut ids: Vec<TensorId> = Vec::new();
+        for t in op.inputs() {
+            if !ids.contains(&t.id) {
+                ids.push(t.id);
+            }
+        }
+        let recipe = self.recipe_of(*op, ids);
+        if let Some(entry) = self.residency.get_mut(&id) {
+            entry.recipe = Some(recipe);
+        }
+    }
+
+    /// Drops a resident tensor that has a recipe; it is recomputed before its next use.
+    pub(super) fn evict(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get(&id) else {
+            return;
+        };
+        let ir = entry.ir(id, TensorStatus::ReadWrite);
+        if self.residency.evict(&id) {
+            self.counters.evictions += 1;
+            self.runner.register_op(OperationIr::Drop(ir));
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Making room: an op's budget check, and the escalation that frees bytes when the budget
+//! binds. Which tensors leave, and how, is `plan::reactive`'s choice; this room carries it
+//! out and says, when nothing more can leave, how much room was missing and why.
+
+use burn_ir::{BackendIr, TensorId};
+
+use super::Engine;
+use crate::error::SwapError;
+use crate::exec::residency::State;
+use crate::plan::reactive::{self, Candidate, Leave, RoomStep, VictimFacts};
+
+impl<B: BackendIr> Engine<B> {
+    /// Keeps the budget for an op whose inputs are in `self.op.inputs`: its inputs and
+    /// outputs must fit at once; other tensors leave to make room, then its inputs are
+    /// brought back (fetched, waited for, or recomputed).
+    pub(super) fn fit(
+        &mut self,
+        input_bytes: u64,
+        absent_bytes: u64,
+        output_bytes: u64,
+    ) -> Result<(), SwapError> {
+        let needed = input_bytes + output_bytes;
+        self.counters.largest_op = self.counters.largest_op.max(needed);
+        if let Some(budget) = self.budget()
+            && needed > budget
+        {
+            return Err(SwapError::OpExceedsBudget {
+                op: String::new(),
+                needed,
+                budget,
+            });
+        }
+        self.op.fitting = true;
+        let result = self.put_inputs_in_place(absent_bytes, output_bytes);
+        self.op.fitting = false;
+        result
+    }
+
+    /// Brings the op's absent inputs back one by one (each making its own room: a
+    /// recomputation may need its own inputs back first), then makes room for its outputs.
+    /// The op's inputs are protected throughout, so room made later never takes back what
+    /// was brought earlier.
+    fn put_inputs_in_place(
+        &mut self,
+        absent_bytes: u64,
+        output_bytes: u64,
+    ) -> Result<(), SwapError> {
+        if absent_bytes > 0 {
+            for i in 0..self.op.inputs.len() {
+                let id = self.op.inputs[i].0;
+                if self.residency.is_absent(&id) {
+                    self.bring(id)?;
+                }
+            }
+        }
+        self.reserve(output_bytes)
+    }
+
+    /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
+    /// place, and the protected tensors (recipe inputs being brought back).
+    pub(super) fn protected(&self, id: &TensorId) -> bool {
+        self.op.protect.contains(id)
+            || (self.op.fitting && self.op.inputs.iter().any(|(i, _)| i == id))
+    }
+
+    /// Makes room for `bytes` more resident bytes, never touching the current op's inputs
+    /// or the protected tensors.
+    pub(super) fn reserve(&mut self, bytes: u64) -> Result<(), SwapError> {
+        if let Some(budget) = self.budget() {
+            let after = self.resident() + bytes;
+            if after > budget {
+                self.make_room(after - budget, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes room for `bytes` new bytes outside any op (`what`: a tensor created from data,
+    /// arriving from another device).
+    pub(super) fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
+        self.counters.largest_op = self.counters.largest_op.max(bytes);
+        let Some(budget) = self.budget() else {
+            return Ok(());
+        };
+        if bytes > budget {
+            return Err(SwapError::OpExceedsBudget {
+                op: what.to_string(),
+                needed: bytes,
+                budget,
+            });
+        }
+        let after = self.resident() + bytes;
+        if after > budget {
+            self.op.inputs.clear();
+            self.make_room(after - budget, false)
+                .map_err(|e| e.for_op(|| what.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Frees at least `deficit` resident bytes, never touching a tensor the current op uses
+    /// (when `protect_inputs`) or a protected one, by the escalation `plan::reactive` sets
+    /// out: transfers in flight finish first, then victims leave on this thread. Tensors
+    /// whose offload fails stay resident and the next candidate is tried.
+    pub(super) fn make_room(
+        &mut self,
+        deficit: u64,
+        protect_inputs: bool,
+    ) -> Result<(), SwapError> {
+        let _span = tracing::debug_span!("burn_swap::make_room", deficit).entered();
+        let target = self.resident().saturating_sub(deficit);
+        let mut step = Some(RoomStep::FIRST);
+        let mut result = Ok(());
+        while let Some(now) = step {
+            match now {
+                RoomStep::AwaitOffloads => {
+                    if self.residency.books().offloading > 0 {
+                        self.exposed(|e| {
+                            while e.resident() > target && e.residency.books().offloading > 0 {
+                                if !e.settle_next() {
+                                    break;
+                                }
+                            }
+                        });
+                    }
+                }
+                RoomStep::AwaitEverything => self.exposed(|e| e.settle_everything()),
+                RoomStep::Evict | RoomStep::EvictAgain => {
+                    result = self.evict_victims(self.resident() - target, protect_inputs);
+                }
+            }
+            if self.resident() <= target {
+                return Ok(());
+            }
+            step = now.next(result.is_ok(), self.transfers.in_flight() > 0);
+        }
+        result
+    }
+
+    /// Moves off the device, on this thread, the resident tensors the reactive policy picks
+    /// to free `deficit` bytes: each by offload or by eviction, as the policy says.
+    fn evict_victims(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
+        let mut candidates = std::mem::take(&mut self.op.candidates);
+        let stuck = self.list_candidates(&mut candidates, protect_inputs);
+        let chosen = reactive::choose_victims(
+            &mut candidates,
+            deficit,
+            self.now,
+            self.config.eviction,
+            &self.link,
+        );
+        let mut result = Ok(());
+        let mut freed = 0;
+        if chosen.is_some() {
+            for c in candidates.iter() {
+                if freed >= deficit {
+                    break;
+                }
+                let id = TensorId::new(c.key);
+                match c.leave {
+                    Leave::Recompute => {
+                        self.make_view_recipe(id);
+                        self.evict(id);
+                        freed += c.bytes;
+                    }
+                    Leave::Offload => match self.offload(id) {
+                        Ok(()) => freed += c.bytes,
+                        Err(e) => result = Err(e),
+                    },
+                }
+            }
+        }
+        if freed < deficit && (chosen.is_none() || result.is_ok()) {
+            let budget = self.budget().unwrap_or(u64::MAX);
+            let resident = self.resident();
+            result = Err(SwapError::NoRoom {
+                op: String::new(),
+                needed: deficit,
+                budget,
+                resident,
+                pinned: stuck,
+                // What could not leave, plus what was asked for on top of the budget.
+                minimum_budget: stuck + (deficit + budget).saturating_sub(resident),
+            });
+        } else if freed >= deficit {
+            result = Ok(());
+        }
+        self.op.candidates = candidates;
+        result
+    }
+
+    /// Lists in `candidates` the resident tensors that may leave now, each with how it would
+    /// (`plan::reactive::leaves`); returns the resident bytes that may not.
+    fn list_candidates(&self, candidates: &mut Vec<Candidate>, protect_inputs: bool) -> u64 {
+        candidates.clear();
+        let mut stuck = 0;
+        for (id, entry) in self.residency.iter() {
+            let facts = VictimFacts {
+                resident: matches!(entry.state(), State::Resident),
+                in_use: (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == id))
+                    || self.op.protect.contains(id),
+                strided: entry.strided,
+                has_recipe: entry.recipe.is_some(),
+                rebuildable: entry.strided && self.can_rebuild(entry),
+            };
+            match reactive::leaves(&facts) {
+                Some(leave) => candidates.push(Candidate {
+                    key: id.value(),
+                    bytes: entry.bytes(),
+                    last_use: entry.last_use,
+                    leave,
+                }),
+                None if entry.state().on_device() || matches!(entry.state(), State::Fetching) => {
+                    stuck += entry.bytes()
+                }
+                None => {}
+            }
+        }
+        stuck
+    }
+}

@@ -1,0 +1,157 @@
+//! The per-tensor trace of a stretch of the log: derived on demand (for the planners and the
+//! report), never on the op path.
+
+use super::{Recorder, TensorRef};
+use crate::trace::model::{Access, AccessKind, End, EndKind, OpTrace, Slot, TensorTrace, Trace};
+use burn_ir::TensorId;
+use hashbrown::HashMap;
+use std::ops::Range;
+
+impl Recorder {
+    pub(super) fn trace_of(
+        &self,
+        range: Range<u64>,
+        period: Option<usize>,
+        iteration: u64,
+        periodic_from: u64,
+    ) -> Trace {
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let mut tensors: Vec<TensorTrace> = Vec::new();
+        let mut index_of: HashMap<TensorId, usize> = HashMap::new();
+        let mut ops = Vec::with_capacity(local.len());
+        for (i, op) in self.ops[local].iter().enumerate() {
+            let mut inputs = Vec::new();
+            let is_drop = self.kinds.names[op.kind as usize] == "Drop";
+            for (k, t) in self.tensors[op.inputs.start as usize..op.inputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                inputs.push(t.id.value());
+                let at = *index_of.entry(t.id).or_insert_with(|| {
+                    tensors.push(self.tensor_trace(t, Slot::Input { op: i, index: k }, None));
+                    tensors.len() - 1
+                });
+                let entry = &mut tensors[at];
+                if is_drop {
+                    entry.end = Some(End {
+                        op: i,
+                        kind: EndKind::Drop,
+                    });
+                } else {
+                    entry.accesses.push(Access {
+                        op: i,
+                        kind: if t.last_use {
+                            AccessKind::LastUse
+                        } else {
+                            AccessKind::Read
+                        },
+                    });
+                    if t.last_use {
+                        entry.end = Some(End {
+                            op: i,
+                            kind: EndKind::LastUse,
+                        });
+                    }
+                }
+            }
+            let mut outputs = Vec::new();
+            for (k, t) in self.tensors[op.outputs.start as usize..op.outputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                outputs.push(t.id.value());
+                tensors.push(self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i)));
+                index_of.insert(t.id, tensors.len() - 1);
+            }
+            let nanos = match (op.nanos, self.schedule) {
+                (0, Some(s))
+                    if self.slot_nanos.len() == s.period && range.start + i as u64 >= s.anchor =>
+                {
+                    self.slot_nanos
+                        [((range.start + i as u64 - s.anchor) % s.period as u64) as usize]
+                }
+                (nanos, _) => nanos,
+            };
+            ops.push(OpTrace {
+                index: i,
+                kind: self.kinds.names[op.kind as usize].clone(),
+                signature: op.signature,
+                inputs,
+                outputs,
+                nanos,
+                resident_bytes: op.resident_during,
+                events: op.events,
+            });
+        }
+        if let Some(p) = period
+            && range.end - range.start == p as u64
+        {
+            self.link_carried(&range, p, &mut tensors);
+        }
+        Trace {
+            period,
+            iteration,
+            first_op: range.start,
+            periodic_from,
+            peak_bytes: ops.iter().map(|o| o.resident_bytes).max().unwrap_or(0),
+            ops,
+            tensors,
+        }
+    }
+
+    fn tensor_trace(&self, t: &TensorRef, slot: Slot, producer: Option<usize>) -> TensorTrace {
+        TensorTrace {
+            id: t.id.value(),
+            slot,
+            shape: self.dims[t.dims.start as usize..t.dims.end as usize].to_vec(),
+            dtype: format!("{:?}", t.dtype),
+            bytes: t.bytes,
+            producer,
+            accesses: Vec::new(),
+            end: None,
+            wraps_to: None,
+        }
+    }
+
+    /// Links each tensor of the iteration at `range` that lives past it to the tensor the
+    /// previous iteration made in the same slot (see [`TensorTrace::wraps_to`]), when the
+    /// previous iteration is still in the window.
+    fn link_carried(&self, range: &Range<u64>, period: usize, tensors: &mut [TensorTrace]) {
+        let Some(prev_start) = range.start.checked_sub(period as u64) else {
+            return;
+        };
+        if prev_start < self.base {
+            return;
+        }
+        let made_before: HashMap<u64, usize> = tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.producer.is_none())
+            .map(|(i, t)| (t.id, i))
+            .collect();
+        if made_before.is_empty() {
+            return;
+        }
+        let by_slot: HashMap<(usize, usize), usize> = tensors
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| match t.slot {
+                Slot::Output { op, index } if t.end.is_none() => Some(((op, index), i)),
+                _ => None,
+            })
+            .collect();
+        let local = (prev_start - self.base) as usize..(range.start - self.base) as usize;
+        for (pos, op) in self.ops[local].iter().enumerate() {
+            for (k, t) in self.tensors[op.outputs.start as usize..op.outputs.end as usize]
+                .iter()
+                .enumerate()
+            {
+                if let (Some(&input), Some(&out)) =
+                    (made_before.get(&t.id.value()), by_slot.get(&(pos, k)))
+                {
+                    tensors[out].wraps_to = Some(input);
+                }
+            }
+        }
+    }
+}

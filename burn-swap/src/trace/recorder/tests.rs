@@ -1,0 +1,79 @@
+//! Unit tests of the parent module.
+
+use super::*;
+use burn_backend::Shape;
+
+/// Records one op of "kind" `kind` reading one tensor and making one, of `dims` floats.
+fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
+    r.begin(kind, || format!("k{kind}"));
+    let input = TensorIr {
+        id: TensorId::new(*id),
+        shape: Shape::from(vec![dims]),
+        status: TensorStatus::ReadWrite,
+        dtype: DType::F32,
+    };
+    r.input(&input, 4 * dims as u64);
+    r.outputs_follow();
+    *id += 1;
+    let output = TensorIr {
+        id: TensorId::new(*id),
+        shape: Shape::from(vec![dims]),
+        status: TensorStatus::NotInit,
+        dtype: DType::F32,
+    };
+    r.output(&output, 4 * dims as u64);
+    r.end(OpCounters {
+        nanos: 0,
+        live_before: 4 * dims as u64,
+        resident_during: 8 * dims as u64,
+        ..Default::default()
+    });
+}
+
+#[test]
+fn long_runs_stay_bounded_and_keep_their_schedule() {
+    let mut r = Recorder::with_window(256);
+    let mut id = 0;
+    // 400 iterations of 20 ops, with one extra op every 37 iterations.
+    for k in 0..400u64 {
+        for i in 0..20 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+        if k % 37 == 36 {
+            op(&mut r, &mut id, 99, 3);
+        }
+        assert!(r.window_len() <= 2 * 256, "the window stays bounded");
+    }
+    assert_eq!(r.period(), Some(20));
+    let trace = r.trace().expect("the last complete iteration");
+    assert_eq!(trace.ops.len(), 20);
+    assert!(
+        trace.iteration > 300,
+        "numbering went on through resyncs: {}",
+        trace.iteration
+    );
+    let peaks = r.iteration_peaks();
+    assert!(!peaks.is_empty() && peaks.len() <= KEPT_ITERATION_PEAKS);
+    assert!(peaks.windows(2).all(|w| w[0].iteration < w[1].iteration));
+}
+
+#[test]
+fn a_stream_that_stops_repeating_stays_bounded() {
+    let mut r = Recorder::with_window(256);
+    let mut id = 0;
+    for _ in 0..20 {
+        for i in 0..10 {
+            op(&mut r, &mut id, i, 8);
+        }
+    }
+    assert_eq!(r.period(), Some(10));
+    // Then no repetition at all, for a long time.
+    let mut x = 1u64;
+    for _ in 0..5000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        op(&mut r, &mut id, 1000 + (x >> 33), 8);
+        assert!(r.window_len() <= 2 * 256);
+    }
+}

@@ -1,0 +1,91 @@
+//! Internals exposed for the suite, the benches and experiments: the planners, the codec and
+//! its kernels, test fixtures, and measurements. No stability promise: anything here may
+//! change in any release. A model needs none of it.
+
+use burn_backend::backend::DeviceOps;
+
+use crate::backend::registry::{self, DeviceKey};
+
+pub use crate::backend::{SwapBridge, SwapChannel, SwapClient};
+pub use crate::report::format_bytes;
+
+/// The planners: pure functions of a trace (see the book's *Planners* chapter).
+pub mod plan {
+    pub use crate::plan::{
+        advisor, build, checkpoint, codec, combine, compile, profile, program, reactive, segments,
+        simulate, views, waits,
+    };
+}
+
+/// Seed 002's codec on the CPU (the format is documented in `codec::Compressed`).
+pub mod codec {
+    pub use crate::compress::{
+        CodecError, Compressed, compress, compressed_bytes, decompress, width, zero_fraction_sample,
+    };
+}
+
+/// Code on device memory: the codec's CubeCL kernels and, with the `cuda` feature, peer
+/// copies and the plain pinned copy.
+pub mod gpu {
+    pub use crate::gpu::*;
+}
+
+/// The period detector: the training loop's period in a stream of op signatures.
+pub mod period {
+    pub use crate::trace::period::{Periodicity, Stretch, detect, detect_recent, phase};
+}
+
+/// Synthetic traces, for planner tests and benches.
+pub mod synthetic {
+    pub use crate::trace::synthetic::chain;
+}
+
+/// Burn's CubeCL backend over CubeCL's wgpu runtime (no fusion, no autotune): what CI runs
+/// the CubeCL fast path on, with a software Vulkan driver.
+#[cfg(feature = "wgpu")]
+pub type CubeWgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
+
+/// The inner backend's allocator figures for `device`, as seen from the calling thread's
+/// stream, for backends that have them (Burn's CubeCL backends: CUDA with the `cuda`
+/// feature, wgpu with `wgpu`); `None` otherwise. For a run of the plain backend on one
+/// thread this is the whole device; under [`crate::Swap`], [`crate::Report::allocator`] adds
+/// up every stream burn-swap uses.
+pub fn allocator_usage<B: burn_backend::Backend>(
+    device: &B::Device,
+) -> Option<crate::report::AllocatorUsage> {
+    crate::exec::allocator_usage::<B>(device)
+}
+
+/// Asks the inner backend's allocator to give its free pages back (CubeCL backends), so that
+/// its reserved figure starts again from what is live: call it between runs that are
+/// compared.
+pub fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
+    crate::exec::allocator_cleanup::<B>(device)
+}
+
+/// The profile of the last complete training iteration (seed 004's trial run): per op its
+/// time and bytes, and the copy throughput between the device and host memory, measured on
+/// the first call with a few temporary tensors that fit in the budget's headroom. `None`
+/// before the loop's period was detected.
+pub fn profile<D: DeviceOps + 'static>(device: &D) -> Option<crate::plan::profile::Profile> {
+    registry::first(DeviceKey::of(device)).and_then(|c| c.profile())
+}
+
+/// Measures burn-swap's own transfers on a device used under [`crate::Swap`]: round trips of
+/// temporary `f32` tensors of each size in `sizes` (bytes) through the send and receive
+/// workers (the path planned offloads and prefetches take, on their own streams on CubeCL
+/// backends), the fastest of three per size, each fetch timed until its bytes are on the
+/// device. Outside the budget: the caller makes sure they fit. `None` when the device was
+/// never used under [`crate::Swap`] or a transfer failed.
+pub fn measure_transfers<D: DeviceOps + 'static>(
+    device: &D,
+    sizes: &[u64],
+) -> Option<crate::plan::profile::Links> {
+    registry::first(DeviceKey::of(device)).and_then(|c| c.measure_transfers(sizes))
+}
+
+/// The trace of every op still kept in the device's window (the last iterations), without
+/// cutting it into iterations: for graphs that do not repeat, and for inspection.
+pub fn trace_window<D: DeviceOps + 'static>(device: &D) -> Option<crate::trace::Trace> {
+    registry::first(DeviceKey::of(device)).map(|c| c.trace_window())
+}
