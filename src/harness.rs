@@ -13,82 +13,38 @@ use burn::tensor::backend::AutodiffBackend;
 use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 
-use crate::models::{GptConfig, MlpConfig, ResNetConfig};
-use crate::train::{init_mlp, init_seeded, train_loop};
 
-/// A model and its batch size.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Workload {
-    /// `train_mlp`'s model.
-    Mlp(MlpConfig),
-    /// `train_gpt`'s model.
-    Gpt(GptConfig),
-    /// `train_cnn`'s model.
-    Cnn(ResNetConfig),
+pub use crate::workload::Workload;
+
+/// Trains `workload` for `steps` steps on `B` and returns each step's wall time in seconds
+/// (the first includes the model's initialisation: warm-up steps are never measured).
+pub fn step_times<B: AutodiffBackend>(
+    workload: &Workload,
+    device: &B::Device,
+    steps: usize,
+) -> Vec<f64> {
+    step_times_from::<B>(workload, device, steps, usize::MAX)
 }
 
-impl Workload {
-    /// The same workload with another batch size.
-    pub fn with_batch(self, batch: usize) -> Self {
-        match self {
-            Workload::Mlp(c) => Workload::Mlp(MlpConfig { batch, ..c }),
-            Workload::Gpt(c) => Workload::Gpt(GptConfig { batch, ..c }),
-            Workload::Cnn(c) => Workload::Cnn(ResNetConfig { batch, ..c }),
+/// [`step_times`], resetting burn-swap's counters after step `measure_from` (so that the
+/// report covers the measured steps only).
+pub fn step_times_from<B: AutodiffBackend>(
+    workload: &Workload,
+    device: &B::Device,
+    steps: usize,
+    measure_from: usize,
+) -> Vec<f64> {
+    let mut times = Vec::with_capacity(steps);
+    let mut last = Instant::now();
+    workload.train_with::<B>(device, steps, |step, _| {
+        if step + 1 == measure_from {
+            burn_swap::reset_counters(device);
         }
-    }
-
-    /// Its batch size.
-    pub fn batch(&self) -> usize {
-        match self {
-            Workload::Mlp(c) => c.batch,
-            Workload::Gpt(c) => c.batch,
-            Workload::Cnn(c) => c.batch,
-        }
-    }
-
-    /// Trains `steps` steps on `B` and returns each step's wall time in seconds.
-    pub fn step_times<B: AutodiffBackend>(&self, device: &B::Device, steps: usize) -> Vec<f64> {
-        self.step_times_from::<B>(device, steps, usize::MAX)
-    }
-
-    /// [`Workload::step_times`], resetting burn-swap's counters after step `measure_from`
-    /// (so that the report covers the measured steps only).
-    pub fn step_times_from<B: AutodiffBackend>(
-        &self,
-        device: &B::Device,
-        steps: usize,
-        measure_from: usize,
-    ) -> Vec<f64> {
-        let mut times = Vec::with_capacity(steps);
-        let last = std::cell::Cell::new(Instant::now());
-        let on_step = |step: usize, _: f32| {
-            if step + 1 == measure_from {
-                burn_swap::reset_counters(device);
-            }
-            let now = Instant::now();
-            times.push((now - last.get()).as_secs_f64());
-            last.set(now);
-        };
-        let lr = 1e-3;
-        match *self {
-            Workload::Mlp(c) => {
-                let model = init_mlp::<B>(&c, device, 42);
-                last.set(Instant::now());
-                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
-            }
-            Workload::Gpt(c) => {
-                let model = init_seeded::<B, _>(device, 42, || c.init::<B>(device));
-                last.set(Instant::now());
-                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
-            }
-            Workload::Cnn(c) => {
-                let model = init_seeded::<B, _>(device, 42, || c.init::<B>(device));
-                last.set(Instant::now());
-                train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
-            }
-        }
-        times
-    }
+        let now = Instant::now();
+        times.push((now - last).as_secs_f64());
+        last = now;
+    });
+    times
 }
 
 /// One measured configuration.
@@ -183,9 +139,9 @@ fn counted_peak<I: BackendIr>(device: &I::Device, workload: &Workload, checkpoin
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
     burn_swap::reset_counters(device);
     if checkpointing {
-        workload.step_times::<Autodiff<Swap<I>, BalancedCheckpointing>>(device, 2);
+        step_times::<Autodiff<Swap<I>, BalancedCheckpointing>>(workload, device, 2);
     } else {
-        workload.step_times::<Autodiff<Swap<I>>>(device, 2);
+        step_times::<Autodiff<Swap<I>>>(workload, device, 2);
     }
     burn_swap::report(device).map_or(0, |r| r.peak_bytes)
 }
@@ -200,8 +156,8 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     // The first run in a process pays for cold caches and the allocator's first growth:
     // one run of the unwrapped backend is thrown away, and it is measured again at the end
     // (the last row) to show the drift of the machine over the whole run.
-    plan.workload.step_times::<Autodiff<I>>(device, total);
-    let unwrapped = steady(plan.workload.step_times::<Autodiff<I>>(device, total));
+    step_times::<Autodiff<I>>(&plan.workload, device, total);
+    let unwrapped = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
     let mut rows = vec![Row {
         config: "unwrapped".into(),
         budget_fraction: None,
@@ -215,8 +171,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         error: None,
     }];
     let checkpointed = steady(
-        plan.workload
-            .step_times::<Autodiff<I, BalancedCheckpointing>>(device, total),
+        step_times::<Autodiff<I, BalancedCheckpointing>>(&plan.workload, device, total),
     );
     let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
     rows.push(Row {
@@ -240,7 +195,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
             burn_swap::restart_trace(device);
             let workload = plan.workload;
             let result = guarded(|| {
-                workload.step_times_from::<Autodiff<Swap<I>>>(device, total, plan.warm_up)
+                step_times_from::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
             });
             let measured = plan.steps.max(1) as u64;
             let row = match (result, burn_swap::report(device)) {
@@ -279,7 +234,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         }
     }
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
-    let again = steady(plan.workload.step_times::<Autodiff<I>>(device, total));
+    let again = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
     rows.push(Row {
         config: "unwrapped-again".into(),
         median_step: Some(again),
@@ -334,7 +289,7 @@ pub fn max_batches<I: BackendIr>(
 pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) -> bool {
     burn_swap::configure(device, SwapConfig::budget_bytes(cap.max(1)))
         .expect("a positive budget is valid");
-    guarded(|| workload.step_times::<Autodiff<Swap<I>>>(device, 3)).is_ok()
+    guarded(|| step_times::<Autodiff<Swap<I>>>(workload, device, 3)).is_ok()
 }
 
 /// The rows as CSV.
@@ -364,35 +319,39 @@ pub fn csv(rows: &[Row]) -> String {
 
 /// The rows as a table.
 pub fn table(rows: &[Row]) -> String {
-    let mut out = format!(
-        "{:<24} {:>7} {:>10} {:>7} {:>12} {:>7} {:>11} {:>10}\n",
-        "config", "budget", "step ms", "time x", "peak B", "mem x", "moved/step", "wait ms"
-    );
+    let mut table = crate::table::Table::new(&[
+        "config",
+        "budget",
+        "step ms",
+        "time x",
+        "peak B",
+        "mem x",
+        "moved/step",
+        "wait ms",
+    ]);
     for r in rows {
         let budget = r
             .budget_fraction
             .map_or("-".into(), |f| format!("{:.0}%", f * 100.0));
-        match (&r.error, r.median_step) {
-            (None, Some(step)) => out.push_str(&format!(
-                "{:<24} {:>7} {:>10.2} {:>7.2} {:>12} {:>7.3} {:>11} {:>10.2}\n",
-                r.config,
+        table.row(match (&r.error, r.median_step) {
+            (None, Some(step)) => vec![
+                r.config.clone(),
                 budget,
-                step * 1e3,
-                r.time_ratio.unwrap_or(f64::NAN),
-                r.peak_bytes.unwrap_or(0),
-                r.memory_ratio.unwrap_or(f64::NAN),
-                r.offloaded_per_step + r.fetched_per_step,
-                r.exposed_per_step * 1e3
-            )),
-            _ => out.push_str(&format!(
-                "{:<24} {:>7} {}\n",
-                r.config,
+                format!("{:.2}", step * 1e3),
+                format!("{:.2}", r.time_ratio.unwrap_or(f64::NAN)),
+                r.peak_bytes.unwrap_or(0).to_string(),
+                format!("{:.3}", r.memory_ratio.unwrap_or(f64::NAN)),
+                (r.offloaded_per_step + r.fetched_per_step).to_string(),
+                format!("{:.2}", r.exposed_per_step * 1e3),
+            ],
+            _ => vec![
+                r.config.clone(),
                 budget,
-                r.error.as_deref().unwrap_or("did not run")
-            )),
-        }
+                r.error.clone().unwrap_or_else(|| "did not run".into()),
+            ],
+        });
     }
-    out
+    table.plain()
 }
 
 /// Draws the Pareto picture (memory ratio against time ratio) as SVG.

@@ -9,9 +9,11 @@ pub mod data;
 pub mod harness;
 pub mod models;
 pub mod plot;
+pub mod table;
 pub mod train;
 pub mod trainers;
 pub mod verify;
+pub mod workload;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

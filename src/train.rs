@@ -98,18 +98,7 @@ pub fn train_mlp<B: AutodiffBackend>(
     device: &B::Device,
     steps: usize,
 ) -> Outcome {
-    let model = init_mlp::<B>(config, device, 42);
-    let (model, losses) = train_loop(
-        model,
-        steps,
-        5e-3,
-        |m: &Mlp<B>, step| m.loss(config, step, device),
-        |_, _| {},
-    );
-    Outcome {
-        losses,
-        params: parameters(&model),
-    }
+    crate::workload::Workload::Mlp(*config).train::<B>(device, steps)
 }
 
 /// Trains a conv net from its deterministic initialisation and returns what to compare.
@@ -118,18 +107,7 @@ pub fn train_convnet<B: AutodiffBackend>(
     device: &B::Device,
     steps: usize,
 ) -> Outcome {
-    let model = init_convnet::<B>(config, device, 42);
-    let (model, losses) = train_loop(
-        model,
-        steps,
-        5e-3,
-        |m: &ConvNet<B>, step| m.loss(config, step, device),
-        |_, _| {},
-    );
-    Outcome {
-        losses,
-        params: parameters(&model),
-    }
+    crate::workload::Workload::ConvNet(*config).train::<B>(device, steps)
 }
 
 /// Trains a transformer from its deterministic initialisation and returns what to
@@ -139,18 +117,7 @@ pub fn train_transformer<B: AutodiffBackend>(
     device: &B::Device,
     steps: usize,
 ) -> Outcome {
-    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
-    let (model, losses) = train_loop(
-        model,
-        steps,
-        2e-3,
-        |m: &Transformer<B>, step| m.loss(config, step, device),
-        |_, _| {},
-    );
-    Outcome {
-        losses,
-        params: parameters(&model),
-    }
+    crate::workload::Workload::Transformer(*config).train::<B>(device, steps)
 }
 
 /// Trains an MLP whose batch shrinks to `last_batch` for the last `short_steps` steps (a

@@ -11,90 +11,58 @@ use burn_swap::{
 };
 
 use crate::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use crate::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use crate::train::Outcome;
+use crate::table::Table;
+use crate::workload::Workload;
 
-/// A model of the check, at the size to check it at.
-#[derive(Debug, Clone)]
-pub enum Model {
-    /// An MLP.
-    Mlp(MlpConfig),
-    /// A conv net with ReLU (zero-rich activations, for compression).
-    ConvNet(ConvNetConfig),
-    /// A transformer (attention blocks).
-    Transformer(TransformerConfig),
+/// The check's three models at test size (seconds on a CPU).
+pub fn small_models() -> Vec<Workload> {
+    vec![
+        Workload::Mlp(MlpConfig::small()),
+        Workload::ConvNet(ConvNetConfig::small()),
+        Workload::Transformer(TransformerConfig::small()),
+    ]
 }
 
-impl Model {
-    /// The name in the table.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Model::Mlp(_) => "mlp",
-            Model::ConvNet(_) => "convnet",
-            Model::Transformer(_) => "transformer",
-        }
-    }
-
-    /// The three models at test size (seconds on a CPU).
-    pub fn small() -> Vec<Model> {
-        vec![
-            Model::Mlp(MlpConfig::small()),
-            Model::ConvNet(ConvNetConfig::small()),
-            Model::Transformer(TransformerConfig::small()),
-        ]
-    }
-
-    /// The three models at a size where a GPU's allocator pages do not hide the budget
-    /// (hundreds of MiB of activations).
-    pub fn large() -> Vec<Model> {
-        vec![
-            Model::Mlp(MlpConfig {
-                d_in: 4096,
-                hidden: 4096,
-                depth: 6,
-                d_out: 16,
-                batch: 2048,
-                seed: 5,
-            }),
-            Model::ConvNet(ConvNetConfig {
-                channels: 3,
-                size: 64,
-                width: 64,
-                depth: 8,
-                classes: 10,
-                batch: 64,
-                seed: 11,
-            }),
-            Model::Transformer(TransformerConfig {
-                layers: 4,
-                d_model: 512,
-                heads: 8,
-                seq: 256,
-                d_ff: 2048,
-                d_out: 16,
-                batch: 32,
-                seed: 13,
-            }),
-        ]
-    }
-
-    fn train<B: burn::tensor::backend::AutodiffBackend>(
-        &self,
-        device: &B::Device,
-        steps: usize,
-    ) -> Outcome {
-        match self {
-            Model::Mlp(c) => train_mlp::<B>(c, device, steps),
-            Model::ConvNet(c) => train_convnet::<B>(c, device, steps),
-            Model::Transformer(c) => train_transformer::<B>(c, device, steps),
-        }
-    }
+/// The check's three models at a size where a GPU's allocator pages do not hide the budget
+/// (hundreds of MiB of activations).
+pub fn large_models() -> Vec<Workload> {
+    vec![
+        Workload::Mlp(MlpConfig {
+            d_in: 4096,
+            hidden: 4096,
+            depth: 6,
+            d_out: 16,
+            batch: 2048,
+            seed: 5,
+        }),
+        Workload::ConvNet(ConvNetConfig {
+            channels: 3,
+            size: 64,
+            width: 64,
+            depth: 8,
+            classes: 10,
+            batch: 64,
+            seed: 11,
+        }),
+        Workload::Transformer(TransformerConfig {
+            layers: 4,
+            d_model: 512,
+            heads: 8,
+            seq: 256,
+            d_ff: 2048,
+            d_out: 16,
+            batch: 32,
+            seed: 13,
+        }),
+    ]
 }
 
 /// What the check runs.
 #[derive(Debug, Clone)]
 pub struct Check {
     /// The models.
-    pub models: Vec<Model>,
+    pub models: Vec<Workload>,
     /// The policies, each at every fraction.
     pub policies: Vec<Policy>,
     /// Budgets as fractions of the unbudgeted counted peak.
@@ -249,12 +217,28 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1 << 20) as f64)
 }
 
-/// The rows as a Markdown table.
+/// The rows as Markdown tables: one row per run, then one per peer of the runs with peers.
 pub fn table(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| model | run | budget | bit-identical | counted peak MiB | allocator peak MiB (in use / reserved) | off / fetch / recompute | device-compressed | wait ms/step |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut runs = Table::new(&[
+        "model",
+        "run",
+        "budget",
+        "bit-identical",
+        "counted peak MiB",
+        "allocator peak MiB (in use / reserved)",
+        "off / fetch / recompute",
+        "device-compressed",
+        "wait ms/step",
+    ]);
+    let mut peers = Table::new(&[
+        "model",
+        "run",
+        "budget",
+        "peer",
+        "sent MiB",
+        "fetched MiB",
+        "link GB/s",
+    ]);
     for r in rows {
         let budget = r.budget.map_or("-".to_string(), |b| {
             format!("{:.0}% ({} MiB)", r.fraction * 100.0, mib(b))
@@ -266,38 +250,33 @@ pub fn table(rows: &[Row]) -> String {
                 format!("{} / {}", mib(a.in_use), mib(a.reserved))
             }
         });
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {:.2} |\n",
-            r.model,
-            r.run,
+        runs.row(vec![
+            r.model.to_string(),
+            r.run.clone(),
             budget,
-            if r.identical { "yes" } else { "NO" },
+            if r.identical { "yes" } else { "NO" }.to_string(),
             mib(r.counted_peak),
             allocator,
-            r.moves.0,
-            r.moves.1,
-            r.moves.2,
-            r.device_compressed,
-            r.exposed_wait_ms,
-        ));
-    }
-    let peers: Vec<&Row> = rows.iter().filter(|r| !r.peers.is_empty()).collect();
-    if !peers.is_empty() {
-        out.push_str("\n| model | run | budget | peer | sent MiB | fetched MiB | link GB/s |\n|---|---|---|---|---|---|---|\n");
-        for r in peers {
-            for p in &r.peers {
-                out.push_str(&format!(
-                    "| {} | {} | {:.0}% | {} | {} | {} | {:.2} |\n",
-                    r.model,
-                    r.run,
-                    r.fraction * 100.0,
-                    p.name,
-                    mib(p.sent_bytes),
-                    mib(p.fetched_bytes),
-                    p.bandwidth / 1e9
-                ));
-            }
+            format!("{} / {} / {}", r.moves.0, r.moves.1, r.moves.2),
+            r.device_compressed.to_string(),
+            format!("{:.2}", r.exposed_wait_ms),
+        ]);
+        for p in &r.peers {
+            peers.row(vec![
+                r.model.to_string(),
+                r.run.clone(),
+                format!("{:.0}%", r.fraction * 100.0),
+                p.name.clone(),
+                mib(p.sent_bytes),
+                mib(p.fetched_bytes),
+                format!("{:.2}", p.bandwidth / 1e9),
+            ]);
         }
+    }
+    let mut out = runs.markdown();
+    if !peers.is_empty() {
+        out.push('\n');
+        out.push_str(&peers.markdown());
     }
     out
 }

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use burn_swap::Policy;
 use burn_swap_suite::cli::Args;
-use burn_swap_suite::verify::{self, Check, Model};
+use burn_swap_suite::verify::{self, Check};
 
 fn main() -> ExitCode {
     match run() {
@@ -53,9 +53,9 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let quick = args.flag("quick");
     let check = Check {
         models: if quick {
-            Model::small()
+            verify::small_models()
         } else {
-            Model::large()
+            verify::large_models()
         },
         policies: Policy::ALL.to_vec(),
         fractions: vec![0.5, 0.25],
@@ -209,10 +209,15 @@ fn measure<D: burn::tensor::backend::DeviceOps>(
 
 fn links_table(links: &[Link]) -> String {
     let gb = |b: f64| format!("{:.2}", b / 1e9);
-    let mut out = String::from(
-        "| size MiB | burn-swap D2H GB/s | plain pinned D2H GB/s | D2H ratio | burn-swap H2D GB/s | plain pinned H2D GB/s | H2D ratio |\n\
-         |---|---|---|---|---|---|---|\n",
-    );
+    let mut table = burn_swap_suite::table::Table::new(&[
+        "size MiB",
+        "burn-swap D2H GB/s",
+        "plain pinned D2H GB/s",
+        "D2H ratio",
+        "burn-swap H2D GB/s",
+        "plain pinned H2D GB/s",
+        "H2D ratio",
+    ]);
     for l in links {
         let (pd, pu) = l
             .pinned
@@ -225,12 +230,15 @@ fn links_table(links: &[Link]) -> String {
                     format!("{:.0}%", 100.0 * l.swap.1 / u),
                 )
             });
-        out.push_str(&format!(
-            "| {} | {} | {pd} | {rd} | {} | {pu} | {ru} |\n",
-            l.bytes >> 20,
+        table.row(vec![
+            (l.bytes >> 20).to_string(),
             gb(l.swap.0),
+            pd,
+            rd,
             gb(l.swap.1),
-        ));
+            pu,
+            ru,
+        ]);
     }
-    out
+    table.markdown()
 }

@@ -1,0 +1,105 @@
+//! The suite's models as one type: what the benchmark harness times (`swap-bench`) and what
+//! the GPU check verifies (`swap-check`), each at a size, trained from its deterministic
+//! initialisation on any backend.
+
+use burn::tensor::backend::AutodiffBackend;
+
+use crate::models::{ConvNetConfig, GptConfig, MlpConfig, ResNetConfig, TransformerConfig};
+use crate::train::{Outcome, init_seeded, parameters, train_loop};
+
+/// A model of the suite and its size (batch included).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Workload {
+    /// An MLP (`train_mlp`'s model).
+    Mlp(MlpConfig),
+    /// A conv net with ReLU (zero-rich activations, for compression).
+    ConvNet(ConvNetConfig),
+    /// A transformer (attention blocks).
+    Transformer(TransformerConfig),
+    /// A GPT-2-style decoder on the shipped corpus (`train_gpt`'s model).
+    Gpt(GptConfig),
+    /// A ResNet-style CNN (`train_cnn`'s model).
+    Cnn(ResNetConfig),
+}
+
+/// The seed every workload is initialised with.
+const SEED: u64 = 42;
+
+impl Workload {
+    /// The name in tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Mlp(_) => "mlp",
+            Workload::ConvNet(_) => "convnet",
+            Workload::Transformer(_) => "transformer",
+            Workload::Gpt(_) => "gpt",
+            Workload::Cnn(_) => "cnn",
+        }
+    }
+
+    /// Its batch size.
+    pub fn batch(&self) -> usize {
+        match self {
+            Workload::Mlp(c) => c.batch,
+            Workload::ConvNet(c) => c.batch,
+            Workload::Transformer(c) => c.batch,
+            Workload::Gpt(c) => c.batch,
+            Workload::Cnn(c) => c.batch,
+        }
+    }
+
+    /// The same workload with another batch size.
+    pub fn with_batch(self, batch: usize) -> Self {
+        match self {
+            Workload::Mlp(c) => Workload::Mlp(MlpConfig { batch, ..c }),
+            Workload::ConvNet(c) => Workload::ConvNet(ConvNetConfig { batch, ..c }),
+            Workload::Transformer(c) => Workload::Transformer(TransformerConfig { batch, ..c }),
+            Workload::Gpt(c) => Workload::Gpt(GptConfig { batch, ..c }),
+            Workload::Cnn(c) => Workload::Cnn(ResNetConfig { batch, ..c }),
+        }
+    }
+
+    /// Adam's learning rate for it.
+    pub fn learning_rate(&self) -> f64 {
+        match self {
+            Workload::Mlp(_) | Workload::ConvNet(_) => 5e-3,
+            Workload::Transformer(_) => 2e-3,
+            Workload::Gpt(_) | Workload::Cnn(_) => 1e-3,
+        }
+    }
+
+    /// Trains `steps` steps on `B` from the deterministic initialisation and returns what to
+    /// compare.
+    pub fn train<B: AutodiffBackend>(&self, device: &B::Device, steps: usize) -> Outcome {
+        self.train_with::<B>(device, steps, |_, _| {})
+    }
+
+    /// [`Workload::train`], calling `on_step(step, loss)` after each step.
+    pub fn train_with<B: AutodiffBackend>(
+        &self,
+        device: &B::Device,
+        steps: usize,
+        on_step: impl FnMut(usize, f32),
+    ) -> Outcome {
+        let lr = self.learning_rate();
+        macro_rules! run {
+            ($c:expr) => {{
+                let c = $c;
+                let model = init_seeded::<B, _>(device, SEED, || c.init::<B>(device));
+                let (model, losses) =
+                    train_loop(model, steps, lr, |m, s| m.loss(&c, s, device), on_step);
+                Outcome {
+                    losses,
+                    params: parameters(&model),
+                }
+            }};
+        }
+        match *self {
+            Workload::Mlp(c) => run!(c),
+            Workload::ConvNet(c) => run!(c),
+            Workload::Transformer(c) => run!(c),
+            Workload::Gpt(c) => run!(c),
+            Workload::Cnn(c) => run!(c),
+        }
+    }
+}
