@@ -13,7 +13,6 @@ use burn::tensor::backend::AutodiffBackend;
 use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 
-
 pub use crate::workload::Workload;
 
 /// Trains `workload` for `steps` steps on `B` and returns each step's wall time in seconds
@@ -170,9 +169,11 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         exposed_per_step: 0.0,
         error: None,
     }];
-    let checkpointed = steady(
-        step_times::<Autodiff<I, BalancedCheckpointing>>(&plan.workload, device, total),
-    );
+    let checkpointed = steady(step_times::<Autodiff<I, BalancedCheckpointing>>(
+        &plan.workload,
+        device,
+        total,
+    ));
     let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
     rows.push(Row {
         config: "balanced-checkpointing".into(),

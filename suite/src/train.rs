@@ -5,7 +5,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 
-use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig, Transformer, TransformerConfig};
+use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig, TransformerConfig};
 
 /// What a run leaves to compare: the loss of every step (as bits) and the final parameters.
 #[derive(Debug, Clone, PartialEq)]

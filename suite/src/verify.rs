@@ -11,8 +11,8 @@ use burn_swap::{
 };
 
 use crate::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use crate::train::Outcome;
 use crate::table::Table;
+use crate::train::Outcome;
 use crate::workload::Workload;
 
 /// The check's three models at test size (seconds on a CPU).
