@@ -4,7 +4,7 @@
 //! backend too, with the same losses bit for bit.
 //!
 //! ```text
-//! cargo run --example quickstart --features swap      # under a 3 MiB budget
+//! cargo run --example quickstart --features swap      # under a 4 MiB budget
 //! cargo run --example quickstart                      # plain Autodiff<Flex>
 //! ```
 
@@ -49,9 +49,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = FlexDevice;
     Backend::seed(&device, 42);
 
-    // Line one: the budget (or set BURN_SWAP_BUDGET=3MiB and leave the code alone).
+    // Line one: the budget (or set BURN_SWAP_BUDGET=4MiB and leave the code alone).
     #[cfg(feature = "swap")]
-    burn_swap::configure(&device, burn_swap::SwapConfig::budget_bytes(3 << 20))?;
+    burn_swap::configure(&device, burn_swap::SwapConfig::budget_bytes(4 << 20))?;
 
     let mut model = Mlp::<Backend>::new(&device);
     let mut optimizer = AdamConfig::new().init();
