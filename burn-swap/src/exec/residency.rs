@@ -172,6 +172,16 @@ impl Entry {
     /// A resident tensor of `dims` and `dtype`, made or used last by op `last_use`.
     pub fn new(dims: Dims, dtype: DType, last_use: u64) -> Self {
         let bytes = (dims.as_slice().iter().product::<usize>() * dtype.size()) as u64;
+        Self::sized(bytes, dims, dtype, last_use)
+    }
+
+    /// [`Entry::new`] with its size computed already (the op path has it).
+    #[inline]
+    pub fn sized(bytes: u64, dims: Dims, dtype: DType, last_use: u64) -> Self {
+        debug_assert_eq!(
+            bytes,
+            (dims.as_slice().iter().product::<usize>() * dtype.size()) as u64
+        );
         Self {
             bytes,
             dims,
@@ -289,6 +299,7 @@ impl Residency {
     }
 
     /// A new tensor, resident. Replaces (and forgets) an entry of the same id.
+    #[inline]
     pub fn admit(&mut self, id: TensorId, entry: Entry) {
         debug_assert!(matches!(entry.state, State::Resident));
         self.books.add_resident(entry.bytes);

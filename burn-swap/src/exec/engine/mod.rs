@@ -214,9 +214,8 @@ impl<B: BackendIr> Engine<B> {
             let key = signature::kind_key(&op);
             self.recorder.begin(key, || signature::kind_name(&op));
         }
-        if let OperationIr::Drop(tensor) = &op {
-            let tensor = tensor.clone();
-            self.run_drop(tensor, op, tracing, live_before);
+        if matches!(op, OperationIr::Drop(_)) {
+            self.run_drop(op, tracing, live_before);
             return Ok(());
         }
 
@@ -261,16 +260,20 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Burn drops a tensor: recorded, then taken out of the books and off the device.
-    fn run_drop(&mut self, tensor: TensorIr, op: OperationIr, tracing: bool, live_before: u64) {
+    fn run_drop(&mut self, op: OperationIr, tracing: bool, live_before: u64) {
+        let OperationIr::Drop(tensor) = &op else {
+            return;
+        };
+        let id = tensor.id;
         if tracing {
             self.recorder
-                .input(&tensor, bytes_of(&tensor.shape, tensor.dtype));
+                .input(tensor, bytes_of(&tensor.shape, tensor.dtype));
             self.recorder.outputs_follow();
             self.record_end(live_before, self.resident());
         }
-        self.drop_tensor(tensor.id, op);
+        self.drop_tensor(id, op);
         self.op.inputs.clear();
-        self.op.inputs.push((tensor.id, TensorStatus::ReadWrite));
+        self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();
         self.finish_op();
     }
@@ -323,6 +326,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
     /// handing each to `on_output`; returns the bytes of those not yet in the books.
+    #[inline]
     fn gather_outputs(
         &mut self,
         op: &OperationIr,
@@ -386,6 +390,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// After the op ran: inputs read for the last time are gone, the others were used now.
+    #[inline]
     fn book_inputs(&mut self) {
         let now = self.now;
         for i in 0..self.op.inputs.len() {
@@ -400,10 +405,11 @@ impl<B: BackendIr> Engine<B> {
 
     /// After the op ran: its outputs are new and resident (an `Init` op's one is in the books
     /// already), with the layout, kept op or recipe they were given.
+    #[inline]
     fn book_outputs(&mut self, registered: bool, strided: bool, view_op: Option<Box<OperationIr>>) {
         let now = self.now;
         self.op.out_ids.clear();
-        for (id, dims, dtype, _) in self.op.outputs.drain(..) {
+        for (id, dims, dtype, bytes) in self.op.outputs.drain(..) {
             self.op.out_ids.push(id);
             if registered {
                 if let Some(entry) = self.residency.get_mut(&id) {
@@ -411,7 +417,7 @@ impl<B: BackendIr> Engine<B> {
                 }
                 continue;
             }
-            let mut entry = Entry::new(dims, dtype, now);
+            let mut entry = Entry::sized(bytes, dims, dtype, now);
             entry.strided = strided;
             self.residency.admit(id, entry);
         }
