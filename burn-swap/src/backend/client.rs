@@ -235,7 +235,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             resident_bytes: books.resident,
             peak_bytes: books.peak,
             host_bytes: books.host,
-            budget_bytes: engine.budget_in_force(),
+            budget_bytes: engine.budget(),
         }
     }
 

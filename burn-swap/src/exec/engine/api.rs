@@ -49,11 +49,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The budget in force (`None` when unlimited or burn-swap is off).
-    pub fn budget_in_force(&self) -> Option<u64> {
-        self.budget()
-    }
-
     /// The counted bytes now: the books.
     pub fn books(&self) -> Books {
         *self.residency.books()

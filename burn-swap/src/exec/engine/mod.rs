@@ -166,7 +166,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// The budget in force (`None` when unlimited or burn-swap is off).
-    fn budget(&self) -> Option<u64> {
+    pub fn budget(&self) -> Option<u64> {
         if self.config.enabled {
             self.budget
         } else {
