@@ -46,6 +46,11 @@ pub struct Report {
     pub fetch_seconds: f64,
     /// Offloads that failed (the tensor stayed resident).
     pub failed_offloads: u64,
+    /// Ops whose outputs turned out larger than the room made for them before they ran (a
+    /// native op whose output size is not known beforehand): room was made right after, but
+    /// the device held more than the budget for the length of the op. A failure to fix;
+    /// 0 for every op burn-swap predicts.
+    pub budget_overshoots: u64,
     /// Ops run, drops and reads included.
     pub ops: u64,
     /// The largest working set of one op (its inputs and outputs): the smallest budget under
@@ -189,6 +194,7 @@ impl Report {
             fetched_bytes: c.fetched_bytes,
             fetch_seconds: seconds(c.fetch_nanos),
             failed_offloads: c.failed_offloads,
+            budget_overshoots: c.budget_overshoots,
             ops: c.ops,
             largest_op_bytes: c.largest_op,
             evictions: c.evictions,
@@ -282,6 +288,9 @@ impl fmt::Display for Report {
             ),
         )?;
         row(f, "failed offloads", self.failed_offloads.to_string())?;
+        if self.budget_overshoots > 0 {
+            row(f, "budget overshoots", self.budget_overshoots.to_string())?;
+        }
         if self.compression != "off" {
             row(
                 f,

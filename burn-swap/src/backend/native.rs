@@ -16,6 +16,8 @@ pub(crate) struct NativeOp<I: BackendIr> {
     name: &'static str,
     client: SwapClient<I>,
     inputs: Vec<TensorIr>,
+    /// Its outputs' bytes, when known from its arguments.
+    expected: Option<u64>,
 }
 
 /// The op in progress: turns inputs into the inner backend's tensors and registers outputs.
@@ -31,7 +33,15 @@ impl<I: BackendIr> NativeOp<I> {
             name,
             client,
             inputs: Vec::new(),
+            expected: None,
         }
+    }
+
+    /// Gives its outputs' size, known from its arguments (an `arange`'s range, a `full`'s
+    /// shape, an `unfold`'s kernel): room is made for exactly that before it runs.
+    pub fn expect(mut self, bytes: u64) -> Self {
+        self.expected = Some(bytes);
+        self
     }
 
     /// Takes an input tensor from Burn (with its read-only or last-use status).
@@ -45,7 +55,7 @@ impl<I: BackendIr> NativeOp<I> {
     /// the budget cannot hold it), runs `f`, and records the op.
     pub fn run<R>(self, f: impl FnOnce(&mut NativeCtx<'_, I>) -> R) -> R {
         let mut engine = self.client.engine();
-        if let Err(error) = engine.native_prepare(self.name, &self.inputs) {
+        if let Err(error) = engine.native_prepare(self.name, &self.inputs, self.expected) {
             engine.abandon_op();
             drop(engine);
             super::client::fail(error)
@@ -59,7 +69,11 @@ impl<I: BackendIr> NativeOp<I> {
         let out = f(&mut ctx);
         let nanos = start.map(|s| s.elapsed().as_nanos() as u64);
         let outputs = ctx.outputs;
-        engine.native_finish(self.name, &self.inputs, &outputs, nanos);
+        let finished = engine.native_finish(self.name, &self.inputs, &outputs, nanos);
+        drop(engine);
+        if let Err(error) = finished {
+            super::client::fail(error)
+        }
         out
     }
 }
@@ -123,4 +137,63 @@ pub(crate) fn read<I: BackendIr>(
 ) -> DynFut<Result<TensorData, ExecutionError>> {
     let client = tensor.client.clone();
     client.read_tensor_async(tensor.into_ir())
+}
+
+/// The outputs' size of the native ops whose size follows from their arguments.
+pub(crate) mod expect {
+    use burn_backend::ops::UnfoldOptions;
+    use burn_backend::{DType, Shape};
+    use core::ops::Range;
+
+    /// A tensor of `shape` and `dtype`.
+    pub fn shape(shape: &Shape, dtype: DType) -> u64 {
+        (shape.num_elements() * dtype.size()) as u64
+    }
+
+    /// `arange(range, step)`: one element per step in the range.
+    pub fn arange(range: &Range<i64>, step: usize, dtype: DType) -> u64 {
+        let span = range.end.saturating_sub(range.start).max(0) as u64;
+        let step = step.max(1) as u64;
+        span.div_ceil(step) * dtype.size() as u64
+    }
+
+    /// `rfft(x, dim, n)`: real and imaginary parts, `n / 2 + 1` bins along `dim` (`n` the
+    /// signal's length when not given).
+    pub fn rfft(x: &Shape, dtype: DType, dim: usize, n: Option<usize>) -> u64 {
+        let len = n.unwrap_or_else(|| x.as_slice().get(dim).copied().unwrap_or(0));
+        2 * along(x, dtype, dim, len / 2 + 1)
+    }
+
+    /// `irfft(re, im, dim, n)`: a signal of `n` samples along `dim` (`2 (bins - 1)` when not
+    /// given).
+    pub fn irfft(x: &Shape, dtype: DType, dim: usize, n: Option<usize>) -> u64 {
+        let bins = x.as_slice().get(dim).copied().unwrap_or(0);
+        along(x, dtype, dim, n.unwrap_or(2 * bins.saturating_sub(1)))
+    }
+
+    /// A tensor of `x`'s shape but for dimension `dim`, of length `len`.
+    fn along(x: &Shape, dtype: DType, dim: usize, len: usize) -> u64 {
+        let dims = x.as_slice();
+        let others: usize = (0..dims.len())
+            .filter(|&d| d != dim)
+            .map(|d| dims[d])
+            .product();
+        (others * len * dtype.size()) as u64
+    }
+
+    /// `unfold4d(x [N, C, H, W], kernel)`: `[N, C·kh·kw, L]`, `L` the kernel's positions.
+    pub fn unfold4d(x: &Shape, dtype: DType, kernel: [usize; 2], options: &UnfoldOptions) -> u64 {
+        let dims = x.as_slice();
+        if dims.len() != 4 {
+            return shape(x, dtype);
+        }
+        let positions = |i: usize| {
+            let size = dims[2 + i] + 2 * options.padding[i];
+            let reach = options.dilation[i] * kernel[i].saturating_sub(1) + 1;
+            size.checked_sub(reach)
+                .map_or(0, |room| room / options.stride[i].max(1) + 1)
+        };
+        let elements = dims[0] * dims[1] * kernel[0] * kernel[1] * positions(0) * positions(1);
+        (elements * dtype.size()) as u64
+    }
 }

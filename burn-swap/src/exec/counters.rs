@@ -13,6 +13,8 @@ pub(crate) struct Counters {
     pub fetched_bytes: u64,
     pub fetch_nanos: u64,
     pub failed_offloads: u64,
+    /// Ops whose outputs were larger than the room made for them before they ran.
+    pub budget_overshoots: u64,
     pub ops: u64,
     pub largest_op: u64,
     pub evictions: u64,

@@ -70,6 +70,12 @@ macro_rules! each_runtime {
     }};
 }
 
+/// Whether a tensor primitive is a CubeCL tensor laid out dense (row-major strides over a
+/// buffer of exactly its size); `None` when it is not a CubeCL tensor.
+pub(crate) fn dense<T: 'static>(tensor: &T) -> Option<bool> {
+    each_runtime!(|R| as_cube::<R, T>(tensor).map(|t| t.is_contiguous() && t.is_contiguous_buffer()))
+}
+
 /// The allocator's figures for the pools of the calling thread's stream on `device` (CubeCL
 /// keeps a pool per stream: the caller adds up the threads it runs on). `None` when the
 /// inner backend is not a CubeCL one.

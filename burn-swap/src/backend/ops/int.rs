@@ -2,7 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
-use crate::backend::native::{NativeOp, read};
+use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -209,7 +209,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_ones(shape, device, dtype)
     }
     fn int_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device));
+        let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device)).expect(expect::shape(&shape, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_full(shape, fill_value, device, dtype);
             ctx.int_out(out)
@@ -306,14 +306,14 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_random(shape, distribution, device, dtype)
     }
     fn int_arange_step(range: Range<i64>, step: usize, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device));
+        let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, step, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange_step(range, step, device, dtype);
             ctx.int_out(out)
         })
     }
     fn int_arange(range: Range<i64>, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device));
+        let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, 1, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange(range, device, dtype);
             ctx.int_out(out)

@@ -2,7 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
-use crate::backend::native::{NativeOp, read};
+use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -217,7 +217,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn unfold4d(x: FloatTensor<Self>, kernel_size: [usize; 2], options: UnfoldOptions) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("unfold4d", x.client.clone());
+        let mut op = NativeOp::new("unfold4d", x.client.clone()).expect(expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options));
         let x = op.ir(x);
         op.run(|ctx| {
             let x = ctx.float(x);
@@ -326,9 +326,24 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        <R<I> as ModuleOps<R<I>>>::rfft(signal, dim, n)
+        let mut op = NativeOp::new("rfft", signal.client.clone()).expect(expect::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n));
+        let signal = op.ir(signal);
+        op.run(|ctx| {
+            let signal = ctx.float(signal);
+            let out = <I as ModuleOps<I>>::rfft(signal, dim, n);
+            let (o0, o1) = out;
+            (ctx.float_out(o0), ctx.float_out(o1))
+        })
     }
     fn irfft(spectrum_re: FloatTensor<Self>, spectrum_im: FloatTensor<Self>, dim: usize, n: Option<usize>) -> FloatTensor<Self> {
-        <R<I> as ModuleOps<R<I>>>::irfft(spectrum_re, spectrum_im, dim, n)
+        let mut op = NativeOp::new("irfft", spectrum_re.client.clone()).expect(expect::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n));
+        let spectrum_re = op.ir(spectrum_re);
+        let spectrum_im = op.ir(spectrum_im);
+        op.run(|ctx| {
+            let spectrum_re = ctx.float(spectrum_re);
+            let spectrum_im = ctx.float(spectrum_im);
+            let out = <I as ModuleOps<I>>::irfft(spectrum_re, spectrum_im, dim, n);
+            ctx.float_out(out)
+        })
     }
 }

@@ -103,8 +103,9 @@ struct OpScratch {
     outputs: Vec<(TensorId, Dims, DType, u64)>,
     /// Output ids of the op that ran last (the plan names tensors by their port).
     out_ids: Vec<TensorId>,
-    /// Whether an input may have a strided layout.
+    /// Whether an input may have a strided layout, and the shapes of those that may.
     inputs_strided: bool,
+    strided_shapes: Vec<Dims>,
     /// Whether its inputs are being put in place: an offload in flight of one of them that
     /// completes now is undone (the op is about to read it).
     fitting: bool,
@@ -112,9 +113,15 @@ struct OpScratch {
     protect: Vec<TensorId>,
     /// The recipe made for it, given to its output once that is in the books.
     pending_recipe: Option<Box<Recipe>>,
-    /// For a native op: resident bytes when it was prepared, and its outputs' bytes.
+    /// Whether that recipe was made for its output's strided layout alone (not the plan's).
+    view_recipe: bool,
+    /// For a native op: resident bytes when it was prepared, the room made for its outputs,
+    /// and its outputs' bytes.
     native_base: u64,
+    native_reserved: u64,
     native_out: u64,
+    /// The op broke the budget and fails with an error of its own.
+    budget_broken: bool,
     /// Victim candidates (reused by room-making).
     candidates: Vec<Candidate>,
 }
@@ -242,7 +249,10 @@ impl<B: BackendIr> Engine<B> {
         } else {
             None
         };
-        let strided = match layout::of(&op) {
+        // Whether its output may be strided, as far as can be told before it runs; the
+        // backend's word after it ran settles it (`book_outputs`).
+        let kind = layout::of(&op);
+        let strided = match kind {
             Layout::Fresh => false,
             Layout::View => true,
             Layout::Inherit => self.op.inputs_strided,
@@ -254,7 +264,7 @@ impl<B: BackendIr> Engine<B> {
                 .set_last_nanos(start.elapsed().as_nanos() as u64);
         }
         self.book_inputs();
-        self.book_outputs(registered, strided, view_op);
+        self.book_outputs(registered, strided, kind == Layout::Inherit, view_op);
         self.finish_op();
         Ok(())
     }
@@ -299,13 +309,17 @@ impl<B: BackendIr> Engine<B> {
     ) -> (u64, u64) {
         self.op.inputs.clear();
         self.op.inputs_strided = false;
+        self.op.strided_shapes.clear();
         let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
             self.op.inputs.push((t.id, t.status));
             let bytes = match self.residency.get(&t.id) {
                 Some(entry) => {
-                    self.op.inputs_strided |= entry.strided;
+                    if entry.strided {
+                        self.op.inputs_strided = true;
+                        self.op.strided_shapes.push(entry.dims.clone());
+                    }
                     if !seen {
                         input_bytes += entry.bytes();
                         if !entry.state().on_device() {
@@ -382,7 +396,11 @@ impl<B: BackendIr> Engine<B> {
             ViewKeep::Nothing
         };
         let view_op = (keep == ViewKeep::KeepOp).then(|| Box::new(op.clone()));
-        let recipe = self.wants_recipe() || keep == ViewKeep::RecipeNow;
+        // (A plan is positional: an op that cannot be replayed never takes a recipe, whatever
+        // the plan says of its position.)
+        let planned = self.wants_recipe() && layout::replayable(op);
+        self.op.view_recipe = !planned && keep == ViewKeep::RecipeNow;
+        let recipe = planned || keep == ViewKeep::RecipeNow;
         if recipe || self.consumes_pinned() {
             self.keep_inputs(op, recipe);
         }
@@ -404,12 +422,22 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// After the op ran: its outputs are new and resident (an `Init` op's one is in the books
-    /// already), with the layout, kept op or recipe they were given.
+    /// already), with the layout, kept op or recipe they were given. An output that may be
+    /// strided is looked at: when the backend says it is dense after all, it keeps no op and
+    /// no recipe for its layout's sake (the recipe made for it lets go of its inputs).
     #[inline]
-    fn book_outputs(&mut self, registered: bool, strided: bool, view_op: Option<Box<OperationIr>>) {
+    fn book_outputs(
+        &mut self,
+        registered: bool,
+        strided: bool,
+        inherits: bool,
+        view_op: Option<Box<OperationIr>>,
+    ) {
         let now = self.now;
         self.op.out_ids.clear();
-        for (id, dims, dtype, bytes) in self.op.outputs.drain(..) {
+        let mut any_strided = false;
+        for i in 0..self.op.outputs.len() {
+            let (id, ref dims, dtype, bytes) = self.op.outputs[i];
             self.op.out_ids.push(id);
             if registered {
                 if let Some(entry) = self.residency.get_mut(&id) {
@@ -417,23 +445,57 @@ impl<B: BackendIr> Engine<B> {
                 }
                 continue;
             }
-            let mut entry = Entry::sized(bytes, dims, dtype, now);
-            entry.strided = strided;
+            let mut entry = Entry::sized(bytes, dims.clone(), dtype, now);
+            entry.strided = strided && self.strided_output(id, &entry, inherits);
+            any_strided |= entry.strided;
             self.residency.admit(id, entry);
         }
-        if let Some(view_op) = view_op {
+        self.op.outputs.clear();
+        let recipe = self.op.pending_recipe.take();
+        if !any_strided && strided && self.op.view_recipe {
+            // The recipe was made for a layout the output does not have.
+            if let Some(recipe) = recipe {
+                for input in recipe.inputs {
+                    self.unpin(input);
+                }
+            }
+            return;
+        }
+        if let Some(view_op) = view_op
+            && any_strided
+        {
             self.keep_view_op(self.op.out_ids[0], view_op);
         }
-        if let Some(recipe) = self.op.pending_recipe.take()
+        if let Some(recipe) = recipe
             && let Some(entry) = self.residency.get_mut(&self.op.out_ids[0])
         {
             entry.recipe = Some(recipe);
         }
     }
 
+    /// Whether an output that may be strided is: the backend's word (see [`layout::dense`]);
+    /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
+    /// layout keeps a strided input's only in an output of that input's shape (a reduction,
+    /// a broadcast or a matmul writes a fresh buffer).
+    fn strided_output(&self, id: TensorId, entry: &Entry, inherits: bool) -> bool {
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        match layout::dense::<B>(&handle, &ir.shape, ir.dtype) {
+            Some(dense) => !dense,
+            None if inherits => self
+                .op
+                .strided_shapes
+                .iter()
+                .any(|dims| *dims == entry.dims),
+            None => true,
+        }
+    }
+
     /// Counts the op that ran, then takes the plan's steps for it.
     #[inline]
     fn finish_op(&mut self) {
+        #[cfg(debug_assertions)]
+        self.assert_within_budget();
         self.counters.ops += 1;
         self.now += 1;
         if self.allocator {
@@ -445,6 +507,24 @@ impl<B: BackendIr> Engine<B> {
             && (self.budget.is_some() || self.program.is_some() || !self.deferred.is_empty())
         {
             self.follow_plan();
+        }
+    }
+
+    /// The budget is a promise: after every op the counted resident bytes are within it.
+    /// Checked in debug builds (every test); an op that broke it is a bug of burn-swap.
+    #[cfg(debug_assertions)]
+    fn assert_within_budget(&mut self) {
+        if std::mem::take(&mut self.op.budget_broken) {
+            // Reported as an error of its own (a native op whose outputs found no room).
+            return;
+        }
+        if let Some(budget) = self.budget() {
+            let resident = self.resident();
+            assert!(
+                resident <= budget,
+                "burn-swap: {resident} bytes resident after op {} under a budget of {budget}",
+                self.now
+            );
         }
     }
 

@@ -11,19 +11,22 @@ use crate::exec::bytes_of;
 use crate::exec::residency::{Dims, Entry};
 
 impl<B: BackendIr> Engine<B> {
-    /// Prepares a native op: fetches its inputs and makes room for its outputs, as
-    /// [`native_output_bytes`] predicts them.
+    /// Prepares a native op: fetches its inputs and makes room for its outputs: `expected`
+    /// bytes when the caller knows them from the op's arguments, else as
+    /// [`native_output_bytes`] predicts them from its inputs.
     pub fn native_prepare(
         &mut self,
         name: &'static str,
         inputs: &[TensorIr],
+        expected: Option<u64>,
     ) -> Result<(), SwapError> {
         self.poll_transfers();
         let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
-        let output_bytes = native_output_bytes(name, inputs);
+        let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
         self.fit(input_bytes, absent_bytes, output_bytes)
             .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
         self.op.native_base = self.resident();
+        self.op.native_reserved = output_bytes;
         self.op.native_out = 0;
         self.op.out_ids.clear();
         Ok(())
@@ -37,6 +40,12 @@ impl<B: BackendIr> Engine<B> {
 
     /// Registers an output of a native op; returns its id.
     pub fn native_output(&mut self, handle: B::Handle, shape: Shape, dtype: DType) -> TensorId {
+        // A native op may keep its input's layout (a transpose makes a view): the backend
+        // says, else it is taken as strided when an input was.
+        let strided = match crate::exec::layout::dense::<B>(&handle, &shape, dtype) {
+            Some(dense) => !dense,
+            None => self.op.inputs_strided,
+        };
         let id = self
             .runner
             .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
@@ -44,8 +53,7 @@ impl<B: BackendIr> Engine<B> {
             .id;
         self.op.native_out += bytes_of(&shape, dtype);
         let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
-        // A native op may keep its input's layout.
-        entry.strided = self.op.inputs_strided;
+        entry.strided = strided;
         self.residency.admit(id, entry);
         self.op.out_ids.push(id);
         id
@@ -56,23 +64,47 @@ impl<B: BackendIr> Engine<B> {
         self.tracing() && self.recorder.timing()
     }
 
-    /// Records a native op once it ran, with its wall time when it was timed.
+    /// Records a native op once it ran, with its wall time when it was timed. Outputs larger
+    /// than the room made for them are an overshoot: counted, and room is made right away
+    /// (an error when none can be).
     pub fn native_finish(
         &mut self,
         name: &'static str,
         inputs: &[TensorIr],
         outputs: &[TensorIr],
         nanos: Option<u64>,
-    ) {
+    ) -> Result<(), SwapError> {
         let during = self.op.native_base + self.op.native_out;
-        self.residency.note_peak(during);
+        let overshoot = self.op.native_out > self.op.native_reserved
+            && self.budget().is_some_and(|budget| self.resident() > budget);
+        if overshoot {
+            self.counters.budget_overshoots += 1;
+            tracing::warn!(
+                op = name,
+                reserved = self.op.native_reserved,
+                made = self.op.native_out,
+                "burn-swap: a native op made more than the room made for it"
+            );
+        } else {
+            self.residency.note_peak(during);
+        }
         let inputs: Vec<&TensorIr> = inputs.iter().collect();
         let outputs: Vec<&TensorIr> = outputs.iter().collect();
         self.record_named(name, &inputs, &outputs);
         if let (Some(nanos), true) = (nanos, self.tracing()) {
             self.recorder.set_last_nanos(nanos);
         }
+        let room = if overshoot {
+            // Nothing of the op is in use any more: its outputs may leave too.
+            self.op.inputs.clear();
+            let budget = self.budget().unwrap_or(u64::MAX);
+            self.make_room(self.resident().saturating_sub(budget), false)
+        } else {
+            Ok(())
+        };
+        self.op.budget_broken = room.is_err();
         self.finish_op();
+        room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }
 }
 
@@ -80,7 +112,8 @@ impl<B: BackendIr> Engine<B> {
 /// whose outputs outgrow their inputs (an embedding's rows, a sort's indices, a grid sample's
 /// grid) are computed; every other native op (activations, norms, sorts, transposes) makes
 /// one output no larger than its largest input. Ops without tensor inputs (`int_arange`,
-/// `int_full`) and `unfold4d` are not predicted: their outputs are counted as they arrive.
+/// `int_full`) and `unfold4d` have their outputs' size given by the caller, from the op's
+/// arguments (see `backend::native::NativeOp::expect`).
 fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
     let largest = inputs
         .iter()

@@ -1,0 +1,328 @@
+//! Ordinary Burn models, as a new user would write them, train through
+//! `Autodiff<Swap<Flex>>` bit for bit as through `Autodiff<Flex>` at a half and a quarter of
+//! their unbudgeted counted peak, under every policy, with and without compression, and the
+//! counted peak stays within the budget: a CNN with batch norm (trained, then run in eval
+//! mode), a model on `burn::nn::Lstm`, one on `burn::nn::Gru`, and one with group norm, a
+//! transposed convolution and interpolation.
+//!
+//! These models are built from the layers Burn ships, so they exercise what the suite's own
+//! models do not: reductions over `swap_dims` views (batch norm), `chunk`/`slice` then gates
+//! (recurrent cells), `iter_dim`, broadcasting over `[1, C, 1, 1]` statistics.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn::module::{AutodiffModule, Module};
+use burn::nn::conv::{Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
+use burn::nn::interpolate::{Interpolate2d, Interpolate2dConfig, InterpolateMode};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use burn::nn::{
+    BatchNorm, BatchNormConfig, GroupNorm, GroupNormConfig, Gru, GruConfig, Linear, LinearConfig,
+    Lstm, LstmConfig, PaddingConfig2d, Relu,
+};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn_swap::{Compression, Policy, Swap, SwapConfig};
+use burn_swap_suite::train::{Outcome, init_seeded, parameters, train_loop};
+
+type Plain = Autodiff<Flex>;
+type Swapped = Autodiff<Swap<Flex>>;
+
+const STEPS: usize = 20;
+
+/// A deterministic pseudo-random sequence in [-1, 1).
+fn noise(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn batch<B: Backend, const D: usize>(
+    seed: u64,
+    step: usize,
+    dims: [usize; D],
+    classes: usize,
+    device: &B::Device,
+) -> (Tensor<B, D>, Tensor<B, 1, Int>) {
+    let n: usize = dims.iter().product();
+    let x = noise(seed * 1000 + step as u64, n);
+    let y: Vec<i64> = (0..dims[0])
+        .map(|i| ((x[i * (n / dims[0])] + 1.0) * classes as f32 / 2.0) as i64 % classes as i64)
+        .collect();
+    (
+        Tensor::from_data(TensorData::new(x, dims), device),
+        Tensor::from_data(TensorData::new(y, [dims[0]]), device),
+    )
+}
+
+fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+    CrossEntropyLossConfig::new()
+        .init(&logits.device())
+        .forward(logits, y)
+}
+
+/// Four convolutions, each followed by batch norm and ReLU, pooled to a linear head.
+#[derive(Module, Debug)]
+struct BatchNormCnn<B: Backend> {
+    convs: Vec<Conv2d<B>>,
+    norms: Vec<BatchNorm<B>>,
+    pool: AdaptiveAvgPool2d,
+    head: Linear<B>,
+    relu: Relu,
+}
+
+impl<B: Backend> BatchNormCnn<B> {
+    fn new(device: &B::Device) -> Self {
+        let conv = |input: usize| {
+            Conv2dConfig::new([input, 8], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+        };
+        Self {
+            convs: (0..4).map(|i| conv(if i == 0 { 3 } else { 8 })).collect(),
+            norms: (0..4)
+                .map(|_| BatchNormConfig::new(8).init(device))
+                .collect(),
+            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            head: LinearConfig::new(8, 4).init(device),
+            relu: Relu::new(),
+        }
+    }
+
+    fn forward(&self, mut x: Tensor<B, 4>) -> Tensor<B, 2> {
+        for (conv, norm) in self.convs.iter().zip(&self.norms) {
+            x = self.relu.forward(norm.forward(conv.forward(x)));
+        }
+        self.head.forward(self.pool.forward(x).flatten(1, 3))
+    }
+
+    fn loss(&self, step: usize) -> Tensor<B, 1> {
+        let device = self.head.weight.device();
+        let (x, y) = batch::<B, 4>(7, step, [8, 3, 12, 12], 4, &device);
+        cross_entropy(self.forward(x), y)
+    }
+}
+
+/// An LSTM over a sequence, its last output to a linear head.
+#[derive(Module, Debug)]
+struct LstmNet<B: Backend> {
+    lstm: Lstm<B>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> LstmNet<B> {
+    fn new(device: &B::Device) -> Self {
+        Self {
+            lstm: LstmConfig::new(6, 16, true).init(device),
+            head: LinearConfig::new(16, 3).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize) -> Tensor<B, 1> {
+        let device = self.head.weight.device();
+        let (x, y) = batch::<B, 3>(11, step, [8, 10, 6], 3, &device);
+        let (out, _) = self.lstm.forward(x, None);
+        let last = out.narrow(1, 9, 1).squeeze_dim::<2>(1);
+        cross_entropy(self.head.forward(last), y)
+    }
+}
+
+/// A GRU over a sequence, its outputs averaged to a linear head.
+#[derive(Module, Debug)]
+struct GruNet<B: Backend> {
+    gru: Gru<B>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> GruNet<B> {
+    fn new(device: &B::Device) -> Self {
+        Self {
+            gru: GruConfig::new(6, 16, true).init(device),
+            head: LinearConfig::new(16, 3).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize) -> Tensor<B, 1> {
+        let device = self.head.weight.device();
+        let (x, y) = batch::<B, 3>(13, step, [8, 10, 6], 3, &device);
+        let out = self.gru.forward(x, None);
+        cross_entropy(self.head.forward(out.mean_dim(1).squeeze_dim::<2>(1)), y)
+    }
+}
+
+/// A small decoder: a convolution and group norm, a transposed convolution up, bilinear
+/// interpolation back down, then blocks of convolution, group norm and ReLU, pooled to a
+/// linear head.
+#[derive(Module, Debug)]
+struct UpDown<B: Backend> {
+    stem: Conv2d<B>,
+    stem_norm: GroupNorm<B>,
+    up: ConvTranspose2d<B>,
+    resize: Interpolate2d,
+    convs: Vec<Conv2d<B>>,
+    norms: Vec<GroupNorm<B>>,
+    pool: AdaptiveAvgPool2d,
+    head: Linear<B>,
+    relu: Relu,
+}
+
+impl<B: Backend> UpDown<B> {
+    fn new(device: &B::Device) -> Self {
+        let conv = |input: usize| {
+            Conv2dConfig::new([input, 8], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+        };
+        Self {
+            stem: conv(3),
+            stem_norm: GroupNormConfig::new(2, 8).init(device),
+            up: ConvTranspose2dConfig::new([8, 8], [2, 2])
+                .with_stride([2, 2])
+                .init(device),
+            resize: Interpolate2dConfig::new()
+                .with_output_size(Some([10, 10]))
+                .with_mode(InterpolateMode::Linear)
+                .init(),
+            convs: (0..4).map(|_| conv(8)).collect(),
+            norms: (0..4)
+                .map(|_| GroupNormConfig::new(2, 8).init(device))
+                .collect(),
+            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            head: LinearConfig::new(8, 3).init(device),
+            relu: Relu::new(),
+        }
+    }
+
+    fn loss(&self, step: usize) -> Tensor<B, 1> {
+        let device = self.head.weight.device();
+        let (x, y) = batch::<B, 4>(17, step, [4, 3, 6, 6], 3, &device);
+        let x = self
+            .relu
+            .forward(self.stem_norm.forward(self.stem.forward(x)));
+        let mut x = self.resize.forward(self.up.forward(x));
+        for (conv, norm) in self.convs.iter().zip(&self.norms) {
+            x = self.relu.forward(norm.forward(conv.forward(x)));
+        }
+        cross_entropy(self.head.forward(self.pool.forward(x).flatten(1, 3)), y)
+    }
+}
+
+/// Trains a model built by `init` with `loss`; the outcome holds, after the training losses,
+/// the loss of one more batch in eval mode (batch norm on its running statistics).
+fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
+    init: impl FnOnce(&B::Device) -> M,
+    loss: impl Fn(&M, usize) -> Tensor<B, 1>,
+    eval: impl Fn(&M::InnerModule, usize) -> Tensor<B::InnerBackend, 1>,
+) -> Outcome {
+    let device = B::Device::default();
+    let model = init_seeded::<B, _>(&device, 5, || init(&device));
+    let (model, mut losses) = train_loop(model, STEPS, 1e-2, loss, |_, _| {});
+    let inner = model.valid();
+    losses.push(eval(&inner, STEPS).into_scalar().elem());
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
+
+fn assert_same(plain: &Outcome, swapped: &Outcome, what: &str) {
+    assert_eq!(
+        plain.loss_bits(),
+        swapped.loss_bits(),
+        "{what}: losses differ"
+    );
+    assert_eq!(plain.params.len(), swapped.params.len());
+    for (i, (a, b)) in plain.params.iter().zip(&swapped.params).enumerate() {
+        assert_eq!(&a.bytes[..], &b.bytes[..], "{what}: parameter {i} differs");
+    }
+}
+
+/// Trains unbudgeted to find the counted peak, then under every policy at a half and a
+/// quarter of it, with and without compression: bit for bit against the plain backend, the
+/// counted peak within the budget.
+fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    assert_same(&plain, &swapped(), &format!("{name} unbudgeted"));
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    assert!(peak > 0);
+    for policy in Policy::ALL {
+        for fraction in [0.5, 0.25] {
+            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
+                let budget = (peak as f64 * fraction) as u64;
+                let what = format!(
+                    "{name}, {} at {fraction} of its peak ({budget} of {peak} bytes), compression {compression:?}",
+                    policy.name()
+                );
+                let config = SwapConfig::budget_bytes(budget)
+                    .with_policy(policy)
+                    .with_compression(compression);
+                eprintln!("{what}");
+                burn_swap::configure(&device, config).unwrap();
+                burn_swap::restart_trace(&device);
+                burn_swap::reset_counters(&device);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
+                let report = burn_swap::report(&device).unwrap();
+                let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
+                assert_same(&plain, &outcome, &what);
+                assert!(
+                    report.peak_bytes <= budget,
+                    "{what}: counted peak {} over the budget\n{report}",
+                    report.peak_bytes
+                );
+                assert!(
+                    report.offloads + report.recomputes > 0,
+                    "{what}: nothing left the device\n{report}"
+                );
+            }
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+#[test]
+fn batch_norm_cnn_trains_at_a_quarter_of_its_peak() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        train::<B, _>(BatchNormCnn::new, |m, s| m.loss(s), |m, s| m.loss(s))
+    }
+    check("batch-norm CNN", run::<Plain>(), run::<Swapped>);
+}
+
+#[test]
+fn lstm_trains_at_a_quarter_of_its_peak() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        train::<B, _>(LstmNet::new, |m, s| m.loss(s), |m, s| m.loss(s))
+    }
+    check("LSTM", run::<Plain>(), run::<Swapped>);
+}
+
+#[test]
+fn gru_trains_at_a_quarter_of_its_peak() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        train::<B, _>(GruNet::new, |m, s| m.loss(s), |m, s| m.loss(s))
+    }
+    check("GRU", run::<Plain>(), run::<Swapped>);
+}
+
+#[test]
+fn group_norm_transposed_conv_and_interpolation_train_at_a_quarter_of_their_peak() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        train::<B, _>(UpDown::new, |m, s| m.loss(s), |m, s| m.loss(s))
+    }
+    check(
+        "group norm / transposed conv / interpolation",
+        run::<Plain>(),
+        run::<Swapped>,
+    );
+}
