@@ -56,6 +56,11 @@ pub struct Report {
     /// The largest working set of one op (its inputs and outputs): the smallest budget under
     /// which this workload can run.
     pub largest_op_bytes: u64,
+    /// The smallest budget the ops since the counters were reset could have run under: for
+    /// each op, its inputs and outputs plus the resident bytes that could not have left while
+    /// it ran (strided views without a way back), the largest of these. A run of the same
+    /// workload under this budget fits (tested); `largest_op_bytes` alone may not.
+    pub minimum_budget_bytes: u64,
     /// Tensors dropped by the plan to be recomputed.
     pub evictions: u64,
     /// Tensors recomputed (by replaying their producing op) before a use.
@@ -197,6 +202,7 @@ impl Report {
             budget_overshoots: c.budget_overshoots,
             ops: c.ops,
             largest_op_bytes: c.largest_op,
+            minimum_budget_bytes: c.minimum_budget,
             evictions: c.evictions,
             recomputes: c.recomputes,
             recompute_seconds: seconds(c.recompute_nanos),
@@ -367,6 +373,7 @@ impl fmt::Display for Report {
         }
         row(f, "ops", self.ops.to_string())?;
         row(f, "largest op", format_bytes(self.largest_op_bytes))?;
+        row(f, "minimum budget", format_bytes(self.minimum_budget_bytes))?;
         row(
             f,
             "period",

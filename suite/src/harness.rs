@@ -85,6 +85,9 @@ pub struct Plan {
     pub budgets: Vec<f64>,
     /// The policies under burn-swap.
     pub policies: Vec<Policy>,
+    /// Whether to run every policy also at the smallest budget the unbudgeted run's report
+    /// names (`Report::minimum_budget_bytes`).
+    pub minimum: bool,
     /// The memory cap of the max-batch search, as a fraction of the unwrapped peak.
     pub cap_fraction: f64,
 }
@@ -135,6 +138,15 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 /// The counted peak of `workload` under burn-swap without a budget, with autodiff strategy
 /// chosen by `checkpointing`.
 fn counted_peak<I: BackendIr>(device: &I::Device, workload: &Workload, checkpointing: bool) -> u64 {
+    counted_figures::<I>(device, workload, checkpointing).0
+}
+
+/// [`counted_peak`], and the smallest budget the same run says it could have run under.
+fn counted_figures<I: BackendIr>(
+    device: &I::Device,
+    workload: &Workload,
+    checkpointing: bool,
+) -> (u64, u64) {
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
     burn_swap::reset_counters(device);
     if checkpointing {
@@ -142,14 +154,14 @@ fn counted_peak<I: BackendIr>(device: &I::Device, workload: &Workload, checkpoin
     } else {
         step_times::<Autodiff<Swap<I>>>(workload, device, 2);
     }
-    burn_swap::report(device).map_or(0, |r| r.peak_bytes)
+    burn_swap::report(device).map_or((0, 0), |r| (r.peak_bytes, r.minimum_budget_bytes))
 }
 
 /// Runs the plan on the inner backend `I` (Flex, or CUDA); the caller holds the device for
 /// itself.
 pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     let total = plan.warm_up + plan.steps;
-    let peak = counted_peak::<I>(device, &plan.workload, false);
+    let (peak, minimum) = counted_figures::<I>(device, &plan.workload, false);
     let steady = |times: Vec<f64>| median(times.into_iter().skip(plan.warm_up).collect());
 
     // The first run in a process pays for cold caches and the allocator's first growth:
@@ -188,8 +200,14 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         error: None,
     });
 
-    for &fraction in &plan.budgets {
-        let budget = ((peak as f64 * fraction) as u64).max(1);
+    // The fractions, then the smallest budget the unbudgeted run's report named.
+    let minimum_fraction = (plan.minimum && peak > 0).then(|| minimum as f64 / peak as f64);
+    for fraction in plan.budgets.iter().copied().chain(minimum_fraction) {
+        let budget = if Some(fraction) == minimum_fraction {
+            minimum
+        } else {
+            ((peak as f64 * fraction) as u64).max(1)
+        };
         for &policy in &plan.policies {
             burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
                 .expect("a positive budget is valid");

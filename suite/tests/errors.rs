@@ -67,6 +67,7 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
     // Two strided views made without a budget keep no op to be replayed from: they can
     // neither be offloaded (a fetch would not restore their layout) nor recomputed.
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);

@@ -1,7 +1,10 @@
 //! Ordinary Burn models, as a new user would write them, train through
 //! `Autodiff<Swap<Flex>>` bit for bit as through `Autodiff<Flex>` at a half and a quarter of
 //! their unbudgeted counted peak, under every policy, with and without compression, and the
-//! counted peak stays within the budget: a CNN with batch norm (trained, then run in eval
+//! counted peak stays within the budget; and at the minimum budget the unbudgeted run's report
+//! named, under the policies that recompute nothing of their own accord (reactive,
+//! offload-only: planned recipes pin their inputs on top of what that minimum counts): a CNN
+//! with batch norm (trained, then run in eval
 //! mode), a model on `burn::nn::Lstm`, one on `burn::nn::Gru`, and one with group norm, a
 //! transposed convolution and interpolation.
 //!
@@ -255,14 +258,31 @@ fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     assert_same(&plain, &swapped(), &format!("{name} unbudgeted"));
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
-    assert!(peak > 0);
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let peak = unbudgeted.peak_bytes;
+    let minimum = unbudgeted.minimum_budget_bytes;
+    eprintln!(
+        "{name}: peak {peak}, largest op {}, minimum budget {minimum} ({:.1}% of the peak)",
+        unbudgeted.largest_op_bytes,
+        100.0 * minimum as f64 / peak as f64
+    );
+    assert!(peak > 0 && minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
     for policy in Policy::ALL {
-        for fraction in [0.5, 0.25] {
+        let budgets = [
+            ("half", peak / 2),
+            ("a quarter", peak / 4),
+            ("the minimum", minimum),
+        ];
+        for (label, budget) in budgets {
+            // Planned recomputation pins its recipes' inputs on top of what the minimum
+            // counts (the unbudgeted run made no recipes): the policies that plan it are
+            // held to the fractions.
+            if label == "the minimum" && matches!(policy, Policy::RecomputeOnly | Policy::Planned) {
+                continue;
+            }
             for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
-                let budget = (peak as f64 * fraction) as u64;
                 let what = format!(
-                    "{name}, {} at {fraction} of its peak ({budget} of {peak} bytes), compression {compression:?}",
+                    "{name}, {} at {label} of its peak ({budget} of {peak} bytes), compression {compression:?}",
                     policy.name()
                 );
                 let config = SwapConfig::budget_bytes(budget)

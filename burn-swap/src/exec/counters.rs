@@ -17,6 +17,9 @@ pub(crate) struct Counters {
     pub budget_overshoots: u64,
     pub ops: u64,
     pub largest_op: u64,
+    /// The smallest budget the ops counted so far could have run under: the largest of
+    /// each op's own bytes plus what could not leave while it ran.
+    pub minimum_budget: u64,
     pub evictions: u64,
     pub recomputes: u64,
     pub recompute_nanos: u64,

@@ -8,6 +8,9 @@
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
 //! ```
 //!
+//! Besides the fractions, every policy runs at the smallest budget the unbudgeted run's report
+//! names (`minimum_budget_bytes`).
+//!
 //! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
 //! Prints the table last.
 
@@ -93,6 +96,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         steps: args.get("steps", if quick { 6 } else { 20 })?,
         budgets,
         policies: Policy::ALL.to_vec(),
+        minimum: !quick,
         cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
     };
     let limit: usize = args.get("limit", if quick { 256 } else { 4096 })?;

@@ -83,6 +83,9 @@ pub(crate) struct Engine<B: BackendIr> {
     /// For each tensor, the strided views made from it that keep their op for later (see
     /// [`Entry::view_op`]): when Burn lets go of the tensor, those views get their recipes.
     view_sources: hashbrown::HashMap<TensorId, Vec<TensorId>>,
+    /// Tensors admitted with a strided layout (some may have left the books since): what
+    /// the report's minimum budget counts as unable to leave.
+    strided_live: Vec<TensorId>,
     /// The CPU codec's measured throughput (raw bytes per second), once measured.
     codec_bandwidth: Option<f64>,
     /// Whether the inner backend gives its allocator's figures (sampled after each op).
@@ -165,6 +168,7 @@ impl<B: BackendIr> Engine<B> {
             codec_bandwidth: None,
             events: Default::default(),
             view_sources: Default::default(),
+            strided_live: Vec::new(),
         }
     }
 
@@ -447,7 +451,10 @@ impl<B: BackendIr> Engine<B> {
             }
             let mut entry = Entry::sized(bytes, dims.clone(), dtype, now);
             entry.strided = strided && self.strided_output(id, &entry, inherits);
-            any_strided |= entry.strided;
+            if entry.strided {
+                any_strided = true;
+                self.strided_live.push(id);
+            }
             self.residency.admit(id, entry);
         }
         self.op.outputs.clear();
@@ -482,11 +489,7 @@ impl<B: BackendIr> Engine<B> {
         let handle = self.runner.get_tensor_handle(&ir);
         match layout::dense::<B>(&handle, &ir.shape, ir.dtype) {
             Some(dense) => !dense,
-            None if inherits => self
-                .op
-                .strided_shapes
-                .iter()
-                .any(|dims| *dims == entry.dims),
+            None if inherits => self.op.strided_shapes.contains(&entry.dims),
             None => true,
         }
     }

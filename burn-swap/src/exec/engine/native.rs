@@ -54,6 +54,9 @@ impl<B: BackendIr> Engine<B> {
         self.op.native_out += bytes_of(&shape, dtype);
         let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
         entry.strided = strided;
+        if strided {
+            self.strided_live.push(id);
+        }
         self.residency.admit(id, entry);
         self.op.out_ids.push(id);
         id

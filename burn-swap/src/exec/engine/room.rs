@@ -21,6 +21,7 @@ impl<B: BackendIr> Engine<B> {
     ) -> Result<(), SwapError> {
         let needed = input_bytes + output_bytes;
         self.counters.largest_op = self.counters.largest_op.max(needed);
+        self.note_minimum(needed);
         if let Some(budget) = self.budget()
             && needed > budget
         {
@@ -56,6 +57,24 @@ impl<B: BackendIr> Engine<B> {
         self.reserve(output_bytes)
     }
 
+    /// Counts an op that needs `needed` bytes of its own towards the smallest budget the run
+    /// could have had: those, plus the resident strided tensors outside the op that could
+    /// not have left (no recipe, and no way to get one).
+    fn note_minimum(&mut self, needed: u64) {
+        let residency = &self.residency;
+        self.strided_live
+            .retain(|id| residency.get(id).is_some_and(|e| e.strided));
+        let stuck: u64 = self
+            .strided_live
+            .iter()
+            .filter(|id| !self.op.inputs.iter().any(|(i, _)| i == *id))
+            .filter_map(|id| self.residency.get(id))
+            .filter(|e| e.state().on_device() && e.recipe.is_none() && !self.can_rebuild(e))
+            .map(|e| e.bytes())
+            .sum();
+        self.counters.minimum_budget = self.counters.minimum_budget.max(needed + stuck);
+    }
+
     /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
     /// place, and the protected tensors (recipe inputs being brought back).
     pub(super) fn protected(&self, id: &TensorId) -> bool {
@@ -79,6 +98,8 @@ impl<B: BackendIr> Engine<B> {
     /// arriving from another device).
     pub(super) fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
         self.counters.largest_op = self.counters.largest_op.max(bytes);
+        self.op.inputs.clear();
+        self.note_minimum(bytes);
         let Some(budget) = self.budget() else {
             return Ok(());
         };
@@ -91,7 +112,6 @@ impl<B: BackendIr> Engine<B> {
         }
         let after = self.resident() + bytes;
         if after > budget {
-            self.op.inputs.clear();
             self.make_room(after - budget, false)
                 .map_err(|e| e.for_op(|| what.to_string()))?;
         }
@@ -179,8 +199,10 @@ impl<B: BackendIr> Engine<B> {
                 budget,
                 resident,
                 pinned: stuck,
-                // What could not leave, plus what was asked for on top of the budget.
-                minimum_budget: stuck + (deficit + budget).saturating_sub(resident),
+                // What could not leave, plus what was asked for on top of the budget; at
+                // least what an earlier op of the run needed.
+                minimum_budget: (stuck + (deficit + budget).saturating_sub(resident))
+                    .max(self.counters.minimum_budget),
             });
         } else if freed >= deficit {
             result = Ok(());
