@@ -50,13 +50,19 @@ EXPECT = {
     "int_arange_step": "expect::arange(&range, step, dtype.into())",
     "rfft": "expect::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n)",
     "irfft": "expect::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n)",
+    "q_from_data": "data.bytes.len() as u64",
+    "dequantize": "expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into())",
     "unfold4d": "expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options)",
 }
 
-# Methods burn-router implements as `todo!()` / `unimplemented!()`.
-UNROUTED = {"rfft", "irfft"}
+# Methods burn-router implements as `todo!()` / `unimplemented!()`: the FFTs, and the
+# quantized ops it declares (the other `QTensorOps` methods are the trait's defaults, which
+# dequantize through these).
+Q_NATIVE = {"q_from_data", "quantize_dynamic", "dequantize", "q_reshape", "q_expand",
+            "q_swap_dims", "q_permute", "q_flip", "q_select", "q_slice", "q_gather"}
+UNROUTED = {"rfft", "irfft"} | Q_NATIVE
 
-HAND_WRITTEN = {"float_into_data", "int_into_data", "bool_into_data", "quantize"}
+HAND_WRITTEN = {"float_into_data", "int_into_data", "bool_into_data", "quantize", "q_into_data", "q_device", "q_to_device"}
 
 def strip_comments(text):
     text = re.sub(r"//[^\n]*", "", text)
@@ -171,7 +177,7 @@ def selfify(t):
     t = " ".join(t.split()).replace("crate::", "burn_backend::")
     return re.sub(r"\bB\b", "Self", t)
 
-KINDS = {"FloatTensor<Self>": "float", "IntTensor<Self>": "int", "BoolTensor<Self>": "bool"}
+KINDS = {"FloatTensor<Self>": "float", "IntTensor<Self>": "int", "BoolTensor<Self>": "bool", "QuantizedTensor<Self>": "quantized"}
 
 def arg_kind(t):
     if t in KINDS:
@@ -302,7 +308,10 @@ def forward(trait, name, generics, params, ret, where):
     return f"{head} {{\n        {call}\n    }}"
 
 HAND = {
-    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let qparams = QuantizationParametersPrimitive { scales: qparams.scales };\n        <R<I> as QTensorOps<R<I>>>::quantize(tensor, scheme, qparams)\n    }",
+    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
+    "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))\n    }",
+    "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.client.device()\n    }",
+    "q_to_device": "    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {\n        crate::backend::native::q_to_device(tensor, device)\n    }",
     "float_into_data": "    fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
     "int_into_data": "    fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
     "bool_into_data": "    fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
@@ -318,7 +327,7 @@ HEADER = [
     "use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};",
     "use burn_backend::quantization::*;",
     "use burn_ir::BackendIr;",
-    "use burn_router::{BackendRouter, get_client};",
+    "use burn_router::{BackendRouter, RunnerClient, get_client};",
     "use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};",
     "use core::future::Future;",
     "use core::ops::Range;",
@@ -365,7 +374,8 @@ for trait, files, router_file in TRAITS:
             else:
                 n_def += 1
         else:
-            code = None if trait in ("QTensorOps", "TransactionOps") else native(trait, name, generics, params, ret, where)
+            native_ok = trait != "TransactionOps" and (trait != "QTensorOps" or name in Q_NATIVE)
+            code = native(trait, name, generics, params, ret, where) if native_ok else None
             if code:
                 out.append(code)
                 n_nat += 1

@@ -98,6 +98,10 @@ impl<I: BackendIr> NativeCtx<'_, I> {
         I::bool_tensor(self.handle(&ir))
     }
 
+    pub fn quantized(&mut self, ir: TensorIr) -> I::QuantizedTensorPrimitive {
+        I::quantized_tensor(self.handle(&ir))
+    }
+
     fn output(
         &mut self,
         handle: I::Handle,
@@ -128,6 +132,14 @@ impl<I: BackendIr> NativeCtx<'_, I> {
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
         self.output(I::bool_tensor_handle(tensor), shape, dtype)
     }
+
+    pub fn quantized_out(
+        &mut self,
+        tensor: I::QuantizedTensorPrimitive,
+    ) -> RouterTensor<SwapClient<I>> {
+        let (shape, dtype) = (tensor.shape(), tensor.dtype());
+        self.output(I::quantized_tensor_handle(tensor), shape, dtype)
+    }
 }
 
 /// Reads a tensor's data as the inner backend holds it (burn-router would convert it to the
@@ -137,6 +149,39 @@ pub(crate) fn read<I: BackendIr>(
 ) -> DynFut<Result<TensorData, ExecutionError>> {
     let client = tensor.client.clone();
     client.read_tensor_async(tensor.into_ir())
+}
+
+/// Moves a quantized tensor to `device`: nothing to do on its own device; elsewhere its data
+/// (values and scales) is read and written there, which gives the same tensor.
+pub(crate) fn q_to_device<I: BackendIr>(
+    tensor: RouterTensor<SwapClient<I>>,
+    device: &I::Device,
+) -> RouterTensor<SwapClient<I>> {
+    use burn_backend::ops::QTensorOps;
+    use burn_router::RunnerClient;
+    if tensor.client.device() == *device {
+        return tensor;
+    }
+    let data = burn_std::reader::try_read_sync(<crate::backend::Swap<I> as QTensorOps<
+        crate::backend::Swap<I>,
+    >>::q_into_data(tensor));
+    match data {
+        Some(Ok(data)) => {
+            <crate::backend::Swap<I> as QTensorOps<crate::backend::Swap<I>>>::q_from_data(
+                data, device,
+            )
+        }
+        other => super::client::fail(crate::error::SwapError::FetchFailed {
+            tensor: 0,
+            bytes: 0,
+            reason: match other {
+                Some(Err(error)) => {
+                    format!("reading a quantized tensor to move it failed: {error}")
+                }
+                _ => "this platform cannot block on the read of a quantized tensor".into(),
+            },
+        }),
+    }
 }
 
 /// The outputs' size of the native ops whose size follows from their arguments.

@@ -9,7 +9,7 @@ use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
 use burn_ir::BackendIr;
-use burn_router::{BackendRouter, get_client};
+use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
 use core::ops::Range;

@@ -9,7 +9,7 @@ use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
 use burn_ir::BackendIr;
-use burn_router::{BackendRouter, get_client};
+use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
 use core::ops::Range;
@@ -18,49 +18,126 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     fn q_from_data(data: TensorData, device: &Device<Self>) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_from_data(data, device)
+        let op = NativeOp::new("q_from_data", get_client::<SwapChannel<I>>(device)).expect(data.bytes.len() as u64);
+        op.run(|ctx| {
+            let out = <I as QTensorOps<I>>::q_from_data(data, device);
+            ctx.quantized_out(out)
+        })
     }
     fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {
-        let qparams = QuantizationParametersPrimitive { scales: qparams.scales };
-        <R<I> as QTensorOps<R<I>>>::quantize(tensor, scheme, qparams)
+        let mut op = NativeOp::new("quantize", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        let scales = op.ir(qparams.scales);
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let scales = ctx.float(scales);
+            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });
+            ctx.quantized_out(out)
+        })
     }
     fn quantize_dynamic(tensor: FloatTensor<Self>, scheme: &QuantScheme) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::quantize_dynamic(tensor, scheme)
+        let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.float(tensor);
+            let out = <I as QTensorOps<I>>::quantize_dynamic(tensor, scheme);
+            ctx.quantized_out(out)
+        })
     }
     fn dequantize(tensor: QuantizedTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::dequantize(tensor, dtype)
+        let mut op = NativeOp::new("dequantize", tensor.client.clone()).expect(expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::dequantize(tensor, dtype);
+            ctx.float_out(out)
+        })
     }
     fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_device(tensor)
+        tensor.client.device()
     }
     fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_to_device(tensor, device)
+        crate::backend::native::q_to_device(tensor, device)
     }
     fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_reshape(tensor, shape)
+        let mut op = NativeOp::new("q_reshape", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_reshape(tensor, shape);
+            ctx.quantized_out(out)
+        })
     }
     fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-        <R<I> as QTensorOps<R<I>>>::q_into_data(tensor)
+        let mut op = NativeOp::new("q_into_data", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_expand(tensor, shape)
+        let mut op = NativeOp::new("q_expand", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_expand(tensor, shape);
+            ctx.quantized_out(out)
+        })
     }
     fn q_swap_dims(tensor: QuantizedTensor<Self>, dim1: usize, dim2: usize) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_swap_dims(tensor, dim1, dim2)
+        let mut op = NativeOp::new("q_swap_dims", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_swap_dims(tensor, dim1, dim2);
+            ctx.quantized_out(out)
+        })
     }
     fn q_permute(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_permute(tensor, axes)
+        let mut op = NativeOp::new("q_permute", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_permute(tensor, axes);
+            ctx.quantized_out(out)
+        })
     }
     fn q_flip(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_flip(tensor, axes)
+        let mut op = NativeOp::new("q_flip", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_flip(tensor, axes);
+            ctx.quantized_out(out)
+        })
     }
     fn q_select(tensor: QuantizedTensor<Self>, dim: usize, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_select(tensor, dim, indices)
+        let mut op = NativeOp::new("q_select", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        let indices = op.ir(indices);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let indices = ctx.int(indices);
+            let out = <I as QTensorOps<I>>::q_select(tensor, dim, indices);
+            ctx.quantized_out(out)
+        })
     }
     fn q_slice(tensor: QuantizedTensor<Self>, slices: &[Slice]) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_slice(tensor, slices)
+        let mut op = NativeOp::new("q_slice", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let out = <I as QTensorOps<I>>::q_slice(tensor, slices);
+            ctx.quantized_out(out)
+        })
     }
     fn q_gather(dim: usize, tensor: QuantizedTensor<Self>, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        <R<I> as QTensorOps<R<I>>>::q_gather(dim, tensor, indices)
+        let mut op = NativeOp::new("q_gather", tensor.client.clone());
+        let tensor = op.ir(tensor);
+        let indices = op.ir(indices);
+        op.run(|ctx| {
+            let tensor = ctx.quantized(tensor);
+            let indices = ctx.int(indices);
+            let out = <I as QTensorOps<I>>::q_gather(dim, tensor, indices);
+            ctx.quantized_out(out)
+        })
     }
 }

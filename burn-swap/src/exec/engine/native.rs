@@ -44,6 +44,9 @@ impl<B: BackendIr> Engine<B> {
         // says, else it is taken as strided when an input was.
         let strided = match crate::exec::layout::dense::<B>(&handle, &shape, dtype) {
             Some(dense) => !dense,
+            // A quantized tensor: the moves carry float, int and bool data only, so it is
+            // never offloaded (and, made natively, never recomputed): it stays resident.
+            None if matches!(dtype, DType::QFloat(_)) => true,
             None => self.op.inputs_strided,
         };
         let id = self
