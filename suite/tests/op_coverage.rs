@@ -1,5 +1,6 @@
 //! Every op family through `Swap<Flex>` gives the same bytes as `Flex` alone: float, int and
-//! bool ops, module ops and their gradients, activations, random, data in and out, sync. Each
+//! bool ops, float ops on views of every kind, module ops and their gradients, activations,
+//! random, data in and out, sync. Each
 //! family runs twice: unbudgeted, and under a budget so tight that tensors are offloaded and
 //! fetched back between ops.
 
@@ -111,6 +112,53 @@ fn float_ops<B: Backend>(device: &B::Device) -> Outputs {
     let mask = a.clone().greater_elem(0.0);
     out.push(a.clone().mask_where(mask.clone(), b.clone()).into_data());
     out.push(a.mask_fill(mask, 3.5).into_data());
+    out
+}
+
+/// Float ops again, on inputs that are views of every kind (swap_dims, permute then reshape,
+/// flip, slice, narrow, chunk, expand, unfold): elementwise, broadcasts against reductions,
+/// matmuls on either side, scans, sorts, cat, slice_assign, gather, softmax, comparisons.
+fn view_ops<B: Backend>(device: &B::Device) -> Outputs {
+    let views: Vec<Tensor<B, 2>> = vec![
+        floats::<B, 2>(51, [16, 8], device).swap_dims(0, 1),
+        floats::<B, 3>(52, [8, 2, 8], device)
+            .permute([0, 2, 1])
+            .reshape([8, 16]),
+        floats::<B, 2>(53, [16, 8], device).transpose().flip([1]),
+        floats::<B, 2>(54, [12, 20], device).slice([2..10, 3..19]),
+        floats::<B, 2>(55, [8, 32], device).narrow(1, 8, 16),
+        floats::<B, 2>(56, [8, 48], device).chunk(3, 1).remove(1),
+        floats::<B, 2>(57, [1, 16], device).expand([8, 16]),
+        floats::<B, 1>(58, [23], device).unfold(0, 16, 1),
+    ];
+    let mut out = Vec::new();
+    for (i, v) in views.into_iter().enumerate() {
+        let seed = 100 + 10 * i as u64;
+        let b = floats::<B, 2>(seed, [8, 16], device);
+        let w = floats::<B, 2>(seed + 1, [16, 4], device);
+        out.extend([
+            (v.clone() + b.clone()).into_data(),
+            (v.clone() * b.clone()).exp().into_data(),
+            v.clone().matmul(w).into_data(),
+            b.clone().swap_dims(0, 1).matmul(v.clone()).into_data(),
+            v.clone().sum_dim(0).into_data(),
+            (v.clone() - v.clone().mean_dim(1)).into_data(),
+            v.clone().cumsum(1).into_data(),
+            v.clone().sort(1).into_data(),
+            v.clone().max_dim(0).into_data(),
+            v.clone().tanh().into_data(),
+            Tensor::cat(vec![v.clone(), b], 0).into_data(),
+            v.clone().reshape([16, 8]).into_data(),
+            v.clone()
+                .slice_assign([0..2, 0..4], floats::<B, 2>(seed + 2, [2, 4], device))
+                .into_data(),
+            v.clone()
+                .gather(1, ints::<B, 2>(seed + 3, [8, 16], 16, device))
+                .into_data(),
+            activation::softmax(v.clone(), 1).into_data(),
+            v.greater_elem(0.0).into_data(),
+        ]);
+    }
     out
 }
 
@@ -295,7 +343,8 @@ fn same(name: &str, plain: Outputs, swapped: Outputs) {
 }
 
 /// Runs a family on `Flex` and on `Swap<Flex>`: unbudgeted, then under the tightest budget
-/// it can run under (its largest single op), which forces offloads between ops.
+/// it can run under (the minimum the unbudgeted run's report names: its largest single op,
+/// plus what could not leave beside it), which forces offloads between ops.
 fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice) -> Outputs) {
     let device = FlexDevice;
     let expected = plain(&device);
@@ -304,7 +353,8 @@ fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice)
     burn_swap::reset_counters(&device);
     same(name, expected.clone(), swapped(&device));
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let tight_budget = unbudgeted.largest_op_bytes;
+    let tight_budget = unbudgeted.minimum_budget_bytes;
+    assert!(tight_budget >= unbudgeted.largest_op_bytes);
     assert!(
         unbudgeted.peak_bytes > tight_budget,
         "{name}: nothing to offload"
@@ -330,6 +380,11 @@ fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice)
 #[test]
 fn float_ops_match() {
     check("float", float_ops::<Flex>, float_ops::<S>);
+}
+
+#[test]
+fn ops_on_views_match() {
+    check("view ops", view_ops::<Flex>, view_ops::<S>);
 }
 
 #[test]

@@ -440,8 +440,9 @@ impl<B: BackendIr> Engine<B> {
         let now = self.now;
         self.op.out_ids.clear();
         let mut any_strided = false;
-        for i in 0..self.op.outputs.len() {
-            let (id, ref dims, dtype, bytes) = self.op.outputs[i];
+        // Taken out and put back, so that its room is kept for the next op.
+        let mut outputs = std::mem::take(&mut self.op.outputs);
+        for (id, dims, dtype, bytes) in outputs.drain(..) {
             self.op.out_ids.push(id);
             if registered {
                 if let Some(entry) = self.residency.get_mut(&id) {
@@ -449,7 +450,7 @@ impl<B: BackendIr> Engine<B> {
                 }
                 continue;
             }
-            let mut entry = Entry::sized(bytes, dims.clone(), dtype, now);
+            let mut entry = Entry::sized(bytes, dims, dtype, now);
             entry.strided = strided && self.strided_output(id, &entry, inherits);
             if entry.strided {
                 any_strided = true;
@@ -457,7 +458,7 @@ impl<B: BackendIr> Engine<B> {
             }
             self.residency.admit(id, entry);
         }
-        self.op.outputs.clear();
+        self.op.outputs = outputs;
         let recipe = self.op.pending_recipe.take();
         if !any_strided && strided && self.op.view_recipe {
             // The recipe was made for a layout the output does not have.

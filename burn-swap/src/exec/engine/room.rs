@@ -61,6 +61,10 @@ impl<B: BackendIr> Engine<B> {
     /// could have had: those, plus the resident strided tensors outside the op that could
     /// not have left (no recipe, and no way to get one).
     fn note_minimum(&mut self, needed: u64) {
+        if self.strided_live.is_empty() {
+            self.counters.minimum_budget = self.counters.minimum_budget.max(needed);
+            return;
+        }
         let residency = &self.residency;
         self.strided_live
             .retain(|id| residency.get(id).is_some_and(|e| e.strided));
