@@ -21,6 +21,17 @@ impl Outcome {
     pub fn loss_bits(&self) -> Vec<u32> {
         self.losses.iter().map(|l| l.to_bits()).collect()
     }
+
+    /// Asserts that `other` is this outcome bit for bit: every loss and every parameter's
+    /// shape and bytes (`what` names the run in the message).
+    pub fn assert_same(&self, other: &Outcome, what: &str) {
+        assert_eq!(self.loss_bits(), other.loss_bits(), "{what}: losses differ");
+        assert_eq!(self.params.len(), other.params.len(), "{what}: parameters");
+        for (i, (a, b)) in self.params.iter().zip(&other.params).enumerate() {
+            assert_eq!(a.shape, b.shape, "{what}: parameter {i} shape");
+            assert_eq!(&a.bytes[..], &b.bytes[..], "{what}: parameter {i} differs");
+        }
+    }
 }
 
 struct Collect<'a>(&'a mut Vec<TensorData>);

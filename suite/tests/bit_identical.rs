@@ -15,19 +15,6 @@ type Swapped = Autodiff<Swap<Flex>>;
 
 const STEPS: usize = 20;
 
-fn assert_same(plain: &Outcome, swapped: &Outcome, what: &str) {
-    assert_eq!(
-        plain.loss_bits(),
-        swapped.loss_bits(),
-        "{what}: losses differ"
-    );
-    assert_eq!(plain.params.len(), swapped.params.len());
-    for (i, (a, b)) in plain.params.iter().zip(&swapped.params).enumerate() {
-        assert_eq!(a.shape, b.shape, "{what}: parameter {i} shape");
-        assert_eq!(&a.bytes[..], &b.bytes[..], "{what}: parameter {i} differs");
-    }
-}
-
 /// Runs `train` unbudgeted to find the counted peak, then under every policy at half and a
 /// quarter of it (and the reactive policy at the whole of it), and checks every run against
 /// the plain backend and its counted peak against the budget.
@@ -38,7 +25,7 @@ fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     let unbudgeted = train();
-    assert_same(&plain, &unbudgeted, &format!("{name} unbudgeted"));
+    plain.assert_same(&unbudgeted, &format!("{name} unbudgeted"));
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
     assert!(peak > 0);
 
@@ -59,7 +46,7 @@ fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         burn_swap::reset_counters(&device);
         let swapped = train();
         let report = burn_swap::report(&device).unwrap();
-        assert_same(&plain, &swapped, &what);
+        plain.assert_same(&swapped, &what);
         assert!(
             report.peak_bytes <= budget,
             "{what}: counted peak {} over budget {budget}",
@@ -144,7 +131,7 @@ fn bit_identical_when_the_last_batch_is_shorter() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
-    assert_same(&plain, &train(&device), "short tail unbudgeted");
+    plain.assert_same(&train(&device), "short tail unbudgeted");
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
     for policy in [Policy::Planned, Policy::Reactive] {
         let budget = peak / 4;
@@ -157,7 +144,7 @@ fn bit_identical_when_the_last_batch_is_shorter() {
         burn_swap::reset_counters(&device);
         let swapped = train(&device);
         let report = burn_swap::report(&device).unwrap();
-        assert_same(&plain, &swapped, &format!("short tail, {}", policy.name()));
+        plain.assert_same(&swapped, &format!("short tail, {}", policy.name()));
         assert!(report.peak_bytes <= budget, "{report}");
         if policy == Policy::Planned {
             assert!(report.plans > 0, "{report}");

@@ -236,18 +236,6 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
 }
 
-fn assert_same(plain: &Outcome, swapped: &Outcome, what: &str) {
-    assert_eq!(
-        plain.loss_bits(),
-        swapped.loss_bits(),
-        "{what}: losses differ"
-    );
-    assert_eq!(plain.params.len(), swapped.params.len());
-    for (i, (a, b)) in plain.params.iter().zip(&swapped.params).enumerate() {
-        assert_eq!(&a.bytes[..], &b.bytes[..], "{what}: parameter {i} differs");
-    }
-}
-
 /// Trains unbudgeted to find the counted peak, then under every policy at a half and a
 /// quarter of it, with and without compression: bit for bit against the plain backend, the
 /// counted peak within the budget.
@@ -257,7 +245,7 @@ fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
-    assert_same(&plain, &swapped(), &format!("{name} unbudgeted"));
+    plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
     let unbudgeted = burn_swap::report(&device).unwrap();
     let peak = unbudgeted.peak_bytes;
     let minimum = unbudgeted.minimum_budget_bytes;
@@ -295,7 +283,7 @@ fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
                 let report = burn_swap::report(&device).unwrap();
                 let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
-                assert_same(&plain, &outcome, &what);
+                plain.assert_same(&outcome, &what);
                 assert!(
                     report.peak_bytes <= budget,
                     "{what}: counted peak {} over the budget\n{report}",
