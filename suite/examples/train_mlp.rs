@@ -17,7 +17,10 @@ use std::process::ExitCode;
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap_suite::cli::Args;
-use burn_swap_suite::trainers::mlp::{self, MlpOptions};
+use burn_swap_suite::trainers::{
+    self,
+    mlp::{self, MlpOptions},
+};
 
 #[cfg(feature = "swap")]
 type Backend = Autodiff<burn_swap::Swap<Flex>>;
@@ -55,26 +58,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         options.steps
     );
     let outcome = mlp::run::<Backend>(&options, &device, cfg!(feature = "swap"))?;
-    if let Some(peak) = outcome.warm_up_peak {
-        println!(
-            "warm-up step: counted peak {}",
-            burn_swap::unstable::format_bytes(peak)
-        );
-    }
-    let last = outcome.losses.last().copied().unwrap_or(f32::NAN);
-    println!(
-        "warm-up loss {:.6}; final loss {last:.6} (bits {:#010x})",
-        outcome.losses[0],
-        last.to_bits()
-    );
-    if let Some(report) = &outcome.report {
-        println!("{report}");
-    }
-    if let Some(path) = &options.swap.report_json {
-        println!("report written to {path}");
-    }
-    if let Some(path) = &options.swap.trace_json {
-        println!("trace written to {path}");
-    }
+    trainers::print_outcome(&outcome, &options.swap);
     Ok(())
 }

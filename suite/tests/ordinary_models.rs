@@ -72,6 +72,13 @@ fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, y: Tensor<B, 1, Int>) -> Tens
         .forward(logits, y)
 }
 
+/// A 3 × 3 convolution to 8 channels that keeps the image size.
+fn conv3x3<B: Backend>(input: usize, device: &B::Device) -> Conv2d<B> {
+    Conv2dConfig::new([input, 8], [3, 3])
+        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+        .init(device)
+}
+
 /// Four convolutions, each followed by batch norm and ReLU, pooled to a linear head.
 #[derive(Module, Debug)]
 struct BatchNormCnn<B: Backend> {
@@ -84,11 +91,7 @@ struct BatchNormCnn<B: Backend> {
 
 impl<B: Backend> BatchNormCnn<B> {
     fn new(device: &B::Device) -> Self {
-        let conv = |input: usize| {
-            Conv2dConfig::new([input, 8], [3, 3])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-                .init(device)
-        };
+        let conv = |input: usize| conv3x3(input, device);
         Self {
             convs: (0..4).map(|i| conv(if i == 0 { 3 } else { 8 })).collect(),
             norms: (0..4)
@@ -179,11 +182,7 @@ struct UpDown<B: Backend> {
 
 impl<B: Backend> UpDown<B> {
     fn new(device: &B::Device) -> Self {
-        let conv = |input: usize| {
-            Conv2dConfig::new([input, 8], [3, 3])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-                .init(device)
-        };
+        let conv = |input: usize| conv3x3(input, device);
         Self {
             stem: conv(3),
             stem_norm: GroupNormConfig::new(2, 8).init(device),
