@@ -68,11 +68,13 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
-    // Two strided views made without a budget keep no op to be replayed from: they can
-    // neither be offloaded (a fetch would not restore their layout) nor recomputed.
+    // Two strided views made without a budget, of tensors they consumed, keep no op to be
+    // replayed from: they can neither be offloaded (a fetch would not restore their layout)
+    // nor recomputed, and each holds its source's buffer.
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
-    let view = x.clone().swap_dims(0, 1);
-    let consumed = x.swap_dims(0, 1);
+    let y = Tensor::<S, 2>::from_data(TensorData::new(vec![2.0f32; 256], [16, 16]), &device);
+    let view = x.swap_dims(0, 1);
+    let consumed = y.swap_dims(0, 1);
     assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 2048);
     burn_swap::configure(&device, SwapConfig::budget_bytes(2560)).unwrap();
 

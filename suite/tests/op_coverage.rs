@@ -368,7 +368,7 @@ fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice)
     same(&format!("{name} under {tight_budget} B"), expected, result);
     assert!(
         report.peak_bytes <= tight_budget,
-        "{name}: peak {} over budget",
+        "{name}: peak {} over budget\n{report}",
         report.peak_bytes
     );
     assert!(

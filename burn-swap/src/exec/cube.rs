@@ -70,10 +70,41 @@ macro_rules! each_runtime {
     }};
 }
 
-/// Whether a tensor primitive is a CubeCL tensor laid out dense (row-major strides over a
-/// buffer of exactly its size); `None` when it is not a CubeCL tensor.
-pub(crate) fn dense<T: 'static>(tensor: &T) -> Option<bool> {
-    each_runtime!(|R| as_cube::<R, T>(tensor).map(|t| t.is_contiguous() && t.is_contiguous_buffer()))
+/// [`super::layout::probe`] of a CubeCL tensor: dense when laid out row-major over a buffer
+/// of exactly its size; its buffer named
+/// by its memory handle's id and sized by its handle. CubeCL gives that id no accessor; its
+/// `Debug` prints it (`ManagedMemoryId { value: N }`), and a handle it cannot be read from
+/// is not probed.
+pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<super::layout::Probe> {
+    each_runtime!(|R| as_cube::<R, T>(tensor).and_then(|t| {
+        Some(super::layout::Probe {
+            // Row-major strides over a buffer of exactly its size.
+            dense: t.is_contiguous() && t.is_contiguous_buffer(),
+            buffer: memory_id(&t.handle.memory)?,
+            buffer_bytes: t.handle.size(),
+        })
+    }))
+}
+
+/// The id CubeCL gives a memory handle, read from its `Debug`.
+fn memory_id(memory: &impl core::fmt::Debug) -> Option<usize> {
+    let text = format!("{memory:?}");
+    let start = text.find("value: ")? + "value: ".len();
+    let digits: String = text[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Whether `T` is the tensor primitive of a CubeCL runtime compiled in.
+pub(crate) fn is_cube<T: 'static>() -> bool {
+    fn check<T: 'static>() -> Option<()> {
+        each_runtime!(|R| (core::any::TypeId::of::<T>()
+            == core::any::TypeId::of::<CubeTensor<R>>())
+        .then_some(()))
+    }
+    check::<T>().is_some()
 }
 
 /// The allocator's figures for the pools of the calling thread's stream on `device` (CubeCL

@@ -17,6 +17,13 @@
 //! ```
 //!
 //! `admit` puts a new tensor in the books as resident; `forget` takes one out in any state.
+//!
+//! **Buffers, not tensors.** A view (a transposed, sliced, expanded or reshaped tensor) shares
+//! the device buffer of the tensor it was made from. [`Residency::share`] puts tensors that
+//! share a buffer in one *shared buffer*, whose bytes are counted once, for as long as one of
+//! them holds it on the device; each of them counts nothing of its own. A tensor leaves its
+//! shared buffer when it leaves the device (offloaded, evicted, forgotten): a fetch or a
+//! recomputation makes it a buffer of its own again, until the engine sees it share one.
 
 use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
@@ -166,6 +173,12 @@ pub(crate) struct Entry {
     /// For a strided tensor under a budget: the op that made it, to become its recipe if it
     /// must leave while its inputs are still there.
     pub view_op: Option<Box<OperationIr>>,
+    /// For a strided tensor made by a view op: the tensor it was made from (while that is in
+    /// the books, the view could be made again: the report's minimum budget counts it as able
+    /// to leave, as it would under a budget).
+    pub view_source: Option<TensorId>,
+    /// The shared buffer it holds on the device (0: a buffer of its own, counted as `bytes`).
+    buffer: u32,
 }
 
 impl Entry {
@@ -193,12 +206,26 @@ impl Entry {
             orphan: false,
             strided: false,
             view_op: None,
+            view_source: None,
+            buffer: 0,
         }
     }
 
-    /// Its size on the device.
+    /// Its size: the bytes of its values (the device may count them in a shared buffer; see
+    /// [`Residency::counted`]).
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The shared buffer it holds on the device, if any.
+    pub fn shared(&self) -> Option<u32> {
+        (self.buffer != 0).then_some(self.buffer)
+    }
+
+    /// The device bytes counted for it alone: its size, or nothing when a shared buffer
+    /// counts them.
+    fn own(&self) -> u64 {
+        if self.buffer == 0 { self.bytes } else { 0 }
     }
 
     /// Where it is.
@@ -261,11 +288,25 @@ impl Books {
     }
 }
 
+/// A device buffer that several tensors view: counted once, while one of them holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shared {
+    /// What the backend calls it (an address or an id), unique while it lives.
+    pub key: usize,
+    /// Its size on the device.
+    pub bytes: u64,
+    /// The tensors on the device that hold it.
+    pub holders: u32,
+}
+
 /// Every live tensor of a device, by id, and the books they add up to.
 #[derive(Default)]
 pub(crate) struct Residency {
     entries: HashMap<TensorId, Entry>,
     books: Books,
+    /// The shared buffers, by number (from 1).
+    buffers: HashMap<u32, Shared>,
+    last_buffer: u32,
 }
 
 impl Residency {
@@ -286,6 +327,25 @@ impl Residency {
     /// The books.
     pub fn books(&self) -> &Books {
         &self.books
+    }
+
+    /// A shared buffer, by number.
+    pub fn buffer(&self, buffer: u32) -> Option<&Shared> {
+        self.buffers.get(&buffer)
+    }
+
+    /// Whether any tensor shares its buffer (the room-maker then frees buffers, not tensors).
+    pub fn any_shared(&self) -> bool {
+        !self.buffers.is_empty()
+    }
+
+    /// The device bytes an entry accounts for when it is the only one counted: its shared
+    /// buffer's, or its own.
+    pub fn counted(&self, entry: &Entry) -> u64 {
+        match entry.shared() {
+            Some(b) => self.buffers.get(&b).map_or(0, |s| s.bytes),
+            None => entry.bytes,
+        }
     }
 
     /// Notes `bytes` resident at once for the peak (an op running).
@@ -321,10 +381,139 @@ impl Residency {
             State::Offloaded(copy) => self.books.host -= copy.bytes(),
             State::Evicted | State::Lost => {}
             State::Offloading => {
-                self.books.offloading -= entry.bytes;
-                self.books.resident -= entry.bytes;
+                self.books.offloading -= entry.own();
+                self.books.resident -= entry.own();
             }
-            State::Resident | State::Fetching => self.books.resident -= entry.bytes,
+            State::Resident | State::Fetching => self.books.resident -= entry.own(),
+        }
+        self.release_buffer(entry.buffer);
+    }
+
+    /// One holder less for `buffer` (0: none); its bytes leave the books with the last one.
+    fn release_buffer(&mut self, buffer: u32) {
+        if buffer == 0 {
+            return;
+        }
+        if let Some(shared) = self.buffers.get_mut(&buffer) {
+            shared.holders -= 1;
+            if shared.holders == 0 {
+                self.books.resident -= shared.bytes;
+                self.buffers.remove(&buffer);
+            }
+        }
+    }
+
+    /// The entry leaves the device: it stops holding its shared buffer, and its own bytes
+    /// (if it had any) leave the resident count.
+    fn leave_device(&mut self, id: &TensorId) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let (own, buffer) = (entry.own(), entry.buffer);
+        entry.buffer = 0;
+        self.books.resident -= own;
+        self.release_buffer(buffer);
+    }
+
+    /// The device says `view` (resident) lives in the buffer it names `key`, `buffer_bytes`
+    /// long, which `source` (resident) holds too, or no tensor in the books when `source` is
+    /// `None` (the one it was made from is gone, or was itself a view): from now on that
+    /// buffer is counted once, for as long as one tensor holds it. A shared buffer of that
+    /// key in the books already is the one joined. Returns the change in resident bytes
+    /// (negative: bytes that were counted twice). Nothing changes when either tensor is not
+    /// resident.
+    pub fn share(
+        &mut self,
+        view: &TensorId,
+        source: Option<&TensorId>,
+        key: usize,
+        buffer_bytes: u64,
+    ) -> i64 {
+        let resident = |r: &Self, id: &TensorId| {
+            r.entries
+                .get(id)
+                .is_some_and(|e| matches!(e.state, State::Resident))
+        };
+        if !resident(self, view) || source.is_some_and(|s| s == view || !resident(self, s)) {
+            return 0;
+        }
+        let before = self.books.resident as i64;
+        let known = self
+            .buffers
+            .iter()
+            .find(|(_, shared)| shared.key == key)
+            .map(|(b, _)| *b);
+        let buffer = match known {
+            Some(buffer) => buffer,
+            None => self.new_buffer(key, buffer_bytes),
+        };
+        for id in [Some(view), source].into_iter().flatten() {
+            if self.entries.get(id).map(|e| e.buffer) != Some(buffer) {
+                self.release_view(id);
+                self.hold(id, buffer);
+            }
+        }
+        self.books.note_peak(self.books.resident);
+        self.books.resident as i64 - before
+    }
+
+    /// [`Residency::admit`] of a view that [`Residency::share`]s a buffer at once: its own
+    /// bytes never count, not even towards the peak.
+    pub fn admit_view(
+        &mut self,
+        id: TensorId,
+        entry: Entry,
+        source: Option<&TensorId>,
+        key: usize,
+        buffer_bytes: u64,
+    ) {
+        let peak = self.books.peak;
+        self.admit(id, entry);
+        self.books.peak = peak;
+        self.share(&id, source, key, buffer_bytes);
+    }
+
+    /// A new shared buffer of `bytes`, with no holder yet, counted from now on.
+    fn new_buffer(&mut self, key: usize, bytes: u64) -> u32 {
+        self.last_buffer = self.last_buffer.wrapping_add(1).max(1);
+        while self.buffers.contains_key(&self.last_buffer) {
+            self.last_buffer = self.last_buffer.wrapping_add(1).max(1);
+        }
+        self.buffers.insert(
+            self.last_buffer,
+            Shared {
+                key,
+                bytes,
+                holders: 0,
+            },
+        );
+        self.books.resident += bytes;
+        self.last_buffer
+    }
+
+    /// A resident entry with no shared buffer of its own now holds `buffer`: its own bytes
+    /// leave the count.
+    fn hold(&mut self, id: &TensorId, buffer: u32) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            debug_assert_eq!(entry.buffer, 0);
+            self.books.resident -= entry.bytes;
+            entry.buffer = buffer;
+            if let Some(shared) = self.buffers.get_mut(&buffer) {
+                shared.holders += 1;
+            }
+        }
+    }
+
+    /// A resident entry gives up the shared buffer it holds (if any) and counts its own
+    /// bytes again, before it holds another.
+    fn release_view(&mut self, id: &TensorId) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let buffer = std::mem::take(&mut entry.buffer);
+        if buffer != 0 {
+            self.books.resident += entry.bytes;
+            self.release_buffer(buffer);
         }
     }
 
@@ -333,7 +522,7 @@ impl Residency {
         match self.entries.get_mut(id) {
             Some(entry) if matches!(entry.state, State::Resident) => {
                 entry.state = State::Offloading;
-                self.books.offloading += entry.bytes;
+                self.books.offloading += entry.own();
                 true
             }
             _ => false,
@@ -345,7 +534,7 @@ impl Residency {
         match self.entries.get_mut(id) {
             Some(entry) if matches!(entry.state, State::Offloading) => {
                 entry.state = State::Resident;
-                self.books.offloading -= entry.bytes;
+                self.books.offloading -= entry.own();
                 true
             }
             _ => false,
@@ -359,13 +548,13 @@ impl Residency {
             return Err(copy);
         };
         match entry.state {
-            State::Offloading => self.books.offloading -= entry.bytes,
+            State::Offloading => self.books.offloading -= entry.own(),
             State::Resident => {}
             _ => return Err(copy),
         }
-        self.books.resident -= entry.bytes;
         self.books.add_host(copy.bytes());
         entry.state = State::Offloaded(Box::new(copy));
+        self.leave_device(id);
         Ok(())
     }
 
@@ -426,7 +615,7 @@ impl Residency {
         match self.entries.get_mut(id) {
             Some(entry) if matches!(entry.state, State::Resident) && entry.recipe.is_some() => {
                 entry.state = State::Evicted;
-                self.books.resident -= entry.bytes;
+                self.leave_device(id);
                 true
             }
             _ => false,
@@ -459,16 +648,33 @@ impl Residency {
     #[cfg(test)]
     fn recount(&self) -> (u64, u64, u64) {
         let (mut resident, mut host, mut offloading) = (0, 0, 0);
+        let mut holders: HashMap<u32, u32> = HashMap::new();
         for entry in self.entries.values() {
+            if entry.buffer != 0 {
+                assert!(
+                    entry.state.on_device(),
+                    "only tensors on the device hold a buffer"
+                );
+                *holders.entry(entry.buffer).or_default() += 1;
+            }
             match &entry.state {
-                State::Resident | State::Fetching => resident += entry.bytes,
+                State::Resident | State::Fetching => resident += entry.own(),
                 State::Offloading => {
-                    resident += entry.bytes;
-                    offloading += entry.bytes;
+                    resident += entry.own();
+                    offloading += entry.own();
                 }
                 State::Offloaded(copy) => host += copy.bytes(),
                 State::Evicted | State::Lost => {}
             }
+        }
+        assert_eq!(
+            holders.len(),
+            self.buffers.len(),
+            "a shared buffer without holders"
+        );
+        for (buffer, shared) in &self.buffers {
+            assert_eq!(holders.get(buffer), Some(&shared.holders));
+            resident += shared.bytes;
         }
         (resident, host, offloading)
     }
@@ -639,6 +845,106 @@ mod tests {
         assert!(r.rematerialise(&id(3)));
         assert!(!r.rematerialise(&id(3)));
         assert_eq!(check(&r).resident, 2400);
+    }
+
+    fn with_recipe(r: &mut Residency, n: u64) {
+        r.get_mut(&id(n)).unwrap().recipe = Some(Box::new(Recipe {
+            op: OperationIr::Drop(r.get(&id(n)).unwrap().ir(id(n), TensorStatus::ReadOnly)),
+            inputs: vec![],
+        }));
+    }
+
+    #[test]
+    fn a_view_sharing_a_buffer_costs_no_bytes_and_holds_the_buffer() {
+        let mut r = three();
+        // 4 is a 300-element view of 3's buffer (1,200 bytes).
+        r.admit(id(4), Entry::new(Dims::from_slice(&[300]), DType::F32, 1));
+        assert_eq!(check(&r).resident, 3600);
+        assert_eq!(r.share(&id(4), Some(&id(3)), 7, 1200), -1200);
+        assert_eq!(check(&r).resident, 2400);
+        assert_eq!(r.share(&id(4), Some(&id(3)), 7, 1200), 0, "shared already");
+        let buffer = r.get(&id(3)).unwrap().shared().unwrap();
+        assert_eq!(r.get(&id(4)).unwrap().shared(), Some(buffer));
+        assert_eq!(r.buffer(buffer).map(|s| s.holders), Some(2));
+        assert_eq!(r.counted(r.get(&id(4)).unwrap()), 1200);
+        // Burn lets go of the source: the view still holds the whole buffer.
+        r.forget(&id(3));
+        assert_eq!(check(&r).resident, 2400);
+        // A view of the view, made when its source is gone, joins the buffer by its key.
+        r.admit(id(6), Entry::new(Dims::from_slice(&[30]), DType::F32, 2));
+        assert_eq!(r.share(&id(6), None, 7, 1200), -120);
+        assert_eq!(r.buffer(buffer).map(|s| s.holders), Some(2));
+        r.forget(&id(6));
+        r.forget(&id(4));
+        assert_eq!(check(&r).resident, 1200);
+        assert!(!r.any_shared());
+    }
+
+    #[test]
+    fn a_view_admitted_into_a_shared_buffer_never_counts_towards_the_peak() {
+        let mut r = three();
+        r.reset_peaks();
+        r.admit_view(
+            id(4),
+            Entry::new(Dims::from_slice(&[300]), DType::F32, 1),
+            Some(&id(3)),
+            7,
+            1200,
+        );
+        let books = check(&r);
+        assert_eq!((books.resident, books.peak), (2400, 2400));
+    }
+
+    #[test]
+    fn a_shared_buffer_leaves_the_device_with_its_last_holder() {
+        let mut r = three();
+        r.admit(id(4), Entry::new(Dims::from_slice(&[300]), DType::F32, 1));
+        r.admit(id(5), Entry::new(Dims::from_slice(&[600]), DType::F32, 1));
+        r.share(&id(4), Some(&id(3)), 7, 1200);
+        // 5 expands 4: it joins the same buffer.
+        r.share(&id(5), Some(&id(4)), 7, 1200);
+        assert_eq!(check(&r).resident, 2400);
+        // An offload in flight of one holder frees nothing when it lands.
+        assert!(r.begin_offload(&id(3)));
+        assert_eq!(check(&r).offloading, 0);
+        assert!(r.complete_offload(&id(3), copy(1200)).is_ok());
+        let books = check(&r);
+        assert_eq!((books.resident, books.host), (2400, 1200));
+        assert_eq!(r.get(&id(3)).unwrap().shared(), None, "off the device");
+        with_recipe(&mut r, 4);
+        with_recipe(&mut r, 5);
+        assert!(r.evict(&id(4)));
+        assert_eq!(check(&r).resident, 2400);
+        assert!(r.evict(&id(5)));
+        assert_eq!(check(&r).resident, 1200);
+        // Back by fetch and recomputation: buffers of their own again.
+        r.begin_fetch(&id(3));
+        r.complete_fetch(&id(3));
+        r.rematerialise(&id(4));
+        assert_eq!(check(&r).resident, 1200 + 1200 + 1200);
+    }
+
+    #[test]
+    fn a_view_whose_source_is_gone_counts_its_whole_buffer() {
+        let mut r = three();
+        // A 10-element slice of a 1,000-element tensor that the op consumed.
+        r.admit(id(4), Entry::new(Dims::from_slice(&[10]), DType::F32, 1));
+        assert_eq!(r.share(&id(4), None, 9, 4000), 4000 - 40);
+        assert_eq!(check(&r).resident, 2400 + 4000);
+        r.forget(&id(4));
+        assert_eq!(check(&r).resident, 2400);
+    }
+
+    #[test]
+    fn sharing_needs_both_tensors_resident() {
+        let mut r = three();
+        r.admit(id(4), Entry::new(Dims::from_slice(&[300]), DType::F32, 1));
+        r.complete_offload(&id(3), copy(1200)).ok();
+        assert_eq!(r.share(&id(4), Some(&id(3)), 7, 1200), 0);
+        assert_eq!(r.share(&id(3), Some(&id(4)), 7, 1200), 0);
+        assert_eq!(r.share(&id(4), Some(&id(4)), 7, 1200), 0);
+        assert!(!r.any_shared());
+        check(&r);
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub(crate) struct Engine<B: BackendIr> {
     device_memory: Option<u64>,
     /// The peers offloads go to (seed 000), when configured.
     peers: Option<std::sync::Arc<super::peers::PeerPool>>,
+    /// Which backend tells where its tensors live (`exec::layout`), if any.
+    teller: layout::Teller,
 }
 
 /// The op in progress: scratch space reused by every op, so that the per-op path does not
@@ -127,6 +129,15 @@ struct OpScratch {
     budget_broken: bool,
     /// Victim candidates (reused by room-making).
     candidates: Vec<Candidate>,
+    /// For an op whose outputs may share an input's buffer: its inputs' buffers, as the
+    /// backend told them before it ran (id, buffer).
+    input_buffers: Vec<(TensorId, usize)>,
+    /// The shared buffers already counted among its inputs.
+    seen_buffers: Vec<u32>,
+    /// Its outputs' bytes that no room was made for, as views of its inputs.
+    unreserved: u64,
+    /// For a view op of one input: that input (what a strided output is made from).
+    view_source: Option<TensorId>,
 }
 
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
@@ -169,6 +180,7 @@ impl<B: BackendIr> Engine<B> {
             events: Default::default(),
             view_sources: Default::default(),
             strided_live: Vec::new(),
+            teller: layout::teller::<B>(),
         }
     }
 
@@ -237,7 +249,12 @@ impl<B: BackendIr> Engine<B> {
         }
         // Only an `Init` op's output is already in the books (registered with its data).
         let registered = matches!(op, OperationIr::Init(_));
-        let output_bytes = self.gather_outputs(&op, registered, tracing, on_output);
+        let mut output_bytes = self.gather_outputs(&op, registered, tracing, on_output);
+        // A view shares its input's buffer: no room is made for it (checked after it ran).
+        self.op.unreserved = 0;
+        if output_bytes > 0 && layout::aliases(&op, self.teller, self.op.inputs_strided) {
+            self.op.unreserved = std::mem::take(&mut output_bytes);
+        }
         if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
             if tracing {
                 self.recorder.abort();
@@ -262,15 +279,90 @@ impl<B: BackendIr> Engine<B> {
             Layout::Inherit => self.op.inputs_strided,
         };
         let view_op = self.keep_what_recipes_need(&mut op, strided);
+        self.op.view_source = self.view_source(kind);
+        let shares = self.teller != layout::Teller::None && layout::may_share(&op);
+        if shares {
+            self.probe_inputs();
+        }
         self.runner.register_op(op);
         if let Some(start) = start {
             self.recorder
                 .set_last_nanos(start.elapsed().as_nanos() as u64);
         }
         self.book_inputs();
-        self.book_outputs(registered, strided, kind == Layout::Inherit, view_op);
+        self.book_outputs(
+            registered,
+            strided,
+            shares,
+            kind == Layout::Inherit,
+            view_op,
+        );
+        let room = self.settle_views();
         self.finish_op();
-        Ok(())
+        room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
+    }
+
+    /// For a view op of one input: what its output could be made again from: that input, or,
+    /// when the op consumes it and it is a view itself, what that input could be.
+    fn view_source(&self, kind: Layout) -> Option<TensorId> {
+        let [(input, status)] = self.op.inputs[..] else {
+            return None;
+        };
+        if kind != Layout::View {
+            return None;
+        }
+        let root = (status == TensorStatus::ReadWrite)
+            .then(|| self.residency.get(&input).and_then(|e| e.view_source))
+            .flatten();
+        Some(root.unwrap_or(input))
+    }
+
+    /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to
+    /// find which of them an output shares).
+    fn probe_inputs(&mut self) {
+        self.op.input_buffers.clear();
+        for i in 0..self.op.inputs.len() {
+            let id = self.op.inputs[i].0;
+            if let Some(probe) = self.probe(id) {
+                self.op.input_buffers.push((id, probe.buffer));
+            }
+        }
+    }
+
+    /// What the backend tells of where a tensor in the books lives, if it can.
+    pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
+        let entry = self.residency.get(&id)?;
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        layout::probe::<B>(&handle, &ir.shape, ir.dtype)
+    }
+
+    /// After an op whose outputs were taken for views: an output that turned out to have a
+    /// buffer of its own (or a view counted at its whole buffer) may have put the device over
+    /// the budget. Counted as an overshoot, and room is made at once.
+    fn settle_views(&mut self) -> Result<(), SwapError> {
+        if self.op.unreserved == 0 {
+            return Ok(());
+        }
+        self.op.unreserved = 0;
+        let Some(budget) = self.budget() else {
+            return Ok(());
+        };
+        let resident = self.resident();
+        if resident <= budget {
+            return Ok(());
+        }
+        self.counters.budget_overshoots += 1;
+        tracing::warn!(
+            resident,
+            budget,
+            "burn-swap: an op taken for a view made bytes of its own"
+        );
+        // Nothing of the op is in use any more: its outputs may leave too.
+        self.op.inputs.clear();
+        let room = self.make_room(resident - budget, false);
+        self.op.budget_broken = room.is_err();
+        room
     }
 
     /// Burn drops a tensor: recorded, then taken out of the books and off the device.
@@ -314,6 +406,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.inputs.clear();
         self.op.inputs_strided = false;
         self.op.strided_shapes.clear();
+        self.op.seen_buffers.clear();
         let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
@@ -324,7 +417,13 @@ impl<B: BackendIr> Engine<B> {
                         self.op.inputs_strided = true;
                         self.op.strided_shapes.push(entry.dims.clone());
                     }
-                    if !seen {
+                    if let Some(buffer) = entry.shared() {
+                        // Views of one buffer count it once.
+                        if !self.op.seen_buffers.contains(&buffer) {
+                            self.op.seen_buffers.push(buffer);
+                            input_bytes += self.residency.counted(entry);
+                        }
+                    } else if !seen {
                         input_bytes += entry.bytes();
                         if !entry.state().on_device() {
                             // Fetches in flight are counted already but must be waited for.
@@ -434,6 +533,7 @@ impl<B: BackendIr> Engine<B> {
         &mut self,
         registered: bool,
         strided: bool,
+        shares: bool,
         inherits: bool,
         view_op: Option<Box<OperationIr>>,
     ) {
@@ -451,12 +551,30 @@ impl<B: BackendIr> Engine<B> {
                 continue;
             }
             let mut entry = Entry::sized(bytes, dims, dtype, now);
-            entry.strided = strided && self.strided_output(id, &entry, inherits);
+            // Asked once, for its layout and for the buffer it may share.
+            let probe = if strided || shares {
+                let ir = entry.ir(id, TensorStatus::ReadOnly);
+                let handle = self.runner.get_tensor_handle(&ir);
+                layout::probe::<B>(&handle, &ir.shape, ir.dtype)
+            } else {
+                None
+            };
+            entry.strided = strided && self.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
                 self.strided_live.push(id);
+                entry.view_source = self.op.view_source;
             }
-            self.residency.admit(id, entry);
+            match probe
+                .filter(|_| shares)
+                .and_then(|p| self.shared_with(bytes, p))
+            {
+                Some((source, key, buffer_bytes)) => {
+                    self.residency
+                        .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
+                }
+                None => self.residency.admit(id, entry),
+            }
         }
         self.op.outputs = outputs;
         let recipe = self.op.pending_recipe.take();
@@ -485,14 +603,32 @@ impl<B: BackendIr> Engine<B> {
     /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
     /// layout keeps a strided input's only in an output of that input's shape (a reduction,
     /// a broadcast or a matmul writes a fresh buffer).
-    fn strided_output(&self, id: TensorId, entry: &Entry, inherits: bool) -> bool {
-        let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
-        match layout::dense::<B>(&handle, &ir.shape, ir.dtype) {
-            Some(dense) => !dense,
+    fn strided_output(&self, probe: Option<layout::Probe>, entry: &Entry, inherits: bool) -> bool {
+        match probe {
+            Some(probe) => !probe.dense,
             None if inherits => self.op.strided_shapes.contains(&entry.dims),
             None => true,
         }
+    }
+
+    /// The backend says an output of `bytes` lives in `probe`'s buffer: when an input lives
+    /// there too, the buffer it shares (with that input when it is still in the books), its
+    /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
+    /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
+    /// that key in the books.)
+    pub(super) fn shared_with(
+        &self,
+        bytes: u64,
+        probe: layout::Probe,
+    ) -> Option<(Option<TensorId>, usize, u64)> {
+        let &(source, _) = self
+            .op
+            .input_buffers
+            .iter()
+            .find(|(_, buffer)| *buffer == probe.buffer)?;
+        let source = self.residency.get(&source).is_some().then_some(source);
+        (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
+            .then_some((source, probe.buffer, probe.buffer_bytes))
     }
 
     /// Counts the op that ran, then takes the plan's steps for it.
@@ -556,13 +692,13 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Whether every input of the op in progress could leave the device itself (it is
-    /// contiguous, or has a recipe): a recipe that pinned an input that can never leave would
-    /// hold its bytes for nothing.
+    /// contiguous, has a recipe, or keeps a view op that can still be replayed): a recipe that
+    /// pinned an input that can never leave would hold its bytes for nothing.
     fn inputs_can_leave(&self) -> bool {
         self.op.inputs.iter().all(|(id, _)| {
             self.residency
                 .get(id)
-                .is_none_or(|e| !e.strided || e.recipe.is_some())
+                .is_none_or(|e| !e.strided || e.recipe.is_some() || self.can_rebuild(e))
         })
     }
 

@@ -81,8 +81,10 @@ impl<B: BackendIr> Engine<B> {
         nanos: Option<u64>,
     ) -> Result<(), SwapError> {
         let during = self.op.native_base + self.op.native_out;
+        // Outputs larger than the room made for them broke the budget while the op ran (its
+        // inputs and outputs at once), even when what it consumed has gone since.
         let overshoot = self.op.native_out > self.op.native_reserved
-            && self.budget().is_some_and(|budget| self.resident() > budget);
+            && self.budget().is_some_and(|budget| during > budget);
         if overshoot {
             self.counters.budget_overshoots += 1;
             tracing::warn!(
@@ -91,9 +93,9 @@ impl<B: BackendIr> Engine<B> {
                 made = self.op.native_out,
                 "burn-swap: a native op made more than the room made for it"
             );
-        } else {
-            self.residency.note_peak(during);
         }
+        // The peak says what was on the device, budget or not.
+        self.residency.note_peak(during);
         let inputs: Vec<&TensorIr> = inputs.iter().collect();
         let outputs: Vec<&TensorIr> = outputs.iter().collect();
         self.record_named(name, &inputs, &outputs);
@@ -135,6 +137,10 @@ fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
             }
             _ => largest,
         },
+        // Indices, as wide as i64 at most (the CPU backend's are i64 whatever the input's).
+        "float_argsort" | "int_argsort" => inputs
+            .first()
+            .map_or(largest, |t| 8 * t.shape.num_elements() as u64),
         // Values and their i64 indices.
         "float_sort_with_indices" | "int_sort_with_indices" => {
             inputs.first().map_or(largest, |t| {
@@ -190,6 +196,9 @@ mod tests {
             native_output_bytes("float_grid_sample_2d", &[t, grid]),
             2 * 3 * 16 * 16 * 4
         );
+        // An argsort makes indices, as wide as i64 at most, whatever its input's width.
+        let ints = ir(&[60], DType::I32);
+        assert_eq!(native_output_bytes("int_argsort", &[ints]), 480);
         // Anything else: the largest input.
         assert_eq!(native_output_bytes("relu", &[x]), 400);
         assert_eq!(native_output_bytes("int_arange", &[]), 0);

@@ -10,6 +10,7 @@ use burn_router::RunnerClient;
 
 use super::Engine;
 use crate::error::SwapError;
+use crate::exec::layout;
 use crate::exec::residency::{Entry, Recipe};
 
 impl<B: BackendIr> Engine<B> {
@@ -99,8 +100,26 @@ impl<B: BackendIr> Engine<B> {
             return Err(error);
         }
         let Recipe { op, inputs } = *recipe;
+        // A view made again shares its source's buffer again.
+        let shares = self.teller != layout::Teller::None && layout::may_share(&op);
+        let buffers: Vec<(TensorId, usize)> = if shares {
+            inputs
+                .iter()
+                .filter_map(|&i| self.probe(i).map(|p| (i, p.buffer)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.runner.register_op(op);
         self.residency.rematerialise(&id);
+        if shares && let Some(probe) = self.probe(id) {
+            let own = std::mem::replace(&mut self.op.input_buffers, buffers);
+            if let Some((source, key, buffer_bytes)) = self.shared_with(bytes, probe) {
+                self.residency
+                    .share(&id, source.as_ref(), key, buffer_bytes);
+            }
+            self.op.input_buffers = own;
+        }
         for input in inputs {
             self.unpin(input);
         }

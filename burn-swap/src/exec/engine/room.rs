@@ -59,7 +59,8 @@ impl<B: BackendIr> Engine<B> {
 
     /// Counts an op that needs `needed` bytes of its own towards the smallest budget the run
     /// could have had: those, plus the resident strided tensors outside the op that could
-    /// not have left (no recipe, and no way to get one).
+    /// not have left (no recipe, and no way to get one: their source is gone), each shared
+    /// buffer once.
     fn note_minimum(&mut self, needed: u64) {
         if self.strided_live.is_empty() {
             self.counters.minimum_budget = self.counters.minimum_budget.max(needed);
@@ -68,13 +69,29 @@ impl<B: BackendIr> Engine<B> {
         let residency = &self.residency;
         self.strided_live
             .retain(|id| residency.get(id).is_some_and(|e| e.strided));
+        let mut buffers: Vec<u32> = Vec::new();
         let stuck: u64 = self
             .strided_live
             .iter()
             .filter(|id| !self.op.inputs.iter().any(|(i, _)| i == *id))
             .filter_map(|id| self.residency.get(id))
-            .filter(|e| e.state().on_device() && e.recipe.is_none() && !self.can_rebuild(e))
-            .map(|e| e.bytes())
+            .filter(|e| {
+                e.state().on_device()
+                    && e.recipe.is_none()
+                    && !self.can_rebuild(e)
+                    && e
+                        .view_source
+                        .is_none_or(|s| self.residency.get(&s).is_none())
+            })
+            .map(|e| match e.shared() {
+                // A shared buffer once, and not when it is an input's.
+                Some(b) if buffers.contains(&b) || self.op.seen_buffers.contains(&b) => 0,
+                Some(b) => {
+                    buffers.push(b);
+                    self.residency.counted(e)
+                }
+                None => e.bytes(),
+            })
             .sum();
         self.counters.minimum_budget = self.counters.minimum_budget.max(needed + stuck);
     }
@@ -103,6 +120,7 @@ impl<B: BackendIr> Engine<B> {
     pub(super) fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
         self.counters.largest_op = self.counters.largest_op.max(bytes);
         self.op.inputs.clear();
+        self.op.seen_buffers.clear();
         self.note_minimum(bytes);
         let Some(budget) = self.budget() else {
             return Ok(());
@@ -180,18 +198,31 @@ impl<B: BackendIr> Engine<B> {
                 if freed >= deficit {
                     break;
                 }
+                let before = self.resident();
                 let id = TensorId::new(c.key);
-                match c.leave {
-                    Leave::Recompute => {
-                        self.make_view_recipe(id);
-                        self.evict(id);
-                        freed += c.bytes;
+                match self.residency.get(&id).and_then(|e| e.shared()) {
+                    // A shared buffer leaves with every tensor that holds it.
+                    Some(buffer) => {
+                        for holder in self.holders(buffer) {
+                            let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
+                            let leave = if strided {
+                                Leave::Recompute
+                            } else {
+                                Leave::Offload
+                            };
+                            if let Err(e) = self.leave(holder, leave) {
+                                result = Err(e);
+                                break;
+                            }
+                        }
                     }
-                    Leave::Offload => match self.offload(id) {
-                        Ok(()) => freed += c.bytes,
-                        Err(e) => result = Err(e),
-                    },
+                    None => {
+                        if let Err(e) = self.leave(id, c.leave) {
+                            result = Err(e);
+                        }
+                    }
                 }
+                freed += before.saturating_sub(self.resident());
             }
         }
         if freed < deficit && (chosen.is_none() || result.is_ok()) {
@@ -215,21 +246,62 @@ impl<B: BackendIr> Engine<B> {
         result
     }
 
+    /// Moves one tensor off the device as the policy said: by offload, or by eviction (a
+    /// strided one gets its recipe first).
+    fn leave(&mut self, id: TensorId, leave: Leave) -> Result<(), SwapError> {
+        match leave {
+            Leave::Recompute => {
+                self.make_view_recipe(id);
+                self.evict(id);
+                Ok(())
+            }
+            Leave::Offload => self.offload(id),
+        }
+    }
+
+    /// The resident tensors that hold `buffer`.
+    fn holders(&self, buffer: u32) -> Vec<TensorId> {
+        self.residency
+            .iter()
+            .filter(|(_, e)| e.shared() == Some(buffer) && matches!(e.state(), State::Resident))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Lists in `candidates` the resident tensors that may leave now, each with how it would
     /// (`plan::reactive::leaves`); returns the resident bytes that may not.
     fn list_candidates(&self, candidates: &mut Vec<Candidate>, protect_inputs: bool) -> u64 {
         candidates.clear();
         let mut stuck = 0;
+        // Shared buffers leave whole: one candidate each, when every holder can leave.
+        let mut shared: Vec<SharedCandidate> = Vec::new();
         for (id, entry) in self.residency.iter() {
+            let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == id))
+                || self.op.protect.contains(id);
             let facts = VictimFacts {
                 resident: matches!(entry.state(), State::Resident),
-                in_use: (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == id))
-                    || self.op.protect.contains(id),
+                in_use,
                 strided: entry.strided,
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.can_rebuild(entry),
             };
-            match reactive::leaves(&facts) {
+            let leave = reactive::leaves(&facts);
+            if let Some(buffer) = entry.shared() {
+                // A holder whose offload is in flight leaves anyway; any other that cannot
+                // leave keeps the buffer.
+                let keeps =
+                    leave.is_none() && (in_use || !matches!(entry.state(), State::Offloading));
+                let at = match shared.iter().position(|s| s.buffer == buffer) {
+                    Some(at) => at,
+                    None => {
+                        shared.push(SharedCandidate::new(buffer));
+                        shared.len() - 1
+                    }
+                };
+                shared[at].add(id.value(), entry.last_use, leave, keeps);
+                continue;
+            }
+            match leave {
                 Some(leave) => candidates.push(Candidate {
                     key: id.value(),
                     bytes: entry.bytes(),
@@ -242,6 +314,56 @@ impl<B: BackendIr> Engine<B> {
                 None => {}
             }
         }
+        for s in shared {
+            let bytes = self.residency.buffer(s.buffer).map_or(0, |b| b.bytes);
+            match s.candidate(bytes) {
+                Some(candidate) => candidates.push(candidate),
+                None if s.kept => stuck += bytes,
+                None => {}
+            }
+        }
         stuck
+    }
+}
+
+/// A shared buffer as a victim: the holders seen so far.
+struct SharedCandidate {
+    buffer: u32,
+    /// A holder that can leave (the candidate's key), and how it leaves.
+    first: Option<(u64, Leave)>,
+    last_use: u64,
+    /// A holder cannot leave.
+    kept: bool,
+}
+
+impl SharedCandidate {
+    fn new(buffer: u32) -> Self {
+        Self {
+            buffer,
+            first: None,
+            last_use: 0,
+            kept: false,
+        }
+    }
+
+    fn add(&mut self, key: u64, last_use: u64, leave: Option<Leave>, keeps: bool) {
+        self.last_use = self.last_use.max(last_use);
+        self.kept |= keeps;
+        if let Some(leave) = leave
+            && self.first.is_none_or(|(k, _)| key < k)
+        {
+            self.first = Some((key, leave));
+        }
+    }
+
+    /// The candidate for the whole buffer of `bytes`, when every holder can leave.
+    fn candidate(&self, bytes: u64) -> Option<Candidate> {
+        let (key, leave) = self.first.filter(|_| !self.kept)?;
+        Some(Candidate {
+            key,
+            bytes,
+            last_use: self.last_use,
+            leave,
+        })
     }
 }

@@ -1,0 +1,131 @@
+//! Buffers, not tensors: a view (transposed, permuted, flipped, expanded, sliced, reshaped,
+//! unfolded) shares the buffer of the tensor it was made from, and the books count that
+//! buffer once, for as long as one of them holds it. Under a budget, a shared buffer leaves
+//! whole (its dense holders by offload, its strided ones by recomputation), and everything
+//! computed from the views is the plain backend's, bit for bit.
+
+use burn::backend::Flex;
+use burn::backend::flex::FlexDevice;
+use burn::tensor::{Distribution, Tensor, TensorData, backend::Backend};
+use burn_swap::{Swap, SwapConfig};
+
+type S = Swap<Flex>;
+
+/// A [rows, cols] float tensor with distinct values.
+fn matrix<B: Backend>(rows: usize, cols: usize, device: &B::Device) -> Tensor<B, 2> {
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 37) % 101) as f32 / 7.0 - 5.0)
+        .collect();
+    Tensor::from_data(TensorData::new(values, [rows, cols]), device)
+}
+
+fn resident(device: &FlexDevice) -> u64 {
+    burn_swap::memory(device).map_or(0, |m| m.resident_bytes)
+}
+
+#[test]
+fn a_view_costs_no_bytes_of_its_own() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    let base = resident(&device);
+    // 64 x 64 f32: 16 KiB.
+    let x = matrix::<S>(64, 64, &device);
+    let row = matrix::<S>(1, 64, &device);
+    let with_x = resident(&device);
+    assert_eq!(with_x - base, 16384 + 256);
+    let views = vec![
+        x.clone().swap_dims(0, 1),
+        x.clone().permute([1, 0]),
+        x.clone().flip([0]),
+        x.clone().slice([8..40, 0..64]),
+        x.clone().narrow(1, 16, 8),
+        x.clone().reshape([32, 128]).slice([0..16, 0..128]),
+        row.clone().expand([64, 64]),
+        x.clone().chunk(4, 0).remove(2),
+    ];
+    assert_eq!(
+        resident(&device),
+        with_x,
+        "views of x and of a row, alive at once, counted once"
+    );
+    let report = burn_swap::report(&device).unwrap();
+    assert_eq!(
+        report.peak_bytes, with_x,
+        "not even for an instant\n{report}"
+    );
+    // Burn lets go of x: its views still hold its whole buffer.
+    drop(x);
+    drop(row);
+    assert_eq!(resident(&device), with_x);
+    drop(views);
+    assert_eq!(resident(&device), base);
+}
+
+#[test]
+fn a_slice_of_a_consumed_tensor_holds_its_whole_buffer() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let base = resident(&device);
+    // The slice is all that is left of x, and it keeps x's 16 KiB alive.
+    let corner = matrix::<S>(64, 64, &device).slice([0..2, 0..2]);
+    assert_eq!(resident(&device) - base, 16384);
+    drop(corner);
+    assert_eq!(resident(&device), base);
+}
+
+/// Builds views of a few activations, keeps them alive across unrelated work that needs
+/// their room, then uses them: matmuls on transposed and flipped operands, broadcasts on
+/// expanded ones.
+fn program<B: Backend>(device: &B::Device) -> Vec<f32> {
+    let a = matrix::<B>(48, 48, device);
+    let b = (a.clone() * 0.5).exp() - 1.0;
+    let at = a.clone().swap_dims(0, 1);
+    let bf = b.clone().flip([1]);
+    let a_rows = a.clone().reshape([96, 24]);
+    let col = b.clone().slice([0..48, 5..6]).expand([48, 48]);
+    // Unrelated work that needs the room those hold.
+    let mut filler = Tensor::<B, 2>::random([48, 48], Distribution::Default, device) * 0.0;
+    for i in 0..6 {
+        filler = filler + matrix::<B>(48, 48, device).sin() * (i as f32);
+    }
+    let out = at.matmul(bf) + col * filler.tanh();
+    let mut values: Vec<f32> = out.into_data().to_vec().unwrap();
+    values.extend(a_rows.sum_dim(1).into_data().to_vec::<f32>().unwrap());
+    values.extend(b.mean().into_data().to_vec::<f32>().unwrap());
+    drop(a);
+    values
+}
+
+#[test]
+fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    <Flex as Backend>::seed(&device, 7);
+    let plain = program::<Flex>(&device);
+    // Unbudgeted through Swap: the peak and the minimum, as counted.
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    <S as Backend>::seed(&device, 7);
+    assert_eq!(program::<S>(&device), plain);
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let (peak, minimum) = (unbudgeted.peak_bytes, unbudgeted.minimum_budget_bytes);
+    // Every view and its source can leave: the smallest budget is the largest op's own
+    // bytes, and the run trains under it.
+    assert_eq!(minimum, unbudgeted.largest_op_bytes, "{unbudgeted}");
+    assert!(minimum < peak, "{unbudgeted}");
+    for budget in [(peak + minimum) / 2, minimum] {
+        burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+        burn_swap::reset_counters(&device);
+        <S as Backend>::seed(&device, 7);
+        let got = program::<S>(&device);
+        let report = burn_swap::report(&device).unwrap();
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        assert_eq!(got, plain, "at {budget} of {peak} bytes");
+        assert!(report.peak_bytes <= budget, "{report}");
+        assert_eq!(report.budget_overshoots, 0, "{report}");
+        assert!(report.offloads + report.evictions > 0, "{report}");
+    }
+}
