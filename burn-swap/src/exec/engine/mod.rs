@@ -10,6 +10,8 @@
 //!   `plan::reactive` picks), with the "no room" error when nothing more can leave;
 //! - [`moves`]: offloads and fetches, on the op's thread and on the transfer workers, and
 //!   how their completions land in the books;
+//! - [`buffers`]: which buffer each view lives in (the backend's word), and the shared
+//!   buffers that count it once;
 //! - [`recipes`]: recomputation: recipes of the plan and of strided views, pins, eviction and
 //!   rematerialisation;
 //! - [`follow`]: following the plan: planning once per profiled schedule, taking the
@@ -24,6 +26,7 @@
 //! functions in `crate::plan`.
 
 mod api;
+mod buffers;
 mod follow;
 mod links;
 mod moves;
@@ -302,69 +305,6 @@ impl<B: BackendIr> Engine<B> {
         room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
     }
 
-    /// For a view op of one input: what its output could be made again from: that input, or,
-    /// when the op consumes it and it is a view itself, what that input could be.
-    fn view_source(&self, kind: Layout) -> Option<TensorId> {
-        let [(input, status)] = self.op.inputs[..] else {
-            return None;
-        };
-        if kind != Layout::View {
-            return None;
-        }
-        let root = (status == TensorStatus::ReadWrite)
-            .then(|| self.residency.get(&input).and_then(|e| e.view_source))
-            .flatten();
-        Some(root.unwrap_or(input))
-    }
-
-    /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to
-    /// find which of them an output shares).
-    fn probe_inputs(&mut self) {
-        self.op.input_buffers.clear();
-        for i in 0..self.op.inputs.len() {
-            let id = self.op.inputs[i].0;
-            if let Some(probe) = self.probe(id) {
-                self.op.input_buffers.push((id, probe.buffer));
-            }
-        }
-    }
-
-    /// What the backend tells of where a tensor in the books lives, if it can.
-    pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
-        let entry = self.residency.get(&id)?;
-        let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
-        layout::probe::<B>(&handle, &ir.shape, ir.dtype)
-    }
-
-    /// After an op whose outputs were taken for views: an output that turned out to have a
-    /// buffer of its own (or a view counted at its whole buffer) may have put the device over
-    /// the budget. Counted as an overshoot, and room is made at once.
-    fn settle_views(&mut self) -> Result<(), SwapError> {
-        if self.op.unreserved == 0 {
-            return Ok(());
-        }
-        self.op.unreserved = 0;
-        let Some(budget) = self.budget() else {
-            return Ok(());
-        };
-        let resident = self.resident();
-        if resident <= budget {
-            return Ok(());
-        }
-        self.counters.budget_overshoots += 1;
-        tracing::warn!(
-            resident,
-            budget,
-            "burn-swap: an op taken for a view made bytes of its own"
-        );
-        // Nothing of the op is in use any more: its outputs may leave too.
-        self.op.inputs.clear();
-        let room = self.make_room(resident - budget, false);
-        self.op.budget_broken = room.is_err();
-        room
-    }
-
     /// Burn drops a tensor: recorded, then taken out of the books and off the device.
     fn run_drop(&mut self, op: OperationIr, tracing: bool, live_before: u64) {
         let OperationIr::Drop(tensor) = &op else {
@@ -597,38 +537,6 @@ impl<B: BackendIr> Engine<B> {
         {
             entry.recipe = Some(recipe);
         }
-    }
-
-    /// Whether an output that may be strided is: the backend's word (see [`layout::dense`]);
-    /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
-    /// layout keeps a strided input's only in an output of that input's shape (a reduction,
-    /// a broadcast or a matmul writes a fresh buffer).
-    fn strided_output(&self, probe: Option<layout::Probe>, entry: &Entry, inherits: bool) -> bool {
-        match probe {
-            Some(probe) => !probe.dense,
-            None if inherits => self.op.strided_shapes.contains(&entry.dims),
-            None => true,
-        }
-    }
-
-    /// The backend says an output of `bytes` lives in `probe`'s buffer: when an input lives
-    /// there too, the buffer it shares (with that input when it is still in the books), its
-    /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
-    /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
-    /// that key in the books.)
-    pub(super) fn shared_with(
-        &self,
-        bytes: u64,
-        probe: layout::Probe,
-    ) -> Option<(Option<TensorId>, usize, u64)> {
-        let &(source, _) = self
-            .op
-            .input_buffers
-            .iter()
-            .find(|(_, buffer)| *buffer == probe.buffer)?;
-        let source = self.residency.get(&source).is_some().then_some(source);
-        (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
-            .then_some((source, probe.buffer, probe.buffer_bytes))
     }
 
     /// Counts the op that ran, then takes the plan's steps for it.

@@ -79,8 +79,7 @@ impl<B: BackendIr> Engine<B> {
                 e.state().on_device()
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
-                    && e
-                        .view_source
+                    && e.view_source
                         .is_none_or(|s| self.residency.get(&s).is_none())
             })
             .map(|e| match e.shared() {

@@ -1,0 +1,117 @@
+//! Buffers: where the backend holds each view, and the shared buffers that count it once.
+//!
+//! A view (transposed, permuted, flipped, expanded, sliced, reshaped, unfolded) shares the
+//! buffer of the tensor it was made from. After an op that may make one, the backend is asked
+//! where its output lives (`exec::layout::probe`) and that is compared with where its inputs
+//! lived before it ran: an output in an input's buffer joins it in one shared buffer of the
+//! residency, counted once. The same answer says whether the output is strided (a fetch
+//! would not restore its layout).
+
+use burn_ir::{BackendIr, TensorId, TensorStatus};
+
+use super::Engine;
+use crate::error::SwapError;
+use crate::exec::layout::{self, Layout};
+use crate::exec::residency::Entry;
+
+impl<B: BackendIr> Engine<B> {
+    /// For a view op of one input: what its output could be made again from: that input, or,
+    /// when the op consumes it and it is a view itself, what that input could be.
+    pub(super) fn view_source(&self, kind: Layout) -> Option<TensorId> {
+        let [(input, status)] = self.op.inputs[..] else {
+            return None;
+        };
+        if kind != Layout::View {
+            return None;
+        }
+        let root = (status == TensorStatus::ReadWrite)
+            .then(|| self.residency.get(&input).and_then(|e| e.view_source))
+            .flatten();
+        Some(root.unwrap_or(input))
+    }
+
+    /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to
+    /// find which of them an output shares).
+    pub(super) fn probe_inputs(&mut self) {
+        self.op.input_buffers.clear();
+        for i in 0..self.op.inputs.len() {
+            let id = self.op.inputs[i].0;
+            if let Some(probe) = self.probe(id) {
+                self.op.input_buffers.push((id, probe.buffer));
+            }
+        }
+    }
+
+    /// What the backend tells of where a tensor in the books lives, if it can.
+    pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
+        let entry = self.residency.get(&id)?;
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        layout::probe::<B>(&handle, &ir.shape, ir.dtype)
+    }
+
+    /// After an op whose outputs were taken for views: an output that turned out to have a
+    /// buffer of its own (or a view counted at its whole buffer) may have put the device over
+    /// the budget. Counted as an overshoot, and room is made at once.
+    pub(super) fn settle_views(&mut self) -> Result<(), SwapError> {
+        if self.op.unreserved == 0 {
+            return Ok(());
+        }
+        self.op.unreserved = 0;
+        let Some(budget) = self.budget() else {
+            return Ok(());
+        };
+        let resident = self.resident();
+        if resident <= budget {
+            return Ok(());
+        }
+        self.counters.budget_overshoots += 1;
+        tracing::warn!(
+            resident,
+            budget,
+            "burn-swap: an op taken for a view made bytes of its own"
+        );
+        // Nothing of the op is in use any more: its outputs may leave too.
+        self.op.inputs.clear();
+        let room = self.make_room(resident - budget, false);
+        self.op.budget_broken = room.is_err();
+        room
+    }
+
+    /// Whether an output that may be strided is: the backend's word (see [`layout::dense`]);
+    /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
+    /// layout keeps a strided input's only in an output of that input's shape (a reduction,
+    /// a broadcast or a matmul writes a fresh buffer).
+    pub(super) fn strided_output(
+        &self,
+        probe: Option<layout::Probe>,
+        entry: &Entry,
+        inherits: bool,
+    ) -> bool {
+        match probe {
+            Some(probe) => !probe.dense,
+            None if inherits => self.op.strided_shapes.contains(&entry.dims),
+            None => true,
+        }
+    }
+
+    /// The backend says an output of `bytes` lives in `probe`'s buffer: when an input lives
+    /// there too, the buffer it shares (with that input when it is still in the books), its
+    /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
+    /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
+    /// that key in the books.)
+    pub(super) fn shared_with(
+        &self,
+        bytes: u64,
+        probe: layout::Probe,
+    ) -> Option<(Option<TensorId>, usize, u64)> {
+        let &(source, _) = self
+            .op
+            .input_buffers
+            .iter()
+            .find(|(_, buffer)| *buffer == probe.buffer)?;
+        let source = self.residency.get(&source).is_some().then_some(source);
+        (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
+            .then_some((source, probe.buffer, probe.buffer_bytes))
+    }
+}
