@@ -129,3 +129,51 @@ fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
         assert!(report.offloads + report.evictions > 0, "{report}");
     }
 }
+
+/// A view made again by recomputation can leave again the same way: it keeps its op, and
+/// the tensor it is made from stays in the books while it lives.
+#[test]
+fn a_recomputed_view_can_leave_again() {
+    fn run<B: Backend>(device: &B::Device) -> Vec<f32> {
+        // `x` is consumed by the reshape, the reshape by the transpose: only the view and the
+        // buffer it holds are left, and room is needed three times while it lives.
+        let x = matrix::<B>(32, 32, device);
+        let view = x.reshape([16, 64]).swap_dims(0, 1);
+        let mut out = Vec::new();
+        for round in 0..3 {
+            let other = matrix::<B>(32, 32, device) * (round as f32 + 1.0);
+            let more = other.clone().exp();
+            out.extend(more.sum().into_data().to_vec::<f32>().unwrap());
+            out.extend(
+                other
+                    .reshape([16, 64])
+                    .matmul(view.clone())
+                    .sum()
+                    .into_data()
+                    .to_vec::<f32>()
+                    .unwrap(),
+            );
+        }
+        out
+    }
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let plain = run::<Flex>(&device);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    assert_eq!(run::<S>(&device), plain);
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let budget = unbudgeted.minimum_budget_bytes;
+    assert!(budget < unbudgeted.peak_bytes, "{unbudgeted}");
+    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::reset_counters(&device);
+    let got = run::<S>(&device);
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_eq!(got, plain);
+    assert!(report.peak_bytes <= budget, "{report}");
+    assert!(
+        report.recomputes >= 2,
+        "the view left more than once\n{report}"
+    );
+}

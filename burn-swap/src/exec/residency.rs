@@ -152,6 +152,15 @@ pub(crate) struct Recipe {
     pub inputs: Vec<TensorId>,
 }
 
+/// What a strided view could be made again from, had a budget been in force when it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remake {
+    /// From this tensor, while it is in the books.
+    From(TensorId),
+    /// From the dense tensor its op consumed, which its recipe would have kept (pinned).
+    Pinned,
+}
+
 /// What the executor knows of one live tensor. Its size and state are read through
 /// [`Entry::bytes`] and [`Entry::state`] and change only through [`Residency`]'s transitions.
 pub(crate) struct Entry {
@@ -173,10 +182,9 @@ pub(crate) struct Entry {
     /// For a strided tensor under a budget: the op that made it, to become its recipe if it
     /// must leave while its inputs are still there.
     pub view_op: Option<Box<OperationIr>>,
-    /// For a strided tensor made by a view op: the tensor it was made from (while that is in
-    /// the books, the view could be made again: the report's minimum budget counts it as able
-    /// to leave, as it would under a budget).
-    pub view_source: Option<TensorId>,
+    /// For a strided tensor made by a view op: what it could be made again from, under a
+    /// budget (the report's minimum budget counts it as able to leave while it can).
+    pub view_source: Option<Remake>,
     /// The shared buffer it holds on the device (0: a buffer of its own, counted as `bytes`).
     buffer: u32,
 }
@@ -471,6 +479,12 @@ impl Residency {
         self.admit(id, entry);
         self.books.peak = peak;
         self.share(&id, source, key, buffer_bytes);
+    }
+
+    /// Takes back what the peak noted since it was `peak`, but for what is resident now: a
+    /// view made again counted its own bytes until it was seen to share its source's buffer.
+    pub fn restore_peak(&mut self, peak: u64) {
+        self.books.peak = peak.max(self.books.resident);
     }
 
     /// A new shared buffer of `bytes`, with no holder yet, counted from now on.

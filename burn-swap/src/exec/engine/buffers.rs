@@ -12,22 +12,28 @@ use burn_ir::{BackendIr, TensorId, TensorStatus};
 use super::Engine;
 use crate::error::SwapError;
 use crate::exec::layout::{self, Layout};
-use crate::exec::residency::Entry;
+use crate::exec::residency::{Entry, Remake};
 
 impl<B: BackendIr> Engine<B> {
-    /// For a view op of one input: what its output could be made again from: that input, or,
-    /// when the op consumes it and it is a view itself, what that input could be.
-    pub(super) fn view_source(&self, kind: Layout) -> Option<TensorId> {
+    /// For a view op of one input: what its output could be made again from under a budget:
+    /// that input; when the op consumes it, what that input could be made from if it is a
+    /// view itself, or the input kept by the output's recipe if it is dense (`plan::views`
+    /// gives such a view its recipe at once).
+    pub(super) fn view_source(&self, kind: Layout) -> Option<Remake> {
         let [(input, status)] = self.op.inputs[..] else {
             return None;
         };
         if kind != Layout::View {
             return None;
         }
-        let root = (status == TensorStatus::ReadWrite)
-            .then(|| self.residency.get(&input).and_then(|e| e.view_source))
-            .flatten();
-        Some(root.unwrap_or(input))
+        if status != TensorStatus::ReadWrite {
+            return Some(Remake::From(input));
+        }
+        match self.residency.get(&input) {
+            Some(e) if e.view_source.is_some() => e.view_source,
+            Some(e) if !e.strided => Some(Remake::Pinned),
+            _ => Some(Remake::From(input)),
+        }
     }
 
     /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to

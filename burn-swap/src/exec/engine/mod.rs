@@ -140,7 +140,7 @@ struct OpScratch {
     /// Its outputs' bytes that no room was made for, as views of its inputs.
     unreserved: u64,
     /// For a view op of one input: that input (what a strided output is made from).
-    view_source: Option<TensorId>,
+    view_source: Option<super::residency::Remake>,
 }
 
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.

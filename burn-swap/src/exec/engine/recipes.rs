@@ -89,18 +89,41 @@ impl<B: BackendIr> Engine<B> {
                 break;
             }
         }
+        // A view made again shares its source's buffer: no room is made for it.
+        let strided_input = recipe
+            .inputs
+            .iter()
+            .any(|i| self.residency.get(i).is_some_and(|e| e.strided));
+        let alias = layout::aliases(&recipe.op, self.teller, strided_input);
         if result.is_ok() {
-            result = self.reserve(bytes);
+            result = self.reserve(if alias { 0 } else { bytes });
+        }
+        if result.is_ok() {
+            self.replay(id, *recipe, bytes);
+            if alias {
+                result = self.settle_remade_view();
+            }
+        } else if let Some(entry) = self.residency.get_mut(&id) {
+            entry.recipe = Some(recipe);
         }
         self.op.protect.truncate(base);
-        if let Err(error) = result {
-            if let Some(entry) = self.residency.get_mut(&id) {
-                entry.recipe = Some(recipe);
-            }
-            return Err(error);
-        }
-        let Recipe { op, inputs } = *recipe;
-        // A view made again shares its source's buffer again.
+        result?;
+        self.counters.recomputes += 1;
+        self.events.recomputes += 1;
+        self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
+        Ok(())
+    }
+
+    /// Replays the recipe of evicted tensor `id` (of `bytes`), its inputs in place: it is
+    /// resident again, shares its source's buffer again when it is a view, and keeps its op
+    /// when it is strided, so that it can leave again the same way.
+    fn replay(&mut self, id: TensorId, recipe: Recipe, bytes: u64) {
+        let Recipe { op, inputs } = recipe;
+        let keep = self
+            .residency
+            .get(&id)
+            .is_some_and(|e| e.strided)
+            .then(|| Box::new(op.clone()));
         let shares = self.teller != layout::Teller::None && layout::may_share(&op);
         let buffers: Vec<(TensorId, usize)> = if shares {
             inputs
@@ -111,22 +134,37 @@ impl<B: BackendIr> Engine<B> {
             Vec::new()
         };
         self.runner.register_op(op);
+        let peak = self.residency.books().peak;
         self.residency.rematerialise(&id);
         if shares && let Some(probe) = self.probe(id) {
             let own = std::mem::replace(&mut self.op.input_buffers, buffers);
             if let Some((source, key, buffer_bytes)) = self.shared_with(bytes, probe) {
                 self.residency
                     .share(&id, source.as_ref(), key, buffer_bytes);
+                self.residency.restore_peak(peak);
             }
             self.op.input_buffers = own;
+        }
+        if let Some(op) = keep {
+            self.keep_view_op(id, op);
         }
         for input in inputs {
             self.unpin(input);
         }
-        self.counters.recomputes += 1;
-        self.events.recomputes += 1;
-        self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
-        Ok(())
+    }
+
+    /// After a view was made again with no room made for it: if it copied after all, the
+    /// budget may be broken; counted as an overshoot, and room is made at once.
+    fn settle_remade_view(&mut self) -> Result<(), SwapError> {
+        let Some(budget) = self.budget() else {
+            return Ok(());
+        };
+        let resident = self.resident();
+        if resident <= budget {
+            return Ok(());
+        }
+        self.counters.budget_overshoots += 1;
+        self.make_room(resident - budget, true)
     }
 
     /// One recipe less needs `id`; an orphan nobody needs any more is released.
@@ -136,7 +174,11 @@ impl<B: BackendIr> Engine<B> {
         };
         entry.pins = entry.pins.saturating_sub(1);
         if entry.pins == 0 && entry.orphan {
-            self.release(id);
+            // Views that keep their op from it take their recipes now (pinning it again).
+            self.pin_for_views(id);
+            if !self.residency.is_pinned(&id) {
+                self.release(id);
+            }
         }
     }
 

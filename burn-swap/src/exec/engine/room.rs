@@ -6,7 +6,7 @@ use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
 use crate::error::SwapError;
-use crate::exec::residency::State;
+use crate::exec::residency::{Remake, State};
 use crate::plan::reactive::{self, Candidate, Leave, RoomStep, VictimFacts};
 
 impl<B: BackendIr> Engine<B> {
@@ -79,8 +79,11 @@ impl<B: BackendIr> Engine<B> {
                 e.state().on_device()
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
-                    && e.view_source
-                        .is_none_or(|s| self.residency.get(&s).is_none())
+                    && match e.view_source {
+                        Some(Remake::Pinned) => false,
+                        Some(Remake::From(s)) => self.residency.get(&s).is_none(),
+                        None => true,
+                    }
             })
             .map(|e| match e.shared() {
                 // A shared buffer once, and not when it is an input's.
