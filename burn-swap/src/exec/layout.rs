@@ -152,6 +152,7 @@ pub(crate) fn teller<B: BackendIr>() -> Teller {
 /// sharing its buffer, so that room is made for no bytes of its own. A wrong answer costs
 /// no more than an overshoot made good after the op (counted in the report).
 /// A reshape is one when its input is dense (`inputs_strided` false).
+#[inline]
 pub(crate) fn aliases(op: &OperationIr, teller: Teller, inputs_strided: bool) -> bool {
     let (OperationIr::BaseFloat(b) | OperationIr::BaseInt(b) | OperationIr::BaseBool(b)) = op
     else {
@@ -175,6 +176,7 @@ pub(crate) fn aliases(op: &OperationIr, teller: Teller, inputs_strided: bool) ->
 
 /// Whether an output of `op` may share a buffer with one of its inputs: view ops, and a
 /// reshape (a view of a dense input).
+#[inline]
 pub(crate) fn may_share(op: &OperationIr) -> bool {
     match op {
         OperationIr::BaseFloat(b) | OperationIr::BaseInt(b) | OperationIr::BaseBool(b) => {

@@ -300,6 +300,10 @@ impl<B: BackendIr> Engine<B> {
             kind == Layout::Inherit,
             view_op,
         );
+        if self.op.unreserved == 0 {
+            self.finish_op();
+            return Ok(());
+        }
         let room = self.settle_views();
         self.finish_op();
         room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
