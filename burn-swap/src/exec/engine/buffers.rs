@@ -60,10 +60,20 @@ impl<B: BackendIr> Engine<B> {
     /// buffer of its own (or a view counted at its whole buffer) may have put the device over
     /// the budget. Counted as an overshoot, and room is made at once.
     pub(super) fn settle_views(&mut self) -> Result<(), SwapError> {
-        if self.op.unreserved == 0 {
+        if std::mem::take(&mut self.op.unreserved) == 0 {
             return Ok(());
         }
-        self.op.unreserved = 0;
+        // Nothing of the op is in use any more: its outputs may leave too.
+        self.op.inputs.clear();
+        let room = self.make_good_a_view(false);
+        self.op.budget_broken = room.is_err();
+        room
+    }
+
+    /// A view made with no room reserved for it (by an op, or again by its recipe) put the
+    /// device over the budget when it copied after all: counted as an overshoot, and room
+    /// is made at once (sparing the op's inputs when `protect_inputs`).
+    pub(super) fn make_good_a_view(&mut self, protect_inputs: bool) -> Result<(), SwapError> {
         let Some(budget) = self.budget() else {
             return Ok(());
         };
@@ -77,11 +87,7 @@ impl<B: BackendIr> Engine<B> {
             budget,
             "burn-swap: an op taken for a view made bytes of its own"
         );
-        // Nothing of the op is in use any more: its outputs may leave too.
-        self.op.inputs.clear();
-        let room = self.make_room(resident - budget, false);
-        self.op.budget_broken = room.is_err();
-        room
+        self.make_room(resident - budget, protect_inputs)
     }
 
     /// Whether an output that may be strided is: the backend's word (see [`layout::dense`]);

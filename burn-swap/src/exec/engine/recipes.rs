@@ -101,7 +101,7 @@ impl<B: BackendIr> Engine<B> {
         if result.is_ok() {
             self.replay(id, *recipe, bytes);
             if alias {
-                result = self.settle_remade_view();
+                result = self.make_good_a_view(true);
             }
         } else if let Some(entry) = self.residency.get_mut(&id) {
             entry.recipe = Some(recipe);
@@ -151,20 +151,6 @@ impl<B: BackendIr> Engine<B> {
         for input in inputs {
             self.unpin(input);
         }
-    }
-
-    /// After a view was made again with no room made for it: if it copied after all, the
-    /// budget may be broken; counted as an overshoot, and room is made at once.
-    fn settle_remade_view(&mut self) -> Result<(), SwapError> {
-        let Some(budget) = self.budget() else {
-            return Ok(());
-        };
-        let resident = self.resident();
-        if resident <= budget {
-            return Ok(());
-        }
-        self.counters.budget_overshoots += 1;
-        self.make_room(resident - budget, true)
     }
 
     /// One recipe less needs `id`; an orphan nobody needs any more is released.
