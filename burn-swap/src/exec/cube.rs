@@ -71,14 +71,12 @@ macro_rules! each_runtime {
 }
 
 /// [`super::layout::probe`] of a CubeCL tensor: dense when laid out row-major over a buffer
-/// of exactly its size; its buffer named
-/// by its memory handle's id and sized by its handle. CubeCL gives that id no accessor; its
-/// `Debug` prints it (`ManagedMemoryId { value: N }`), and a handle it cannot be read from
-/// is not probed.
+/// of exactly its size; its buffer named by its memory handle's id and sized by its handle.
+/// CubeCL gives that id no accessor; its `Debug` prints it (`ManagedMemoryId { value: N }`),
+/// and a handle it cannot be read from is not probed.
 pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<super::layout::Probe> {
     each_runtime!(|R| as_cube::<R, T>(tensor).and_then(|t| {
         Some(super::layout::Probe {
-            // Row-major strides over a buffer of exactly its size.
             dense: t.is_contiguous() && t.is_contiguous_buffer(),
             buffer: memory_id(&t.handle.memory)?,
             buffer_bytes: t.handle.size(),

@@ -50,19 +50,22 @@ impl<B: BackendIr> Engine<B> {
 
     /// What the backend tells of where a tensor in the books lives, if it can.
     pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
-        let entry = self.residency.get(&id)?;
+        self.probe_entry(id, self.residency.get(&id)?)
+    }
+
+    /// [`Self::probe`] of a tensor whose entry is at hand (not yet in the books).
+    pub(super) fn probe_entry(&self, id: TensorId, entry: &Entry) -> Option<layout::Probe> {
         let ir = entry.ir(id, TensorStatus::ReadOnly);
         let handle = self.runner.get_tensor_handle(&ir);
         layout::probe::<B>(&handle, &ir.shape, ir.dtype)
     }
 
-    /// After an op whose outputs were taken for views: an output that turned out to have a
-    /// buffer of its own (or a view counted at its whole buffer) may have put the device over
-    /// the budget. Counted as an overshoot, and room is made at once.
+    /// After an op whose outputs were taken for views (the caller checks that there were):
+    /// an output that turned out to have a buffer of its own (or a view counted at its whole
+    /// buffer) may have put the device over the budget. Counted as an overshoot, and room is
+    /// made at once.
     pub(super) fn settle_views(&mut self) -> Result<(), SwapError> {
-        if std::mem::take(&mut self.op.unreserved) == 0 {
-            return Ok(());
-        }
+        self.op.unreserved = 0;
         // Nothing of the op is in use any more: its outputs may leave too.
         self.op.inputs.clear();
         let room = self.make_good_a_view(false);
@@ -107,21 +110,18 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The backend says an output of `bytes` lives in `probe`'s buffer: when an input lives
-    /// there too, the buffer it shares (with that input when it is still in the books), its
+    /// The backend says an output of `bytes` lives in `probe`'s buffer: when one of `inputs`
+    /// (as [`Self::probe_inputs`] noted them) lives there too, the buffer it shares (with that input when it is still in the books), its
     /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
     /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
     /// that key in the books.)
     pub(super) fn shared_with(
         &self,
+        inputs: &[(TensorId, usize)],
         bytes: u64,
         probe: layout::Probe,
     ) -> Option<(Option<TensorId>, usize, u64)> {
-        let &(source, _) = self
-            .op
-            .input_buffers
-            .iter()
-            .find(|(_, buffer)| *buffer == probe.buffer)?;
+        let &(source, _) = inputs.iter().find(|(_, buffer)| *buffer == probe.buffer)?;
         let source = self.residency.get(&source).is_some().then_some(source);
         (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
             .then_some((source, probe.buffer, probe.buffer_bytes))

@@ -300,11 +300,11 @@ impl<B: BackendIr> Engine<B> {
             kind == Layout::Inherit,
             view_op,
         );
-        if self.op.unreserved == 0 {
-            self.finish_op();
-            return Ok(());
-        }
-        let room = self.settle_views();
+        let room = if self.op.unreserved == 0 {
+            Ok(())
+        } else {
+            self.settle_views()
+        };
         self.finish_op();
         room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
     }
@@ -497,9 +497,7 @@ impl<B: BackendIr> Engine<B> {
             let mut entry = Entry::sized(bytes, dims, dtype, now);
             // Asked once, for its layout and for the buffer it may share.
             let probe = if strided || shares {
-                let ir = entry.ir(id, TensorStatus::ReadOnly);
-                let handle = self.runner.get_tensor_handle(&ir);
-                layout::probe::<B>(&handle, &ir.shape, ir.dtype)
+                self.probe_entry(id, &entry)
             } else {
                 None
             };
@@ -511,7 +509,7 @@ impl<B: BackendIr> Engine<B> {
             }
             match probe
                 .filter(|_| shares)
-                .and_then(|p| self.shared_with(bytes, p))
+                .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
                     self.residency

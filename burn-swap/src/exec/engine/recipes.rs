@@ -136,14 +136,13 @@ impl<B: BackendIr> Engine<B> {
         self.runner.register_op(op);
         let peak = self.residency.books().peak;
         self.residency.rematerialise(&id);
-        if shares && let Some(probe) = self.probe(id) {
-            let own = std::mem::replace(&mut self.op.input_buffers, buffers);
-            if let Some((source, key, buffer_bytes)) = self.shared_with(bytes, probe) {
-                self.residency
-                    .share(&id, source.as_ref(), key, buffer_bytes);
-                self.residency.restore_peak(peak);
-            }
-            self.op.input_buffers = own;
+        if shares
+            && let Some(probe) = self.probe(id)
+            && let Some((source, key, buffer_bytes)) = self.shared_with(&buffers, bytes, probe)
+        {
+            self.residency
+                .share(&id, source.as_ref(), key, buffer_bytes);
+            self.residency.restore_peak(peak);
         }
         if let Some(op) = keep {
             self.keep_view_op(id, op);
