@@ -232,7 +232,9 @@ def native(trait, name, generics, params, ret, where):
     client = None
     for pat, ty, (k, _) in args:
         if k == "one":
-            client = f"{pat}.client.clone()"
+            # A quantized tensor is Swap's own wrapper around burn-router's tensor.
+            inner = ".tensor" if ty == "QuantizedTensor<Self>" else ""
+            client = f"{pat}{inner}.client.clone()"
             break
     if client is None:
         for pat, ty, _ in args:
@@ -309,8 +311,8 @@ def forward(trait, name, generics, params, ret, where):
 
 HAND = {
     "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
-    "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))\n    }",
-    "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.client.device()\n    }",
+    "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.tensor.client.clone());\n        let tensor = op.ir(tensor);\n        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))\n    }",
+    "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.tensor.client.device()\n    }",
     "q_to_device": "    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {\n        crate::backend::native::q_to_device(tensor, device)\n    }",
     "float_into_data": "    fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",
     "int_into_data": "    fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        read(tensor)\n    }",

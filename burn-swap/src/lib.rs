@@ -52,7 +52,7 @@ pub mod unstable;
 use backend::registry::{self, DeviceKey};
 use burn_backend::backend::DeviceOps;
 
-pub use backend::Swap;
+pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{AllocatorUsage, CompressionStat, Memory, PeerStat, Report};

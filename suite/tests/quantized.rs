@@ -2,17 +2,24 @@
 //! unimplemented; burn-swap runs them natively on the inner backend): quantize, dequantize,
 //! reshape and views of quantized tensors, reading their data, and ops through dequantization,
 //! bit for bit, with no budget and under one that makes the float tensors around them leave.
+//! Each backend quantizes with its own default scheme: `Swap<Flex>`'s is Flex's.
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
-use burn::tensor::quantization::{QuantScheme, QuantStore};
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::tensor::backend::{Backend, BackendTypes, QTensorPrimitive};
+use burn::tensor::quantization::QuantScheme;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use burn_swap::{Swap, SwapConfig};
 
 type S = Swap<Flex>;
 
+/// The default scheme of backend `B`'s quantized tensors.
+fn default_scheme<B: Backend>() -> QuantScheme {
+    <<B as BackendTypes>::QuantizedTensorPrimitive as QTensorPrimitive>::default_scheme()
+}
+
 fn program<B: Backend>(device: &B::Device) -> (Vec<u32>, TensorData) {
-    let scheme = QuantScheme::default().with_store(QuantStore::Native);
+    let scheme = default_scheme::<B>();
     let values: Vec<f32> = (0..256)
         .map(|i| ((i * 13 % 29) as f32 - 14.0) / 3.0)
         .collect();
@@ -48,4 +55,52 @@ fn quantized_ops_run_through_swap_bit_for_bit() {
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+#[test]
+fn swap_quantizes_as_its_inner_backend() {
+    // burn-router's default (`QuantScheme::default()`) packs values in u32 words; Flex stores
+    // them natively. `Swap<Flex>` must answer Flex's.
+    assert_eq!(default_scheme::<S>(), default_scheme::<Flex>());
+    assert_ne!(default_scheme::<Flex>(), QuantScheme::default());
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let x = Tensor::<Flex, 1>::from_floats([1.0, -2.0, 3.5, 0.25], &device);
+    let plain = x
+        .quantize_dynamic(&default_scheme::<Flex>())
+        .into_primitive();
+    let x = Tensor::<S, 1>::from_floats([1.0, -2.0, 3.5, 0.25], &device);
+    let swapped = x.quantize_dynamic(&default_scheme::<S>()).into_primitive();
+    let (TensorPrimitive::QFloat(plain), TensorPrimitive::QFloat(swapped)) = (plain, swapped)
+    else {
+        panic!("quantize_dynamic gave a float tensor");
+    };
+    assert_eq!(swapped.scheme(), plain.scheme());
+    assert_eq!(swapped.acc_precision(), plain.acc_precision());
+    assert_eq!(swapped.propagation(), plain.propagation());
+}
+
+/// A quantized tensor counts its stored values and its quantization parameters: 4,096 i8
+/// values and one f32 scale per tensor, or one per 32-value block.
+#[test]
+fn a_quantized_tensor_counts_its_values_and_parameters() {
+    use burn::tensor::quantization::{BlockSize, QuantLevel};
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let values: Vec<f32> = (0..4096)
+        .map(|i| ((i * 7 % 61) as f32 - 30.0) / 8.0)
+        .collect();
+    let x = Tensor::<S, 2>::from_data(TensorData::new(values, [64, 64]), &device);
+    let per_tensor = default_scheme::<S>();
+    let per_block = per_tensor.with_level(QuantLevel::Block(BlockSize::new([32])));
+    for (scheme, scales) in [(per_tensor, 1), (per_block, 4096 / 32)] {
+        let before = burn_swap::memory(&device).unwrap().resident_bytes;
+        let q = x.clone().quantize_dynamic(&scheme);
+        let after = burn_swap::memory(&device).unwrap().resident_bytes;
+        assert_eq!(after - before, 4096 + 4 * scales, "{scheme:?}");
+        let data = q.into_data();
+        assert_eq!(data.bytes.len() as u64, 4096 + 4 * scales, "{scheme:?}");
+    }
 }

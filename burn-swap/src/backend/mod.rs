@@ -7,9 +7,11 @@ pub(crate) mod client;
 mod native;
 #[rustfmt::skip]
 mod ops;
+mod quantized;
 pub(crate) mod registry;
 mod swap;
 
 pub use channel::{SwapBridge, SwapChannel};
 pub use client::SwapClient;
+pub use quantized::SwapQTensor;
 pub use swap::Swap;

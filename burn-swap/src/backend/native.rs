@@ -1,12 +1,12 @@
 //! Ops that burn-router would decompose: they run natively on the inner backend, with their
 //! inputs and outputs kept in the swap client's books.
 
-use burn_backend::{DType, ExecutionError, Shape, TensorData, TensorMetadata};
+use burn_backend::{DType, ExecutionError, QTensorPrimitive, Shape, TensorData, TensorMetadata};
 use burn_ir::{BackendIr, TensorHandle, TensorIr, TensorStatus};
 use burn_router::{RouterTensor, RunnerClient};
 use burn_std::future::DynFut;
 
-use super::SwapClient;
+use super::{SwapClient, SwapQTensor};
 use crate::exec::engine::Engine;
 
 /// One native op: collect the inputs from Burn ([`NativeOp::ir`]), then [`NativeOp::run`] the
@@ -45,8 +45,8 @@ impl<I: BackendIr> NativeOp<I> {
     }
 
     /// Takes an input tensor from Burn (with its read-only or last-use status).
-    pub fn ir(&mut self, tensor: RouterTensor<SwapClient<I>>) -> TensorIr {
-        let ir = tensor.into_ir();
+    pub fn ir(&mut self, tensor: impl Into<RouterTensor<SwapClient<I>>>) -> TensorIr {
+        let ir = tensor.into().into_ir();
         self.inputs.push(ir.clone());
         ir
     }
@@ -133,12 +133,11 @@ impl<I: BackendIr> NativeCtx<'_, I> {
         self.output(I::bool_tensor_handle(tensor), shape, dtype)
     }
 
-    pub fn quantized_out(
-        &mut self,
-        tensor: I::QuantizedTensorPrimitive,
-    ) -> RouterTensor<SwapClient<I>> {
+    pub fn quantized_out(&mut self, tensor: I::QuantizedTensorPrimitive) -> SwapQTensor<I> {
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
-        self.output(I::quantized_tensor_handle(tensor), shape, dtype)
+        let (acc, propagation) = (tensor.acc_precision(), tensor.propagation());
+        let out = self.output(I::quantized_tensor_handle(tensor), shape, dtype);
+        SwapQTensor::new(out, acc, propagation)
     }
 }
 
@@ -154,12 +153,12 @@ pub(crate) fn read<I: BackendIr>(
 /// Moves a quantized tensor to `device`: nothing to do on its own device; elsewhere its data
 /// (values and scales) is read and written there, which gives the same tensor.
 pub(crate) fn q_to_device<I: BackendIr>(
-    tensor: RouterTensor<SwapClient<I>>,
+    tensor: SwapQTensor<I>,
     device: &I::Device,
-) -> RouterTensor<SwapClient<I>> {
+) -> SwapQTensor<I> {
     use burn_backend::ops::QTensorOps;
     use burn_router::RunnerClient;
-    if tensor.client.device() == *device {
+    if tensor.tensor.client.device() == *device {
         return tensor;
     }
     let data = burn_std::reader::try_read_sync(<crate::backend::Swap<I> as QTensorOps<

@@ -87,7 +87,7 @@ impl<I: BackendIr> BackendTypes for Swap<I> {
     type IntElem = I::IntElem;
     type BoolTensorPrimitive = RouterTensor<SwapClient<I>>;
     type BoolElem = I::BoolElem;
-    type QuantizedTensorPrimitive = RouterTensor<SwapClient<I>>;
+    type QuantizedTensorPrimitive = super::SwapQTensor<I>;
 }
 
 impl<I: BackendIr> Backend for Swap<I> {

@@ -17,8 +17,48 @@ mod transfer;
 use burn_backend::{DType, Shape};
 
 /// Bytes of a tensor of this shape and dtype, as burn-swap counts them.
+#[inline]
 pub(crate) fn bytes_of(shape: &Shape, dtype: DType) -> u64 {
-    (shape.num_elements() * dtype.size()) as u64
+    bytes_of_dims(shape.as_slice(), dtype)
+}
+
+/// [`bytes_of`] from the dimensions. A quantized tensor counts its stored values (packed
+/// several to a word, or sub-byte values, as its scheme stores them) and its quantization
+/// parameters (one per tensor or per block), which `DType::size` does not tell.
+#[inline]
+pub(crate) fn bytes_of_dims(dims: &[usize], dtype: DType) -> u64 {
+    let elements = dims.iter().product::<usize>();
+    match dtype {
+        DType::QFloat(scheme) => quantized_bytes(dims, elements, &scheme),
+        _ => (elements * dtype.size()) as u64,
+    }
+}
+
+#[cold]
+fn quantized_bytes(
+    dims: &[usize],
+    elements: usize,
+    scheme: &burn_backend::quantization::QuantScheme,
+) -> u64 {
+    use burn_backend::quantization::{QuantLevel, QuantParam};
+    let per_word = scheme.num_quants().max(1);
+    let values = elements.div_ceil(per_word) * scheme.size_bits_stored().div_ceil(8);
+    let params = match scheme.level {
+        QuantLevel::Tensor => 1,
+        QuantLevel::Block(block) => {
+            let block = block.to_dim_vec(dims.len());
+            dims.iter()
+                .zip(block)
+                .map(|(&d, b)| d.div_ceil((b as usize).max(1)))
+                .product()
+        }
+    };
+    let param_bytes = match scheme.param {
+        QuantParam::F32 => 4,
+        QuantParam::F16 | QuantParam::BF16 => 2,
+        QuantParam::UE8M0 | QuantParam::UE4M3 => 1,
+    };
+    (values + params * param_bytes) as u64
 }
 
 pub use counters::{AllocatorUsage, PeerStat};

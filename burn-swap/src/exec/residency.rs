@@ -192,17 +192,14 @@ pub(crate) struct Entry {
 impl Entry {
     /// A resident tensor of `dims` and `dtype`, made or used last by op `last_use`.
     pub fn new(dims: Dims, dtype: DType, last_use: u64) -> Self {
-        let bytes = (dims.as_slice().iter().product::<usize>() * dtype.size()) as u64;
+        let bytes = crate::exec::bytes_of_dims(dims.as_slice(), dtype);
         Self::sized(bytes, dims, dtype, last_use)
     }
 
     /// [`Entry::new`] with its size computed already (the op path has it).
     #[inline]
     pub fn sized(bytes: u64, dims: Dims, dtype: DType, last_use: u64) -> Self {
-        debug_assert_eq!(
-            bytes,
-            (dims.as_slice().iter().product::<usize>() * dtype.size()) as u64
-        );
+        debug_assert_eq!(bytes, crate::exec::bytes_of_dims(dims.as_slice(), dtype));
         Self {
             bytes,
             dims,

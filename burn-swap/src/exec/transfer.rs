@@ -445,7 +445,7 @@ fn spawn_worker<J: Send + 'static, B: BackendIr>(
 fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done<B> {
     let id = job.id;
     let start = Instant::now();
-    let bytes = job.shape.num_elements() * job.dtype.size();
+    let bytes = super::bytes_of(&job.shape, job.dtype);
     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes).entered();
     let device = job.route.device.clone();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))

@@ -45,7 +45,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn dequantize(tensor: QuantizedTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("dequantize", tensor.client.clone()).expect(expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
+        let mut op = NativeOp::new("dequantize", tensor.tensor.client.clone()).expect(expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -54,13 +54,13 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {
-        tensor.client.device()
+        tensor.tensor.client.device()
     }
     fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
         crate::backend::native::q_to_device(tensor, device)
     }
     fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_reshape", tensor.client.clone());
+        let mut op = NativeOp::new("q_reshape", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -69,12 +69,12 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-        let mut op = NativeOp::new("q_into_data", tensor.client.clone());
+        let mut op = NativeOp::new("q_into_data", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_expand", tensor.client.clone());
+        let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -83,7 +83,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_swap_dims(tensor: QuantizedTensor<Self>, dim1: usize, dim2: usize) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_swap_dims", tensor.client.clone());
+        let mut op = NativeOp::new("q_swap_dims", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -92,7 +92,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_permute(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_permute", tensor.client.clone());
+        let mut op = NativeOp::new("q_permute", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -101,7 +101,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_flip(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_flip", tensor.client.clone());
+        let mut op = NativeOp::new("q_flip", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -110,7 +110,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_select(tensor: QuantizedTensor<Self>, dim: usize, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_select", tensor.client.clone());
+        let mut op = NativeOp::new("q_select", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {
@@ -121,7 +121,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_slice(tensor: QuantizedTensor<Self>, slices: &[Slice]) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_slice", tensor.client.clone());
+        let mut op = NativeOp::new("q_slice", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -130,7 +130,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_gather(dim: usize, tensor: QuantizedTensor<Self>, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_gather", tensor.client.clone());
+        let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {

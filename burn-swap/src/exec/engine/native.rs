@@ -44,8 +44,9 @@ impl<B: BackendIr> Engine<B> {
         // says, else it is taken as strided when an input was.
         let strided = match crate::exec::layout::dense::<B>(&handle, &shape, dtype) {
             Some(dense) => !dense,
-            // A quantized tensor: the moves carry float, int and bool data only, so it is
-            // never offloaded (and, made natively, never recomputed): it stays resident.
+            // A quantized tensor stays resident: burn-router's runner cannot put a quantized
+            // handle back under its id (`register_tensor_data_id` is `todo!()` for QFloat),
+            // and, made natively, it has no recipe.
             None if matches!(dtype, DType::QFloat(_)) => true,
             None => self.op.inputs_strided,
         };
