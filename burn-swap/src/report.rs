@@ -87,8 +87,13 @@ pub struct Report {
     pub plans: u64,
     /// Seconds spent planning, in total.
     pub planning_seconds: f64,
-    /// The simulated peak of the plan in force, in bytes (fragmentation included).
+    /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
+    /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,
+    /// The simulated peak of the allocator's pool under the plan in force (seed 004's
+    /// block reuse, fragmentation included): what a caching allocator would reserve.
+    #[serde(default)]
+    pub predicted_pool_bytes: Option<u64>,
     /// The transfer time per iteration the plan in force expects not to hide, in seconds.
     pub predicted_exposed_seconds: Option<f64>,
     /// Offloads and recomputations per iteration in the plan in force.
@@ -214,6 +219,7 @@ impl Report {
             plans: c.plans,
             planning_seconds: seconds(c.planning_nanos),
             predicted_peak_bytes: c.predicted_peak,
+            predicted_pool_bytes: c.predicted_pool,
             predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
             planned_offloads: f.planned_offloads,
             planned_recomputes: f.planned_recomputes,
@@ -341,7 +347,14 @@ impl fmt::Display for Report {
                     self.planning_seconds * 1e3
                 ),
             )?;
-            row(f, "predicted peak", format_bytes(predicted))?;
+            let pool = self
+                .predicted_pool_bytes
+                .map_or(String::new(), |p| format!(" (pool {})", format_bytes(p)));
+            row(
+                f,
+                "predicted peak",
+                format!("{}{pool}", format_bytes(predicted)),
+            )?;
         }
         if let Some(peak) = self.allocator_peak {
             row(

@@ -17,15 +17,15 @@ fn profile_of_a_training_iteration_measured_within_the_budget() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
 
-    // Under a budget with too little headroom for two probe sizes (4 KiB and 64 KiB need
-    // twice that free): nothing is measured, and the budget holds.
+    // Under a budget of 100 KiB: the probes that fit in half of its headroom (1 KiB and
+    // 16 KiB) measure the links, and the budget holds.
     let budget = 100 * 1024;
     burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     train_mlp::<B>(&MlpConfig::small(), &device, 6);
     let profile = burn_swap::unstable::profile(&device).unwrap();
-    assert!(profile.links.is_none());
+    assert!(profile.links.is_some_and(|l| l.to_host.len() >= 2));
     let report = burn_swap::report(&device).unwrap();
     assert!(report.peak_bytes <= budget, "{report}");
 

@@ -109,5 +109,5 @@ fn combined_plan_for_half_the_peak_of_a_real_iteration() {
         start.elapsed().as_secs_f64() * 1e3
     );
     assert!(plan.feasible);
-    assert!(plan.simulation.peak_pool_bytes <= budget);
+    assert!(plan.simulation.peak_live_bytes <= budget);
 }

@@ -32,6 +32,7 @@ pub(crate) struct Counters {
     pub plans: u64,
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
+    pub predicted_pool: Option<u64>,
     pub predicted_exposed_nanos: Option<u64>,
     pub raw_bytes: u64,
     pub moved_bytes: u64,
@@ -49,6 +50,7 @@ impl Counters {
     pub fn reset(&mut self) {
         *self = Self {
             predicted_peak: self.predicted_peak,
+            predicted_pool: self.predicted_pool,
             predicted_exposed_nanos: self.predicted_exposed_nanos,
             allocator: self.allocator,
             allocator_peak: self.allocator,

@@ -44,6 +44,15 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The op after which the tensor leaves.
+    pub fn after(&self) -> usize {
+        match *self {
+            Action::Offload { after, .. } | Action::Recompute { after, .. } => after,
+        }
+    }
+}
+
 /// A plan: the tensors that leave the device, and what it is predicted to cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -159,49 +168,311 @@ fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ran
 struct Ranked {
     score: f64,
     tensor: usize,
+    /// The op that ends its gap (its next use).
+    used: usize,
     action: Action,
     cost: f64,
     offload: Option<(Action, f64)>,
 }
 
 /// The lifetimes of a plan: a tensor that leaves lives until its gap opens, then again from
-/// its prefetch (or the op before its recomputed use) to its end.
+/// its prefetch (or the op before its recomputed use); a tensor may leave in several of its
+/// gaps (which never overlap).
 pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
+    let held: Vec<usize> = actions.iter().map(|(_, a)| a.after()).collect();
+    lifetimes_held(trace, actions, &held)
+}
+
+/// [`lifetimes`] where the device copy of the tensor of action `j` is held until op
+/// `held[j]` (an offload's copy takes time; the device bytes go when it is done).
+fn lifetimes_held(trace: &Trace, actions: &[(usize, Action)], held: &[usize]) -> Vec<Lifetime> {
     let mut lifetimes = simulate::lifetimes(trace);
     let ops = trace.ops.len();
-    for &(tensor, action) in actions {
+    let mut order: Vec<(usize, usize, usize, usize)> = actions
+        .iter()
+        .zip(held)
+        .map(|(&(tensor, action), &held)| match action {
+            Action::Offload { after, prefetch_at } => (tensor, after, prefetch_at, held),
+            Action::Recompute { after, before } => (tensor, after, before.saturating_sub(1), held),
+        })
+        .collect();
+    order.sort_unstable();
+    let mut i = 0;
+    while i < order.len() {
+        let tensor = order[i].0;
         let whole = lifetimes[tensor];
-        let (after, back) = match action {
-            Action::Offload { after, prefetch_at } => (after, prefetch_at),
-            Action::Recompute { after, before } => (after, before.saturating_sub(1)),
-        };
-        lifetimes[tensor].until = Some(after);
-        match trace.tensors[tensor].wraps_to {
-            // Fetched back in the next iteration: there, it is the tensor this iteration
-            // received in its slot, which now lives from the prefetch on.
-            Some(carried) if back >= ops => {
-                let from = lifetimes[carried].from;
-                lifetimes[carried].from = Some(from.map_or(back - ops, |f| f.max(back - ops)));
+        // The stretch of residency the next gap ends.
+        let mut open = tensor;
+        while i < order.len() && order[i].0 == tensor {
+            let (_, after, back, held) = order[i];
+            lifetimes[open].until = Some(held.max(after));
+            match trace.tensors[tensor].wraps_to {
+                // Fetched back in the next iteration: there, it is the tensor this iteration
+                // received in its slot, which now lives from the prefetch on.
+                Some(carried) if back >= ops => {
+                    let from = lifetimes[carried].from;
+                    lifetimes[carried].from = Some(from.map_or(back - ops, |f| f.max(back - ops)));
+                }
+                _ => {
+                    lifetimes.push(Lifetime {
+                        bytes: whole.bytes,
+                        from: Some(back),
+                        until: whole.until,
+                    });
+                    open = lifetimes.len() - 1;
+                }
             }
-            _ => lifetimes.push(Lifetime {
-                bytes: whole.bytes,
-                from: Some(back),
-                until: whole.until,
-            }),
+            i += 1;
         }
     }
     lifetimes
 }
 
-/// Plans for `budget` bytes (judged on the simulated pool peak).
+/// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
+/// of an op together, as [`simulate::simulate`] counts them).
+fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
+    let mut delta = vec![0i64; ops + 1];
+    for l in lifetimes {
+        let from = l.from.unwrap_or(0);
+        if from >= ops {
+            continue;
+        }
+        let until = l.until.map_or(ops - 1, |u| u.min(ops - 1));
+        if until < from {
+            continue;
+        }
+        delta[from] += l.bytes as i64;
+        delta[until + 1] -= l.bytes as i64;
+    }
+    let mut live = 0;
+    delta.truncate(ops);
+    for d in &mut delta {
+        live += *d;
+        *d = live;
+    }
+    delta
+}
+
+/// What [`fit`] can shorten where an op exceeds the budget: one planned offload's device
+/// copy still held while its copy to the host runs (the executor waits for the copy
+/// instead), or its return ahead of its use (the fetch starts later instead). Op numbers run
+/// on into the next iteration for a gap across the boundary.
+#[derive(Debug, Clone, Copy)]
+enum Stretch {
+    /// Held from the op after `after` to `held`.
+    Held {
+        action: usize,
+        bytes: u64,
+        after: usize,
+        held: usize,
+    },
+    /// Resident again from `prefetch_at` until its use at `used`.
+    Return {
+        action: usize,
+        bytes: u64,
+        prefetch_at: usize,
+        used: usize,
+    },
+}
+
+impl Stretch {
+    fn bytes(&self) -> u64 {
+        match *self {
+            Stretch::Held { bytes, .. } | Stretch::Return { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// Plans that fit: where the counted bytes at an op exceed the budget, the planned
+/// offloads resident there but not needed by it give way, the largest first, until the op
+/// fits or none is left: an offload whose copy is still running is waited for before the op
+/// (`held` shortens), a fetch due before the op starts after it instead (down to just before
+/// its use, which exposes the fetch). Returns the peak of counted bytes after that.
+fn fit(
+    trace: &Trace,
+    actions: &mut [(usize, Action)],
+    (used, held): (&[usize], &mut [usize]),
+    budget: u64,
+) -> u64 {
+    let ops = trace.ops.len();
+    if ops == 0 {
+        return 0;
+    }
+    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
+    let mut stretches: Vec<Stretch> = Vec::new();
+    for (action, (&(tensor, a), &used)) in actions.iter().zip(used).enumerate() {
+        let Action::Offload { after, prefetch_at } = a else {
+            continue;
+        };
+        let bytes = trace.tensors[tensor].bytes;
+        if held[action] > after {
+            stretches.push(Stretch::Held {
+                action,
+                bytes,
+                after,
+                held: held[action],
+            });
+        }
+        if prefetch_at < used {
+            stretches.push(Stretch::Return {
+                action,
+                bytes,
+                prefetch_at,
+                used,
+            });
+        }
+    }
+    // Largest first, so that each op needs the fewest changes.
+    stretches.sort_by_key(|s| std::cmp::Reverse(s.bytes()));
+    let budget = budget as i64;
+    for op in 0..ops {
+        if live[op] <= budget {
+            continue;
+        }
+        for stretch in stretches.iter_mut() {
+            if live[op] <= budget {
+                break;
+            }
+            match stretch {
+                Stretch::Held {
+                    action,
+                    bytes,
+                    after,
+                    held: until,
+                } => {
+                    if !(*after < op && op <= *until) {
+                        continue;
+                    }
+                    for x in op..=*until {
+                        live[x] -= *bytes as i64;
+                    }
+                    *until = op - 1;
+                    held[*action] = op - 1;
+                }
+                Stretch::Return {
+                    action,
+                    bytes,
+                    prefetch_at,
+                    used,
+                } => {
+                    // The op in the return's own numbering: this iteration's, or the next.
+                    let Some(at) = [op, op + ops]
+                        .into_iter()
+                        .find(|&at| *prefetch_at <= at && at < *used)
+                    else {
+                        continue;
+                    };
+                    for x in *prefetch_at..=at {
+                        live[x % ops] -= *bytes as i64;
+                    }
+                    *prefetch_at = at + 1;
+                    if let Action::Offload { prefetch_at, .. } = &mut actions[*action].1 {
+                        *prefetch_at = at + 1;
+                    }
+                }
+            }
+        }
+    }
+    live.iter().copied().max().unwrap_or(0).max(0) as u64
+}
+
+/// The other gaps of each candidate's tensor (its candidate has the longest): gaps between
+/// two of its uses at least `min_gap` ops apart, and the one across the iteration boundary
+/// for a carried tensor. They can leave by offload only (a tensor is recomputed in one gap at
+/// most), so that a tensor used at many points of the iteration need not stay resident
+/// between all the others.
+fn other_gaps(trace: &Trace, profile: &Profile, candidates: &[Candidate]) -> Vec<Candidate> {
+    let period = trace.ops.len();
+    let link = profile.links.as_ref().and_then(|l| l.link_model());
+    let mut out = Vec::new();
+    for c in candidates {
+        let t = &trace.tensors[c.tensor];
+        let mut times: Vec<usize> = t.producer.into_iter().collect();
+        times.extend(t.accesses.iter().map(|a| a.op));
+        let wrap = t.wraps_to.and_then(|w| {
+            let last = *times.last()?;
+            Some((last, period + trace.tensors[w].accesses.first()?.op))
+        });
+        let gaps = times.windows(2).map(|w| (w[0], w[1])).chain(wrap);
+        for gap in gaps {
+            if gap == c.gap || gap.1 - gap.0 < super::MIN_GAP {
+                continue;
+            }
+            let gap_seconds = profile.gap_seconds(gap.0, gap.1);
+            out.push(Candidate {
+                tensor: c.tensor,
+                bytes: c.bytes,
+                gap,
+                recompute_seconds: 0.0,
+                gap_seconds,
+                recomputable: false,
+                swappable: link.is_some_and(|l| l.round_trip(c.bytes) <= gap_seconds),
+            });
+        }
+    }
+    out
+}
+
+/// The time an offload after op `after`, fetched from `prefetch_at` on for its use at op
+/// `used` (and waited for before op `waited`, when the budget needs its bytes there),
+/// leaves exposed: its round trip beyond the compute of its gap, or the part of its copy out
+/// that the ops before the wait do not hide plus the part of its fetch that the ops between
+/// the prefetch and the use do not, whichever is more.
+fn offload_exposed(
+    profile: &Profile,
+    (out, back): (LinkFit, LinkFit),
+    bytes: u64,
+    (after, prefetch_at, used): (usize, usize, usize),
+    waited: Option<usize>,
+) -> f64 {
+    let (out_s, back_s) = (out.seconds(bytes), back.seconds(bytes));
+    let round_trip = out_s + back_s - profile.gap_seconds(after, used);
+    let copy_out = waited.map_or(0.0, |w| (out_s - profile.gap_seconds(after, w)).max(0.0));
+    let fetch = (back_s - profile.gap_seconds(prefetch_at.saturating_sub(1), used)).max(0.0);
+    round_trip.max(copy_out + fetch).max(0.0)
+}
+
+/// The last op during which an offload's device copy is still held: its copy to the host
+/// starts when op `after` is done and takes the link's time for its bytes, while the next
+/// ops run; the engine sees it done at the start of the op after that. A recomputed tensor
+/// is dropped at once.
+fn held_until(
+    profile: &Profile,
+    fits: Option<(LinkFit, LinkFit)>,
+    bytes: u64,
+    action: Action,
+) -> usize {
+    let (Action::Offload { after, prefetch_at }, Some((out, _))) = (action, fits) else {
+        return action.after();
+    };
+    let ops = profile.op_nanos.len();
+    let mut left = out.seconds(bytes);
+    let mut op = after;
+    // Held at most until the iteration's last op, or the op before its return.
+    let last = prefetch_at.min(ops).saturating_sub(1).max(after);
+    while left > 0.0 && op < last {
+        op += 1;
+        left -= profile.op_nanos[op] as f64 * 1e-9;
+    }
+    op
+}
+
+/// Plans for `budget` bytes, judged on the simulated counted bytes (what the budget bounds;
+/// the pool peak, fragmentation included, is reported beside it).
 pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
     let ops = trace.ops.len();
     let fits = profile.links.as_ref().and_then(|l| match l.fits() {
         (Some(out), Some(back)) => Some((out, back)),
         _ => None,
     });
+    let others = if fits.is_some() {
+        other_gaps(trace, profile, candidates)
+    } else {
+        Vec::new()
+    };
     let mut ranked: Vec<Ranked> = candidates
         .iter()
+        .chain(&others)
         .filter_map(|c| {
             let ways = ways(c, profile, fits);
             let (action, cost) = cheaper(ways)?;
@@ -209,13 +480,19 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
             Some(Ranked {
                 score: benefit / (cost + 1e-9),
                 tensor: c.tensor,
+                used: c.gap.1,
                 action,
                 cost,
                 offload: ways.0,
             })
         })
         .collect();
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.tensor.cmp(&b.tensor)));
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.tensor.cmp(&b.tensor))
+            .then(a.used.cmp(&b.used))
+    });
     one_level(trace, profile, budget, &mut ranked);
     // Ways that cost compute time (recomputation) or nothing (offloads the gap hides) come
     // first; offloads whose copies the gap cannot hide come last, taken only where the plan
@@ -226,27 +503,49 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         .take_while(|r| !(matches!(r.action, Action::Offload { .. }) && r.cost > 0.0))
         .count();
 
-    // Probes simulate with one ratio (the keep-everything plan's best); the chosen plan is
-    // then simulated with every ratio. `O(log n)` probes.
-    let keep_all = simulate::simulate_best(&simulate::lifetimes(trace), ops);
-    let probe_ratio = keep_all.ratio;
-    let plan_of = |k: usize, ratio: Option<u32>| -> Plan {
-        let actions: Vec<(usize, Action)> =
-            ranked[..k].iter().map(|r| (r.tensor, r.action)).collect();
-        let lifetimes = lifetimes(trace, &actions);
-        let simulation = match ratio {
-            Some(r) => simulate::simulate(&lifetimes, ops, r),
-            None => simulate::simulate_best(&lifetimes, ops),
-        };
+    let plan_of = |k: usize| -> Plan {
+        let recomputed: hashbrown::HashSet<usize> = ranked[..k]
+            .iter()
+            .filter(|r| matches!(r.action, Action::Recompute { .. }))
+            .map(|r| r.tensor)
+            .collect();
+        // A tensor recomputed in one gap leaves in no other (its recipe is its way back).
+        let taken: Vec<&Ranked> = ranked[..k]
+            .iter()
+            .filter(|r| {
+                matches!(r.action, Action::Recompute { .. }) || !recomputed.contains(&r.tensor)
+            })
+            .collect();
+        let mut actions: Vec<(usize, Action)> =
+            taken.iter().map(|r| (r.tensor, r.action)).collect();
+        let used: Vec<usize> = taken.iter().map(|r| r.used).collect();
+        let copied: Vec<usize> = actions
+            .iter()
+            .map(|&(tensor, action)| held_until(profile, fits, trace.tensors[tensor].bytes, action))
+            .collect();
+        let mut held = copied.clone();
+        fit(trace, &mut actions, (&used, &mut held), budget);
+        let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
         let (mut exposed, mut recompute) = (0.0, 0.0);
-        for r in &ranked[..k] {
-            match r.action {
-                Action::Offload { .. } => exposed += r.cost,
-                Action::Recompute { .. } => recompute += r.cost,
+        for (j, (&(tensor, action), r)) in actions.iter().zip(&taken).enumerate() {
+            match (action, fits) {
+                (Action::Offload { after, prefetch_at }, Some(fits)) => {
+                    let bytes = trace.tensors[tensor].bytes;
+                    let waited = (held[j] < copied[j]).then_some(held[j] + 1);
+                    exposed += offload_exposed(
+                        profile,
+                        fits,
+                        bytes,
+                        (after, prefetch_at, used[j]),
+                        waited,
+                    );
+                }
+                (Action::Offload { .. }, None) => {}
+                (Action::Recompute { .. }, _) => recompute += r.cost,
             }
         }
         Plan {
-            feasible: simulation.peak_pool_bytes <= budget,
+            feasible: simulation.peak_live_bytes <= budget,
             actions,
             simulation,
             exposed_seconds: exposed,
@@ -255,26 +554,26 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
     };
     let _span =
         tracing::debug_span!("burn_swap::combine", ops, candidates = ranked.len()).entered();
-    if keep_all.peak_pool_bytes <= budget {
-        return plan_of(0, None);
+    let keep_all = plan_of(0);
+    if keep_all.feasible {
+        return keep_all;
     }
-    if !plan_of(ranked.len(), Some(probe_ratio)).feasible {
+    if !plan_of(ranked.len()).feasible {
         // No plan fits: the executor's reactive fallback keeps the budget for the rest, and
         // it moves what it must on the op's path anyway, so exposed offloads gain nothing.
-        return plan_of(hidden, None);
+        return plan_of(hidden);
     }
-    // The shortest feasible prefix, by bisection (more drops never raise the peak here).
+    // The shortest feasible prefix, by bisection (more actions never raise the peak).
     let (mut lo, mut hi) = (0, ranked.len());
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        if plan_of(mid, Some(probe_ratio)).feasible {
+        if plan_of(mid).feasible {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    // The best ratio's pool peak is never above the probe ratio's: still feasible.
-    plan_of(hi, None)
+    plan_of(hi)
 }
 
 #[cfg(test)]
@@ -385,6 +684,63 @@ mod tests {
                 "not needlessly early: {prefetch_at} for {next_use}"
             );
         }
+    }
+
+    #[test]
+    fn a_tensor_leaves_in_each_of_its_gaps_and_returns_just_in_time() {
+        use crate::trace::{Access, AccessKind};
+        // A chain of 8 whose activation 0 (8000 bytes) op 4 reads again, and whose
+        // activation 2 is as large: activation 0 must be gone while activation 2 is made
+        // (ops 2 and 3) and again while the backward reads it (op 14).
+        let mut trace = crate::trace::synthetic::chain(
+            8,
+            |l| if l == 0 || l == 2 { 8000 } else { 1000 },
+            |_| 1000,
+        );
+        trace.tensors[0].accesses.insert(
+            1,
+            Access {
+                op: 4,
+                kind: AccessKind::Read,
+            },
+        );
+        trace.ops[4].inputs.push(0);
+        let p = profile(&trace, 1e9);
+        let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 12_000);
+        assert!(plan.feasible, "{plan:?}");
+        assert!(plan.simulation.peak_live_bytes <= 12_000);
+        let mut gaps: Vec<(usize, usize)> = plan
+            .actions
+            .iter()
+            .filter(|(t, _)| *t == 0)
+            .map(|&(_, a)| match a {
+                Action::Offload { after, prefetch_at } => (after, prefetch_at),
+                Action::Recompute { .. } => panic!("activation 0 is offloaded: {plan:?}"),
+            })
+            .collect();
+        gaps.sort_unstable();
+        // Out after op 1, back for op 4 only when op 3 is done (earlier, it would not fit
+        // beside activation 2); out again after op 4, back before op 14's end at the latest.
+        assert_eq!(gaps.len(), 2, "{plan:?}");
+        assert_eq!(gaps[0], (1, 4));
+        assert_eq!(gaps[1].0, 4);
+        assert!(gaps[1].1 > 14, "{plan:?}");
+        // Its lifetimes: made at op 0 until op 1, at op 4 alone, then from the second
+        // prefetch to its end.
+        let lifetimes = lifetimes(&trace, &plan.actions);
+        assert_eq!(
+            lifetimes[0],
+            Lifetime {
+                bytes: 8000,
+                from: Some(0),
+                until: Some(1)
+            }
+        );
+        assert!(lifetimes.contains(&Lifetime {
+            bytes: 8000,
+            from: Some(4),
+            until: Some(4)
+        }));
     }
 
     #[test]

@@ -173,11 +173,11 @@ impl Profile {
     }
 }
 
-/// The sizes of the temporary tensors that measure the links: 4 KiB to 8 MiB, those that
+/// The sizes of the temporary tensors that measure the links: 1 KiB to 8 MiB, those that
 /// fit in half of `headroom` (the bytes the budget leaves free); `None` when fewer than two
 /// fit (a fit needs two points).
 pub fn probe_sizes(headroom: u64) -> Option<Vec<u64>> {
-    const SIZES: [u64; 4] = [4 << 10, 64 << 10, 1 << 20, 8 << 20];
+    const SIZES: [u64; 5] = [1 << 10, 16 << 10, 256 << 10, 2 << 20, 8 << 20];
     let sizes: Vec<u64> = SIZES.into_iter().filter(|&s| s <= headroom / 2).collect();
     (sizes.len() >= 2).then_some(sizes)
 }
@@ -185,6 +185,16 @@ pub fn probe_sizes(headroom: u64) -> Option<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probes_fit_in_half_the_headroom() {
+        assert_eq!(probe_sizes((32 << 10) - 1), None);
+        assert_eq!(probe_sizes(32 << 10), Some(vec![1 << 10, 16 << 10]));
+        assert_eq!(
+            probe_sizes(u64::MAX),
+            Some(vec![1 << 10, 16 << 10, 256 << 10, 2 << 20, 8 << 20])
+        );
+    }
 
     #[test]
     fn fit_recovers_bandwidth_and_latency() {

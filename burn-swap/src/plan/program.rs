@@ -54,8 +54,12 @@ pub struct Program {
     /// Per op position: the planned fetches (by tag) to wait for before the op runs, from
     /// seed 003's analysis (`super::waits::fetch_waits`, added by `super::compile`).
     pub fetch_waits: Vec<Vec<u32>>,
-    /// The simulated pool peak of the plan, in bytes.
+    /// Whether the plan's simulated counted bytes fit the budget it was made for.
+    pub fits: bool,
+    /// The simulated peak of counted bytes of the plan (what the budget bounds).
     pub predicted_peak_bytes: u64,
+    /// The simulated peak of the allocator's pool, fragmentation included.
+    pub predicted_pool_bytes: u64,
     /// Transfer time the plan expects not to hide, per iteration.
     pub predicted_exposed_seconds: f64,
     /// Recompute time the plan expects, per iteration.
@@ -88,20 +92,23 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         recipes: vec![Vec::new(); period],
         after: vec![Vec::new(); period],
         fetch_waits: vec![Vec::new(); period],
-        predicted_peak_bytes: plan.simulation.peak_pool_bytes,
+        fits: plan.feasible,
+        predicted_peak_bytes: plan.simulation.peak_live_bytes,
+        predicted_pool_bytes: plan.simulation.peak_pool_bytes,
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
         offloads: 0,
         recomputes: 0,
     };
-    for &(index, action) in &plan.actions {
+    for (position, &(index, action)) in plan.actions.iter().enumerate() {
         let tensor = &trace.tensors[index];
         match action {
             Action::Offload { after, prefetch_at } => {
                 let Some(port) = port_of(trace, after, tensor.id) else {
                     continue;
                 };
-                let tag = index as u32;
+                // A tensor may leave in several gaps: the tag names this one.
+                let tag = position as u32;
                 program.after[after].push(Step::Offload { port, tag });
                 // Started right after the op before `prefetch_at`, which lies in the next
                 // iteration for a tensor carried across the boundary.
@@ -193,10 +200,10 @@ mod tests {
             program.after[2],
             vec![Step::Offload {
                 port: Port::Output(0),
-                tag: a2 as u32
+                tag: 0
             }]
         );
-        assert_eq!(program.after[8], vec![Step::Prefetch { tag: a2 as u32 }]);
+        assert_eq!(program.after[8], vec![Step::Prefetch { tag: 0 }]);
         assert_eq!(program.recipes[3], vec![0]);
         assert_eq!(
             program.after[next3],
@@ -230,9 +237,9 @@ mod tests {
             vec![
                 Step::Offload {
                     port: Port::Output(0),
-                    tag: a1 as u32
+                    tag: 0
                 },
-                Step::Prefetch { tag: a1 as u32 }
+                Step::Prefetch { tag: 0 }
             ]
         );
     }

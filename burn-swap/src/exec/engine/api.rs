@@ -66,8 +66,16 @@ impl<B: BackendIr> Engine<B> {
     /// Forgets the trace and the plan made from it.
     pub fn restart_trace(&mut self) {
         self.recorder = Default::default();
+        self.forget_plan();
+    }
+
+    /// Drops the plan in force and what the report says of it.
+    fn forget_plan(&mut self) {
         self.program = None;
         self.planned_for = None;
+        self.counters.predicted_peak = None;
+        self.counters.predicted_pool = None;
+        self.counters.predicted_exposed_nanos = None;
     }
 
     /// The trace of the last complete iteration.
@@ -110,8 +118,7 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if replan {
-            self.program = None;
-            self.planned_for = None;
+            self.forget_plan();
         }
         self.transfers
             .set_jitter(self.config.transfer_jitter_micros);

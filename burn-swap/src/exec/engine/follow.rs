@@ -10,6 +10,10 @@ use super::{Active, Engine};
 use crate::exec::residency::State;
 use crate::plan::program::{Port, Step};
 
+/// Plans made again, at the end of each following iteration, while a schedule's plan does
+/// not fit its budget.
+const REPLANS: u8 = 2;
+
 impl<B: BackendIr> Engine<B> {
     /// Takes the plan's steps after the op that ran last, plans when a new schedule was
     /// profiled, and retries deferred prefetches.
@@ -121,7 +125,17 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         if self.planned_for == Some(key) {
-            return;
+            // A plan that does not fit is made again from the next iteration's trace, which
+            // knows more: the first periodic iteration follows one that was not (a warm-up,
+            // an optimizer's first step), so which tensors it carries to the next is unknown
+            // there, and those cannot be planned to leave across the boundary.
+            let fits = self.program.as_ref().is_some_and(|a| a.program.fits);
+            if fits || self.replans == 0 {
+                return;
+            }
+            self.replans -= 1;
+        } else {
+            self.replans = REPLANS;
         }
         self.planned_for = Some(key);
         let start = Instant::now();
@@ -145,6 +159,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.plans += 1;
         self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
         self.counters.predicted_peak = Some(program.predicted_peak_bytes);
+        self.counters.predicted_pool = Some(program.predicted_pool_bytes);
         self.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
         self.program = Some(Active {

@@ -77,8 +77,11 @@ pub(crate) struct Engine<B: BackendIr> {
     transfers: Transfers<B>,
     /// The plan being followed, and the schedule it was made for.
     program: Option<Active>,
-    /// The schedule last planned for (planned once per schedule).
+    /// The schedule last planned for (planned once per schedule, and again at the end of
+    /// the next iterations while its plan does not fit: see [`REPLANS`]).
     planned_for: Option<(usize, u64)>,
+    /// Plans left for the schedule planned for while its plan does not fit.
+    replans: u8,
     /// Prefetches that found no room yet, retried after each op.
     deferred: Vec<TensorId>,
     /// What was moved since the last op was recorded (for the trace's per-op events).
@@ -178,6 +181,7 @@ impl<B: BackendIr> Engine<B> {
             transfers,
             program: None,
             planned_for: None,
+            replans: 0,
             deferred: Vec::new(),
             codec_bandwidth: None,
             events: Default::default(),

@@ -1,0 +1,73 @@
+//! Plans that fit: under the planned policy, at half, a third and a quarter of a model's
+//! unbudgeted counted peak, the plan in force predicts a peak of counted bytes within the
+//! budget, and the iterations that follow it measure a peak within 10% of that prediction.
+//! The figures are printed.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn_swap::{Policy, Swap, SwapConfig};
+use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_suite::workload::Workload;
+
+type B = Autodiff<Swap<Flex>>;
+
+/// Steps under the budget: the plan is made, made again while it does not fit (the first
+/// periodic iteration does not know what the previous one carried over), then followed.
+const STEPS: usize = 10;
+
+fn check(workload: Workload) {
+    let device = FlexDevice;
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    workload.train::<B>(&device, 3);
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    for fraction in [0.5, 0.33, 0.25] {
+        let budget = (peak as f64 * fraction) as u64;
+        let config = SwapConfig::budget_bytes(budget).with_policy(Policy::Planned);
+        burn_swap::configure(&device, config).unwrap();
+        burn_swap::restart_trace(&device);
+        burn_swap::reset_counters(&device);
+        workload.train::<B>(&device, STEPS);
+        let report = burn_swap::report(&device).unwrap();
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let name = workload.name();
+        let predicted = report
+            .predicted_peak_bytes
+            .unwrap_or_else(|| panic!("{name} at {fraction}: no plan\n{report}"));
+        let measured = report
+            .iteration_peaks
+            .last()
+            .map(|p| p.peak_bytes)
+            .unwrap_or_else(|| panic!("{name} at {fraction}: no iteration\n{report}"));
+        println!(
+            "{name} at {:.0}% ({budget} B): predicted {predicted} B, measured {measured} B \
+             ({:+.1}%), {} offloads + {} recomputes planned",
+            fraction * 100.0,
+            100.0 * (measured as f64 / predicted as f64 - 1.0),
+            report.planned_offloads,
+            report.planned_recomputes
+        );
+        assert!(
+            report.peak_bytes <= budget,
+            "{name} at {fraction}\n{report}"
+        );
+        assert!(
+            predicted <= budget,
+            "{name} at {fraction}: the plan does not fit\n{report}"
+        );
+        let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
+        assert!(
+            error <= 0.10,
+            "{name} at {fraction}: {measured} vs {predicted}\n{report}"
+        );
+    }
+}
+
+#[test]
+fn plans_fit_and_predict_the_measured_peak() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    check(Workload::Mlp(MlpConfig::small()));
+    check(Workload::ConvNet(ConvNetConfig::small()));
+    check(Workload::Transformer(TransformerConfig::small()));
+}
