@@ -101,11 +101,10 @@ fn check_program(name: &str, trace: &Trace, program: &Program) {
     assert!(planned > 0, "{name}: no fetch waits in the program");
     for (pos, tags) in program.fetch_waits.iter().enumerate() {
         for tag in tags {
-            let reads = trace.ops[pos]
-                .inputs
-                .contains(&trace.tensors[*tag as usize].id);
+            let tensor = &trace.tensors[program.tagged[*tag as usize]];
+            let reads = trace.ops[pos].inputs.contains(&tensor.id);
             assert!(
-                reads || trace.tensors[*tag as usize].wraps_to.is_some(),
+                reads || tensor.wraps_to.is_some(),
                 "{name}: op {pos} waits for fetch {tag} that it does not read"
             );
         }

@@ -64,6 +64,9 @@ pub struct Program {
     pub predicted_exposed_seconds: f64,
     /// Recompute time the plan expects, per iteration.
     pub predicted_recompute_seconds: f64,
+    /// The trace tensor (index into `Trace::tensors`) of each offload, by tag: a tensor may
+    /// leave in several gaps, each offload with its own tag.
+    pub tagged: Vec<usize>,
     /// Planned offloads and recomputations per iteration.
     pub offloads: usize,
     /// Planned recomputations per iteration.
@@ -97,18 +100,20 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         predicted_pool_bytes: plan.simulation.peak_pool_bytes,
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
+        tagged: Vec::new(),
         offloads: 0,
         recomputes: 0,
     };
-    for (position, &(index, action)) in plan.actions.iter().enumerate() {
+    for &(index, action) in &plan.actions {
         let tensor = &trace.tensors[index];
         match action {
             Action::Offload { after, prefetch_at } => {
                 let Some(port) = port_of(trace, after, tensor.id) else {
                     continue;
                 };
-                // A tensor may leave in several gaps: the tag names this one.
-                let tag = position as u32;
+                // A tensor may leave in several gaps: the tag names this offload.
+                let tag = program.tagged.len() as u32;
+                program.tagged.push(index);
                 program.after[after].push(Step::Offload { port, tag });
                 // Started right after the op before `prefetch_at`, which lies in the next
                 // iteration for a tensor carried across the boundary.
