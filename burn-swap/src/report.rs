@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::exec::counters::Counters;
 use crate::exec::engine::Figures;
 pub use crate::exec::{AllocatorUsage, PeerStat};
+pub use crate::plan::PlanChoice;
 use crate::trace::IterationPeak;
 
 /// What burn-swap did on one device since it started (or since [`crate::reset_counters`]).
@@ -94,6 +95,13 @@ pub struct Report {
     /// block reuse, fragmentation included): what a caching allocator would reserve.
     #[serde(default)]
     pub predicted_pool_bytes: Option<u64>,
+    /// The candidate plans judged by the simulator for the plan in force (see
+    /// [`crate::plan::build`]): each planner's fit, peaks and predicted time.
+    #[serde(default)]
+    pub plan_choices: Vec<PlanChoice>,
+    /// The planner whose plan is in force: the cheapest that fits.
+    #[serde(default)]
+    pub plan_chosen: Option<String>,
     /// The transfer time per iteration the plan in force expects not to hide, in seconds.
     pub predicted_exposed_seconds: Option<f64>,
     /// Offloads and recomputations per iteration in the plan in force.
@@ -220,6 +228,11 @@ impl Report {
             planning_seconds: seconds(c.planning_nanos),
             predicted_peak_bytes: c.predicted_peak,
             predicted_pool_bytes: c.predicted_pool,
+            plan_chosen: c
+                .plan_chosen
+                .and_then(|i| c.plan_choices.get(i))
+                .map(|choice| choice.planner.clone()),
+            plan_choices: c.plan_choices.clone(),
             predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
             planned_offloads: f.planned_offloads,
             planned_recomputes: f.planned_recomputes,
@@ -355,6 +368,22 @@ impl fmt::Display for Report {
                 "predicted peak",
                 format!("{}{pool}", format_bytes(predicted)),
             )?;
+            // The candidate plans: the predicted time of each that fits (the chosen one
+            // marked), the smallest budget of each that does not.
+            for choice in &self.plan_choices {
+                let chosen = self.plan_chosen.as_deref() == Some(choice.planner.as_str());
+                let verdict = if choice.fits {
+                    format!("{:.2} ms/iter", choice.seconds() * 1e3)
+                } else {
+                    format!("needs {}", format_bytes(choice.smallest_budget_bytes))
+                };
+                let mark = if chosen { "chosen, " } else { "" };
+                row(
+                    f,
+                    &format!("  {}", choice.planner),
+                    format!("{mark}{verdict}"),
+                )?;
+            }
         }
         if let Some(peak) = self.allocator_peak {
             row(

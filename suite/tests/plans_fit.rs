@@ -1,7 +1,9 @@
 //! Plans that fit: under the planned policy, at half, a third and a quarter of a model's
 //! unbudgeted counted peak, the plan in force predicts a peak of counted bytes within the
 //! budget, and the iterations that follow it measure a peak within 10% of that prediction.
-//! The figures are printed.
+//! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
+//! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
+//! figures are printed.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Running counters of one device.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Counters {
     pub offloads: u64,
     pub offloaded_bytes: u64,
@@ -33,6 +33,9 @@ pub(crate) struct Counters {
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
     pub predicted_pool: Option<u64>,
+    /// The candidate plans judged for the plan in force, and which one it is.
+    pub plan_choices: Vec<crate::plan::PlanChoice>,
+    pub plan_chosen: Option<usize>,
     pub predicted_exposed_nanos: Option<u64>,
     pub raw_bytes: u64,
     pub moved_bytes: u64,
@@ -51,6 +54,8 @@ impl Counters {
         *self = Self {
             predicted_peak: self.predicted_peak,
             predicted_pool: self.predicted_pool,
+            plan_choices: std::mem::take(&mut self.plan_choices),
+            plan_chosen: self.plan_chosen,
             predicted_exposed_nanos: self.predicted_exposed_nanos,
             allocator: self.allocator,
             allocator_peak: self.allocator,

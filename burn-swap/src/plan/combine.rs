@@ -66,6 +66,9 @@ pub struct Plan {
     pub exposed_seconds: f64,
     /// Recompute time, per iteration.
     pub recompute_seconds: f64,
+    /// The smallest budget this planner's plans reach on the trace: the simulated counted
+    /// peak of its plan that takes every way out it found (the plan's own peak when it fits).
+    pub smallest_budget: u64,
 }
 
 /// The ways for one candidate to leave, offload and recompute, each with its cost in
@@ -164,6 +167,147 @@ fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ran
     });
 }
 
+/// One tensor's way out in a plan under evaluation: its action, the use that ends its gap,
+/// and its cost in seconds (an offload's is recomputed from where it ends up).
+#[derive(Debug, Clone, Copy)]
+struct Taken {
+    tensor: usize,
+    action: Action,
+    used: usize,
+    cost: f64,
+}
+
+/// Judges a plan: how long each offload holds its copy, [`fit`] where an op exceeds the
+/// budget, the simulated counted and pool peaks, and the exposed and recompute time.
+fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> Plan {
+    let ops = trace.ops.len();
+    // One tensor's gaps never overlap: a way out whose gap starts before the previous one
+    // of its tensor ended is left out.
+    let mut order: Vec<&Taken> = taken.iter().collect();
+    order.sort_by_key(|t| (t.tensor, t.action.after(), t.used));
+    let mut taken: Vec<Taken> = Vec::with_capacity(order.len());
+    for t in order {
+        match taken.last() {
+            Some(last) if last.tensor == t.tensor && t.action.after() < last.used => {}
+            _ => taken.push(*t),
+        }
+    }
+    let taken = &taken[..];
+    let fits = link_fits(profile);
+    let mut actions: Vec<(usize, Action)> = taken.iter().map(|t| (t.tensor, t.action)).collect();
+    let used: Vec<usize> = taken.iter().map(|t| t.used).collect();
+    let copied: Vec<usize> = actions
+        .iter()
+        .map(|&(tensor, action)| held_until(profile, fits, trace.tensors[tensor].bytes, action))
+        .collect();
+    let mut held = copied.clone();
+    fit(trace, &mut actions, (&used, &mut held), budget);
+    let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
+    let (mut exposed, mut recompute) = (0.0, 0.0);
+    for (j, (&(tensor, action), t)) in actions.iter().zip(taken).enumerate() {
+        match (action, fits) {
+            (Action::Offload { after, prefetch_at }, Some(fits)) => {
+                let bytes = trace.tensors[tensor].bytes;
+                let waited = (held[j] < copied[j]).then_some(held[j] + 1);
+                exposed +=
+                    offload_exposed(profile, fits, bytes, (after, prefetch_at, used[j]), waited);
+            }
+            (Action::Offload { .. }, None) => {}
+            (Action::Recompute { .. }, _) => recompute += t.cost,
+        }
+    }
+    Plan {
+        feasible: simulation.peak_live_bytes <= budget,
+        smallest_budget: simulation.peak_live_bytes,
+        actions,
+        simulation,
+        exposed_seconds: exposed,
+        recompute_seconds: recompute,
+    }
+}
+
+/// The fitted copy models of the profile's links, both ways; `None` when not measured.
+fn link_fits(profile: &Profile) -> Option<(LinkFit, LinkFit)> {
+    profile.links.as_ref().and_then(|l| match l.fits() {
+        (Some(out), Some(back)) => Some((out, back)),
+        _ => None,
+    })
+}
+
+/// Seed 004's checkpoint selection judged as a plan: the tensors it drops are recomputed
+/// (one level deep, as the combiner's; a drop that would chain is offloaded instead, where
+/// it can be), the rest kept.
+pub fn checkpointed(
+    trace: &Trace,
+    profile: &Profile,
+    candidates: &[Candidate],
+    budget: u64,
+    rounds: usize,
+) -> Plan {
+    let selected = super::checkpoint::select(trace, candidates, rounds);
+    let fits = link_fits(profile);
+    let by_tensor: hashbrown::HashMap<usize, &Candidate> =
+        candidates.iter().map(|c| (c.tensor, c)).collect();
+    let mut ranked: Vec<Ranked> = selected
+        .recomputed
+        .iter()
+        .filter_map(|t| by_tensor.get(t))
+        .filter_map(|c| {
+            let (offload, recompute) = ways(c, profile, fits);
+            let (action, cost) = recompute?;
+            Some(Ranked {
+                score: c.score(),
+                tensor: c.tensor,
+                used: c.gap.1,
+                action,
+                cost,
+                offload,
+            })
+        })
+        .collect();
+    one_level(trace, profile, budget, &mut ranked);
+    let taken: Vec<Taken> = ranked.iter().map(Ranked::taken).collect();
+    evaluate(trace, profile, &taken, budget)
+}
+
+/// Seed 001's segment plan judged as a plan: the migrations its segments imply become
+/// offloads (each gap's fetch timed as the combiner times it, then [`fit`]); `None` when
+/// the largest tensor alone exceeds the budget.
+pub fn segmented(
+    trace: &Trace,
+    profile: &Profile,
+    budget: u64,
+    config: &super::segments::GaConfig,
+) -> Option<Plan> {
+    use super::segments;
+    let objects = segments::objects(trace, config.small_object_bytes);
+    let plan = segments::plan(&objects, budget, config)?;
+    let fits = link_fits(profile);
+    let taken: Vec<Taken> = segments::migrations(trace, &objects, &plan)
+        .into_iter()
+        .filter(|&(_, (a, n))| n > a + 1)
+        .filter_map(|(tensor, gap)| {
+            let c = Candidate {
+                tensor,
+                bytes: trace.tensors[tensor].bytes,
+                gap,
+                recompute_seconds: 0.0,
+                gap_seconds: profile.gap_seconds(gap.0, gap.1),
+                recomputable: false,
+                swappable: true,
+            };
+            let (action, cost) = ways(&c, profile, fits).0?;
+            Some(Taken {
+                tensor,
+                action,
+                used: gap.1,
+                cost,
+            })
+        })
+        .collect();
+    Some(evaluate(trace, profile, &taken, budget))
+}
+
 /// One ranked candidate.
 struct Ranked {
     score: f64,
@@ -173,6 +317,17 @@ struct Ranked {
     action: Action,
     cost: f64,
     offload: Option<(Action, f64)>,
+}
+
+impl Ranked {
+    fn taken(&self) -> Taken {
+        Taken {
+            tensor: self.tensor,
+            action: self.action,
+            used: self.used,
+            cost: self.cost,
+        }
+    }
 }
 
 /// The lifetimes of a plan: a tensor that leaves lives until its gap opens, then again from
@@ -343,8 +498,8 @@ fn fit(
                     if !(*after < op && op <= *until) {
                         continue;
                     }
-                    for x in op..=*until {
-                        live[x] -= *bytes as i64;
+                    for held_live in &mut live[op..=*until] {
+                        *held_live -= *bytes as i64;
                     }
                     *until = op - 1;
                     held[*action] = op - 1;
@@ -461,10 +616,7 @@ fn held_until(
 /// the pool peak, fragmentation included, is reported beside it).
 pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
     let ops = trace.ops.len();
-    let fits = profile.links.as_ref().and_then(|l| match l.fits() {
-        (Some(out), Some(back)) => Some((out, back)),
-        _ => None,
-    });
+    let fits = link_fits(profile);
     let others = if fits.is_some() {
         other_gaps(trace, profile, candidates)
     } else {
@@ -510,47 +662,14 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
             .map(|r| r.tensor)
             .collect();
         // A tensor recomputed in one gap leaves in no other (its recipe is its way back).
-        let taken: Vec<&Ranked> = ranked[..k]
+        let taken: Vec<Taken> = ranked[..k]
             .iter()
             .filter(|r| {
                 matches!(r.action, Action::Recompute { .. }) || !recomputed.contains(&r.tensor)
             })
+            .map(Ranked::taken)
             .collect();
-        let mut actions: Vec<(usize, Action)> =
-            taken.iter().map(|r| (r.tensor, r.action)).collect();
-        let used: Vec<usize> = taken.iter().map(|r| r.used).collect();
-        let copied: Vec<usize> = actions
-            .iter()
-            .map(|&(tensor, action)| held_until(profile, fits, trace.tensors[tensor].bytes, action))
-            .collect();
-        let mut held = copied.clone();
-        fit(trace, &mut actions, (&used, &mut held), budget);
-        let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
-        let (mut exposed, mut recompute) = (0.0, 0.0);
-        for (j, (&(tensor, action), r)) in actions.iter().zip(&taken).enumerate() {
-            match (action, fits) {
-                (Action::Offload { after, prefetch_at }, Some(fits)) => {
-                    let bytes = trace.tensors[tensor].bytes;
-                    let waited = (held[j] < copied[j]).then_some(held[j] + 1);
-                    exposed += offload_exposed(
-                        profile,
-                        fits,
-                        bytes,
-                        (after, prefetch_at, used[j]),
-                        waited,
-                    );
-                }
-                (Action::Offload { .. }, None) => {}
-                (Action::Recompute { .. }, _) => recompute += r.cost,
-            }
-        }
-        Plan {
-            feasible: simulation.peak_live_bytes <= budget,
-            actions,
-            simulation,
-            exposed_seconds: exposed,
-            recompute_seconds: recompute,
-        }
+        evaluate(trace, profile, &taken, budget)
     };
     let _span =
         tracing::debug_span!("burn_swap::combine", ops, candidates = ranked.len()).entered();
@@ -558,10 +677,14 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
     if keep_all.feasible {
         return keep_all;
     }
-    if !plan_of(ranked.len()).feasible {
+    let everything = plan_of(ranked.len());
+    if !everything.feasible {
         // No plan fits: the executor's reactive fallback keeps the budget for the rest, and
         // it moves what it must on the op's path anyway, so exposed offloads gain nothing.
-        return plan_of(hidden);
+        return Plan {
+            smallest_budget: everything.simulation.peak_live_bytes,
+            ..plan_of(hidden)
+        };
     }
     // The shortest feasible prefix, by bisection (more actions never raise the peak).
     let (mut lo, mut hi) = (0, ranked.len());

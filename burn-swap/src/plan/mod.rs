@@ -13,13 +13,12 @@
 //! - [`combine`]: per tensor keep, offload (with its prefetch point) or recompute, so that
 //!   the simulated peak fits the budget at the least exposed time.
 //! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
-//!   bytes as possible. **Experimental**: built and tested, but no execution path follows
-//!   its plans yet; the performance issue turns it into one of the candidate plans that
-//!   [`build`] scores by simulated cost. Until then it is a planner to study and benchmark.
+//!   bytes as possible; its migrations are one of the candidate plans that [`build`] judges
+//!   by simulated cost.
 //! - [`program`]: a plan turned into the steps the executor takes after each op.
 //!
 //! [`build`] is the planners' entry point: a trace, its profile and a budget in, the program
-//! the executor follows out.
+//! the executor follows out: the cheapest of the candidate plans that fits.
 //! - [`waits`]: seed 003's cross-queue waits: which work on the compute, send and receive
 //!   queues must wait for which, so that no copy races a kernel and no buffer is freed while
 //!   another queue reads it.
@@ -46,10 +45,45 @@ use program::Program;
 /// Tensors needed again fewer ops later than this are never planned to leave.
 const MIN_GAP: usize = 3;
 
-/// Plans one iteration for `budget` bytes under `policy` and compiles the plan: candidates
-/// from the checkpoint planner, the combiner's choice per tensor, then [`compile`]. Under
-/// [`Policy::OffloadOnly`] nothing is recomputed; under [`Policy::RecomputeOnly`] nothing is
-/// offloaded by plan.
+/// One candidate plan as the simulator judged it, for the report: the planner that made it,
+/// whether it fits, its predicted peaks and time, and the smallest budget it reaches.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanChoice {
+    /// The planner: `combined` (the combiner's mix), `offload-only`, `recompute-only`,
+    /// `checkpoints` (seed 004's checkpoint selection) or `segments` (seed 001's segment
+    /// plan).
+    pub planner: String,
+    /// Whether its simulated counted peak fits the budget.
+    pub fits: bool,
+    /// Its simulated counted peak, in bytes.
+    pub peak_bytes: u64,
+    /// Its simulated pool peak (fragmentation included), in bytes.
+    pub pool_bytes: u64,
+    /// Transfer time it leaves exposed per iteration, in seconds.
+    pub exposed_seconds: f64,
+    /// Recompute time per iteration, in seconds.
+    pub recompute_seconds: f64,
+    /// The smallest budget this planner reaches on the trace, in bytes.
+    pub smallest_budget_bytes: u64,
+}
+
+impl PlanChoice {
+    /// The time it adds to an iteration, as predicted: exposed transfers and recomputation.
+    pub fn seconds(&self) -> f64 {
+        self.exposed_seconds + self.recompute_seconds
+    }
+}
+
+/// Plans one iteration for `budget` bytes under `policy` and compiles the plan chosen.
+///
+/// The candidate plans the policy allows are made and judged by the simulator, each on the
+/// same terms (copies held while they run, [`combine`]'s `fit` where an op exceeds the
+/// budget): under [`Policy::Planned`] the combiner's mix, its offload-only and
+/// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
+/// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
+/// the recompute-only ones. The cheapest plan that fits (least exposed and recompute time)
+/// is compiled; when none fits, the cheapest of all (the executor's reactive fallback keeps
+/// the budget). Every candidate's score is in [`Program::choices`].
 pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
     let _span = tracing::debug_span!(
         "burn_swap::plan",
@@ -58,20 +92,84 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         policy = policy.name()
     )
     .entered();
-    let mut candidates = checkpoint::candidates(trace, profile, MIN_GAP);
-    let mut profile = std::borrow::Cow::Borrowed(profile);
-    match policy {
-        Policy::OffloadOnly => candidates.iter_mut().for_each(|c| c.recomputable = false),
-        Policy::RecomputeOnly => profile.to_mut().links = None,
-        Policy::Reactive | Policy::Planned => {}
-    }
+    let candidates = checkpoint::candidates(trace, profile, MIN_GAP);
     // Without a measured link the combiner cannot cost an offload: assume one that the gap
     // always hides, so that offloads are still planned (their prefetch starts right after).
-    if policy.moves_by_copy() && profile.links.is_none() {
-        profile.to_mut().links = Some(profile::Links::instant());
+    let mut copying = std::borrow::Cow::Borrowed(profile);
+    if copying.links.is_none() {
+        copying.to_mut().links = Some(profile::Links::instant());
     }
-    let plan = combine::combine(trace, &profile, &candidates, budget);
-    compile(trace, &plan)
+    let mut recomputing = profile.clone();
+    recomputing.links = None;
+    let no_recompute: Vec<checkpoint::Candidate> = candidates
+        .iter()
+        .map(|c| checkpoint::Candidate {
+            recomputable: false,
+            ..*c
+        })
+        .collect();
+    let offloads = policy != Policy::RecomputeOnly;
+    let recomputes = policy != Policy::OffloadOnly;
+    let mut plans: Vec<(&'static str, combine::Plan)> = Vec::new();
+    if offloads && recomputes {
+        plans.push((
+            "combined",
+            combine::combine(trace, &copying, &candidates, budget),
+        ));
+    }
+    if offloads {
+        plans.push((
+            "offload-only",
+            combine::combine(trace, &copying, &no_recompute, budget),
+        ));
+        let ga = segments::GaConfig {
+            time_limit: std::time::Duration::from_millis(50),
+            ..Default::default()
+        };
+        if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
+            plans.push(("segments", plan));
+        }
+    }
+    if recomputes {
+        plans.push((
+            "recompute-only",
+            combine::combine(trace, &recomputing, &candidates, budget),
+        ));
+        plans.push((
+            "checkpoints",
+            combine::checkpointed(trace, &recomputing, &candidates, budget, 8),
+        ));
+    }
+    let choices: Vec<PlanChoice> = plans
+        .iter()
+        .map(|(name, plan)| PlanChoice {
+            planner: (*name).to_string(),
+            fits: plan.feasible,
+            peak_bytes: plan.simulation.peak_live_bytes,
+            pool_bytes: plan.simulation.peak_pool_bytes,
+            exposed_seconds: plan.exposed_seconds,
+            recompute_seconds: plan.recompute_seconds,
+            smallest_budget_bytes: plan.smallest_budget,
+        })
+        .collect();
+    let any_fits = choices.iter().any(|c| c.fits);
+    let chosen = (0..choices.len())
+        .filter(|&i| choices[i].fits || !any_fits)
+        .min_by(|&a, &b| {
+            choices[a]
+                .seconds()
+                .total_cmp(&choices[b].seconds())
+                .then(plans[a].1.actions.len().cmp(&plans[b].1.actions.len()))
+        })
+        .unwrap_or(0);
+    tracing::debug!(
+        chosen = choices.get(chosen).map(|c| c.planner.as_str()),
+        "burn-swap: plan chosen"
+    );
+    let mut program = compile(trace, &plans[chosen].1);
+    program.chosen = chosen;
+    program.choices = choices;
+    program
 }
 
 /// A plan turned into the program the executor follows: its steps

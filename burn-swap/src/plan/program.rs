@@ -64,6 +64,11 @@ pub struct Program {
     pub predicted_exposed_seconds: f64,
     /// Recompute time the plan expects, per iteration.
     pub predicted_recompute_seconds: f64,
+    /// The candidate plans judged when this one was chosen (empty for a plan compiled
+    /// directly), and which of them it is.
+    pub choices: Vec<super::PlanChoice>,
+    /// The index of this plan in `choices`.
+    pub chosen: usize,
     /// The trace tensor (index into `Trace::tensors`) of each offload, by tag: a tensor may
     /// leave in several gaps, each offload with its own tag.
     pub tagged: Vec<usize>,
@@ -100,6 +105,8 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         predicted_pool_bytes: plan.simulation.peak_pool_bytes,
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
+        choices: Vec::new(),
+        chosen: 0,
         tagged: Vec::new(),
         offloads: 0,
         recomputes: 0,
@@ -163,6 +170,7 @@ mod tests {
             feasible: true,
             exposed_seconds: 0.0,
             recompute_seconds: 0.0,
+            smallest_budget: 0,
         }
     }
 

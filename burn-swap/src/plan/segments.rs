@@ -216,6 +216,47 @@ fn migrated_bytes_of(
     moved
 }
 
+/// The migrations a segment plan implies, per trace tensor: walking the accesses as
+/// [`migrated_bytes`] does, an object that must leave its segment for another one (and is
+/// used again) leaves after its last access so far and comes back for its next one. Each is
+/// given as `(tensor, (last use before it leaves, next use))`, a gap of the tensor's, in
+/// op order per tensor, each once.
+pub fn migrations(
+    trace: &Trace,
+    objects: &[Object],
+    plan: &SegmentPlan,
+) -> Vec<(usize, (usize, usize))> {
+    let uses = |i: usize| -> Vec<usize> {
+        let t = &trace.tensors[i];
+        let mut ops: Vec<usize> = t.producer.into_iter().collect();
+        ops.extend(t.accesses.iter().map(|a| a.op));
+        ops
+    };
+    let mut occupant: Vec<Option<usize>> = vec![None; plan.segments.len()];
+    let mut out = Vec::new();
+    for (op, x) in access_events(objects) {
+        let s = plan.assignment[x];
+        if let Some(y) = occupant[s]
+            && y != x
+            && objects[y].accesses.last().is_some_and(|&last| last > op)
+        {
+            for &i in &objects[y].tensors {
+                let ops = uses(i);
+                // Back for its next use, which may be this very op.
+                let before = ops.iter().rev().find(|&&u| u < op).copied();
+                let after = ops.iter().find(|&&u| u >= op).copied();
+                if let (Some(a), Some(n)) = (before, after) {
+                    out.push((i, (a, n)));
+                }
+            }
+        }
+        occupant[s] = Some(x);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Plans the segments for `objects` under `budget` bytes. `None` when the largest object
 /// alone exceeds the budget.
 pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<SegmentPlan> {

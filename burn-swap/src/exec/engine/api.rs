@@ -75,6 +75,8 @@ impl<B: BackendIr> Engine<B> {
         self.planned_for = None;
         self.counters.predicted_peak = None;
         self.counters.predicted_pool = None;
+        self.counters.plan_choices.clear();
+        self.counters.plan_chosen = None;
         self.counters.predicted_exposed_nanos = None;
     }
 

@@ -160,6 +160,8 @@ impl<B: BackendIr> Engine<B> {
         self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
         self.counters.predicted_peak = Some(program.predicted_peak_bytes);
         self.counters.predicted_pool = Some(program.predicted_pool_bytes);
+        self.counters.plan_choices = program.choices.clone();
+        self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
         self.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
         self.program = Some(Active {
