@@ -55,6 +55,8 @@ pub struct Row {
     pub budget_fraction: Option<f64>,
     /// Median step time after the warm-up, in seconds (`None` when it could not run).
     pub median_step: Option<f64>,
+    /// The spread of the measured steps: their interquartile range over the median.
+    pub spread: Option<f64>,
     /// `median_step` over the unwrapped run's.
     pub time_ratio: Option<f64>,
     /// Counted peak in bytes (for the unwrapped and checkpointing rows, counted by burn-swap
@@ -90,6 +92,20 @@ pub struct Plan {
     pub minimum: bool,
     /// The memory cap of the max-batch search, as a fraction of the unwrapped peak.
     pub cap_fraction: f64,
+}
+
+/// The `q` quantile of `xs` (linear between the nearest ranks); NaN when empty.
+fn quantile(xs: &[f64], q: f64) -> f64 {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => f64::NAN,
+        n => {
+            let at = q.clamp(0.0, 1.0) * (n - 1) as f64;
+            let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+            xs[lo] + (xs[hi] - xs[lo]) * (at - lo as f64)
+        }
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -162,17 +178,27 @@ fn counted_figures<I: BackendIr>(
 pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     let total = plan.warm_up + plan.steps;
     let (peak, minimum) = counted_figures::<I>(device, &plan.workload, false);
-    let steady = |times: Vec<f64>| median(times.into_iter().skip(plan.warm_up).collect());
+    // The median of the measured steps, and their interquartile range over it.
+    let steady = |times: Vec<f64>| -> (f64, f64) {
+        let measured: Vec<f64> = times.into_iter().skip(plan.warm_up).collect();
+        let m = median(measured.clone());
+        (
+            m,
+            (quantile(&measured, 0.75) - quantile(&measured, 0.25)) / m,
+        )
+    };
 
     // The first run in a process pays for cold caches and the allocator's first growth:
     // one run of the unwrapped backend is thrown away, and it is measured again at the end
     // (the last row) to show the drift of the machine over the whole run.
     step_times::<Autodiff<I>>(&plan.workload, device, total);
-    let unwrapped = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
+    let (unwrapped, unwrapped_spread) =
+        steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
     let mut rows = vec![Row {
         config: "unwrapped".into(),
         budget_fraction: None,
         median_step: Some(unwrapped),
+        spread: Some(unwrapped_spread),
         time_ratio: Some(1.0),
         peak_bytes: Some(peak),
         memory_ratio: Some(1.0),
@@ -181,16 +207,15 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         exposed_per_step: 0.0,
         error: None,
     }];
-    let checkpointed = steady(step_times::<Autodiff<I, BalancedCheckpointing>>(
-        &plan.workload,
-        device,
-        total,
-    ));
+    let (checkpointed, checkpointed_spread) = steady(step_times::<
+        Autodiff<I, BalancedCheckpointing>,
+    >(&plan.workload, device, total));
     let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
     rows.push(Row {
         config: "balanced-checkpointing".into(),
         budget_fraction: None,
         median_step: Some(checkpointed),
+        spread: Some(checkpointed_spread),
         time_ratio: Some(checkpointed / unwrapped),
         peak_bytes: Some(checkpoint_peak),
         memory_ratio: Some(checkpoint_peak as f64 / peak as f64),
@@ -200,14 +225,25 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         error: None,
     });
 
-    // The fractions, then the smallest budget the unbudgeted run's report named.
-    let minimum_fraction = (plan.minimum && peak > 0).then(|| minimum as f64 / peak as f64);
-    for fraction in plan.budgets.iter().copied().chain(minimum_fraction) {
-        let budget = if Some(fraction) == minimum_fraction {
-            minimum
-        } else {
-            ((peak as f64 * fraction) as u64).max(1)
-        };
+    // The fractions, then Balanced checkpointing's counted peak (where it lowers the peak:
+    // burn-swap at the same peak, rows marked `@balanced`), then the smallest budget the
+    // unbudgeted run's report named.
+    let mut budgets: Vec<(f64, u64, &str)> = plan
+        .budgets
+        .iter()
+        .map(|&f| (f, ((peak as f64 * f) as u64).max(1), ""))
+        .collect();
+    if plan.minimum && checkpoint_peak < peak {
+        budgets.push((
+            checkpoint_peak as f64 / peak as f64,
+            checkpoint_peak,
+            " @balanced",
+        ));
+    }
+    if plan.minimum && peak > 0 {
+        budgets.push((minimum as f64 / peak as f64, minimum, ""));
+    }
+    for (fraction, budget, mark) in budgets {
         for &policy in &plan.policies {
             burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
                 .expect("a positive budget is valid");
@@ -219,11 +255,12 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
             let measured = plan.steps.max(1) as u64;
             let row = match (result, burn_swap::report(device)) {
                 (Ok(times), Some(r)) => {
-                    let step = steady(times);
+                    let (step, spread) = steady(times);
                     Row {
-                        config: policy.name().into(),
+                        config: format!("{}{mark}", policy.name()),
                         budget_fraction: Some(fraction),
                         median_step: Some(step),
+                        spread: Some(spread),
                         time_ratio: Some(step / unwrapped),
                         peak_bytes: Some(r.peak_bytes),
                         memory_ratio: Some(r.peak_bytes as f64 / peak as f64),
@@ -234,9 +271,10 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                     }
                 }
                 (result, _) => Row {
-                    config: policy.name().into(),
+                    config: format!("{}{mark}", policy.name()),
                     budget_fraction: Some(fraction),
                     median_step: None,
+                    spread: None,
                     time_ratio: None,
                     peak_bytes: None,
                     memory_ratio: None,
@@ -253,10 +291,11 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         }
     }
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
-    let again = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
+    let (again, again_spread) = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
     rows.push(Row {
         config: "unwrapped-again".into(),
         median_step: Some(again),
+        spread: Some(again_spread),
         time_ratio: Some(again / unwrapped),
         ..rows[0].clone()
     });
@@ -314,16 +353,17 @@ pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) ->
 /// The rows as CSV.
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
-        "config,budget_fraction,median_step_ms,time_ratio,peak_bytes,memory_ratio,\
+        "config,budget_fraction,median_step_ms,spread,time_ratio,peak_bytes,memory_ratio,\
          offloaded_per_step,fetched_per_step,exposed_ms_per_step,error\n",
     );
     let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{:.4},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.4},{}\n",
             r.config,
             opt(r.budget_fraction, 1.0),
             opt(r.median_step, 1e3),
+            opt(r.spread, 1.0),
             opt(r.time_ratio, 1.0),
             r.peak_bytes.map_or(String::new(), |p| p.to_string()),
             opt(r.memory_ratio, 1.0),
@@ -342,6 +382,7 @@ pub fn table(rows: &[Row]) -> String {
         "config",
         "budget",
         "step ms",
+        "iqr",
         "time x",
         "peak B",
         "mem x",
@@ -357,6 +398,7 @@ pub fn table(rows: &[Row]) -> String {
                 r.config.clone(),
                 budget,
                 format!("{:.2}", step * 1e3),
+                format!("{:.0}%", r.spread.unwrap_or(f64::NAN) * 100.0),
                 format!("{:.2}", r.time_ratio.unwrap_or(f64::NAN)),
                 r.peak_bytes.unwrap_or(0).to_string(),
                 format!("{:.3}", r.memory_ratio.unwrap_or(f64::NAN)),

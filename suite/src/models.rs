@@ -9,8 +9,8 @@ use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{
-    Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
-    PaddingConfig2d, Relu,
+    BatchNorm, BatchNormConfig, Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig,
+    Linear, LinearConfig, PaddingConfig2d, Relu,
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
@@ -382,6 +382,19 @@ impl GptConfig {
         }
     }
 
+    /// Sized for the CPU benches: 4 blocks of width 256, 4 heads, 128 positions, batch 4;
+    /// its ops take 100 µs and more on the CPU, so that a transfer can hide behind them.
+    pub fn cpu() -> Self {
+        Self {
+            layers: 4,
+            heads: 4,
+            d_model: 256,
+            seq: 128,
+            batch: 4,
+            seed: 21,
+        }
+    }
+
     /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
     pub fn init<B: Backend>(&self, device: &B::Device) -> Gpt<B> {
         Gpt {
@@ -542,5 +555,193 @@ impl<B: Backend> ResNet<B> {
         CrossEntropyLossConfig::new()
             .init(device)
             .forward(self.forward(x), y)
+    }
+}
+
+/// Sizes of a [`BnCnn`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BnCnnConfig {
+    /// Input channels.
+    pub channels: usize,
+    /// Image side.
+    pub size: usize,
+    /// Channels of the convolutions.
+    pub width: usize,
+    /// Blocks of convolution, batch norm and ReLU.
+    pub depth: usize,
+    /// Classes.
+    pub classes: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl BnCnnConfig {
+    /// A small batch-norm CNN for tests and the CI's quick runs.
+    pub fn small() -> Self {
+        Self {
+            channels: 3,
+            size: 12,
+            width: 8,
+            depth: 4,
+            classes: 4,
+            batch: 8,
+            seed: 7,
+        }
+    }
+
+    /// The benches' batch-norm CNN: 6 blocks of 32 channels on 32 × 32 images, batch 16.
+    pub fn bench() -> Self {
+        Self {
+            channels: 3,
+            size: 32,
+            width: 32,
+            depth: 6,
+            classes: 10,
+            batch: 16,
+            seed: 7,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> BnCnn<B> {
+        let same = PaddingConfig2d::Explicit(1, 1, 1, 1);
+        BnCnn {
+            convs: (0..self.depth)
+                .map(|i| {
+                    let input = if i == 0 { self.channels } else { self.width };
+                    Conv2dConfig::new([input, self.width], [3, 3])
+                        .with_padding(same.clone())
+                        .init(device)
+                })
+                .collect(),
+            norms: (0..self.depth)
+                .map(|_| BatchNormConfig::new(self.width).init(device))
+                .collect(),
+            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            head: LinearConfig::new(self.width, self.classes).init(device),
+            activation: Relu::new(),
+        }
+    }
+}
+
+/// Blocks of convolution, batch norm (train mode) and ReLU, pooled to a linear head: the
+/// shape of an ordinary image classifier, whose batch norm reads its input through views.
+#[derive(Module, Debug)]
+pub struct BnCnn<B: Backend> {
+    convs: Vec<Conv2d<B>>,
+    norms: Vec<BatchNorm<B>>,
+    pool: AdaptiveAvgPool2d,
+    head: Linear<B>,
+    activation: Relu,
+}
+
+impl<B: Backend> BnCnn<B> {
+    /// Forward pass to logits.
+    pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 2> {
+        let x = self
+            .convs
+            .iter()
+            .zip(&self.norms)
+            .fold(x, |x, (conv, norm)| {
+                self.activation.forward(norm.forward(conv.forward(x)))
+            });
+        self.head.forward(self.pool.forward(x).flatten(1, 3))
+    }
+
+    /// Cross entropy on the synthetic image batch of `step`.
+    pub fn loss(&self, config: &BnCnnConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) = data::image_batch(
+            config.seed,
+            step,
+            config.batch,
+            config.channels,
+            config.size,
+            config.classes,
+        );
+        let x = Tensor::<B, 4>::from_data(x, device);
+        let y = Tensor::<B, 1, Int>::from_data(y, device);
+        CrossEntropyLossConfig::new()
+            .init(device)
+            .forward(self.forward(x), y)
+    }
+}
+
+/// Sizes of an [`LstmNet`] and its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LstmNetConfig {
+    /// Features per time step.
+    pub input: usize,
+    /// Hidden size of the LSTM.
+    pub hidden: usize,
+    /// Time steps.
+    pub seq: usize,
+    /// Regression targets.
+    pub d_out: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl LstmNetConfig {
+    /// A small LSTM model for tests and the CI's quick runs.
+    pub fn small() -> Self {
+        Self {
+            input: 6,
+            hidden: 16,
+            seq: 10,
+            d_out: 3,
+            batch: 8,
+            seed: 11,
+        }
+    }
+
+    /// The benches' LSTM: 64 steps of 64 features, hidden 256, batch 32: op-bound (several
+    /// thousand small ops per step).
+    pub fn bench() -> Self {
+        Self {
+            input: 64,
+            hidden: 256,
+            seq: 64,
+            d_out: 8,
+            batch: 32,
+            seed: 11,
+        }
+    }
+
+    /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> LstmNet<B> {
+        LstmNet {
+            lstm: burn::nn::LstmConfig::new(self.input, self.hidden, true).init(device),
+            head: LinearConfig::new(self.hidden, self.d_out).init(device),
+        }
+    }
+}
+
+/// Burn's `Lstm` over a sequence, its last output to a linear head.
+#[derive(Module, Debug)]
+pub struct LstmNet<B: Backend> {
+    lstm: burn::nn::Lstm<B>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> LstmNet<B> {
+    /// Mean squared error on the synthetic sequence batch of `step`.
+    pub fn loss(&self, config: &LstmNetConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
+        let (x, y) = data::regression_batch(
+            config.seed,
+            step,
+            config.batch,
+            config.seq * config.input,
+            config.d_out,
+        );
+        let x =
+            Tensor::<B, 2>::from_data(x, device).reshape([config.batch, config.seq, config.input]);
+        let y = Tensor::<B, 2>::from_data(y, device);
+        let (out, _) = self.lstm.forward(x, None);
+        let last = out.narrow(1, config.seq - 1, 1).squeeze_dim::<2>(1);
+        MseLoss::new().forward(self.head.forward(last), y, Reduction::Mean)
     }
 }

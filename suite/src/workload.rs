@@ -4,7 +4,10 @@
 
 use burn::tensor::backend::AutodiffBackend;
 
-use crate::models::{ConvNetConfig, GptConfig, MlpConfig, ResNetConfig, TransformerConfig};
+use crate::models::{
+    BnCnnConfig, ConvNetConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig,
+    TransformerConfig,
+};
 use crate::train::{Outcome, init_seeded, parameters, train_loop};
 
 /// A model of the suite and its size (batch included).
@@ -20,6 +23,10 @@ pub enum Workload {
     Gpt(GptConfig),
     /// A ResNet-style CNN (`train_cnn`'s model).
     Cnn(ResNetConfig),
+    /// A CNN with batch norm in train mode.
+    BnCnn(BnCnnConfig),
+    /// Burn's `Lstm` over a sequence (op-bound).
+    Lstm(LstmNetConfig),
 }
 
 /// The seed every workload is initialised with.
@@ -34,6 +41,8 @@ impl Workload {
             Workload::Transformer(_) => "transformer",
             Workload::Gpt(_) => "gpt",
             Workload::Cnn(_) => "cnn",
+            Workload::BnCnn(_) => "bn-cnn",
+            Workload::Lstm(_) => "lstm",
         }
     }
 
@@ -45,6 +54,8 @@ impl Workload {
             Workload::Transformer(c) => c.batch,
             Workload::Gpt(c) => c.batch,
             Workload::Cnn(c) => c.batch,
+            Workload::BnCnn(c) => c.batch,
+            Workload::Lstm(c) => c.batch,
         }
     }
 
@@ -56,13 +67,16 @@ impl Workload {
             Workload::Transformer(c) => Workload::Transformer(TransformerConfig { batch, ..c }),
             Workload::Gpt(c) => Workload::Gpt(GptConfig { batch, ..c }),
             Workload::Cnn(c) => Workload::Cnn(ResNetConfig { batch, ..c }),
+            Workload::BnCnn(c) => Workload::BnCnn(BnCnnConfig { batch, ..c }),
+            Workload::Lstm(c) => Workload::Lstm(LstmNetConfig { batch, ..c }),
         }
     }
 
     /// Adam's learning rate for it.
     pub fn learning_rate(&self) -> f64 {
         match self {
-            Workload::Mlp(_) | Workload::ConvNet(_) => 5e-3,
+            Workload::Mlp(_) | Workload::ConvNet(_) | Workload::BnCnn(_) => 5e-3,
+            Workload::Lstm(_) => 2e-3,
             Workload::Transformer(_) => 2e-3,
             Workload::Gpt(_) | Workload::Cnn(_) => 1e-3,
         }
@@ -100,6 +114,8 @@ impl Workload {
             Workload::Transformer(c) => run!(c),
             Workload::Gpt(c) => run!(c),
             Workload::Cnn(c) => run!(c),
+            Workload::BnCnn(c) => run!(c),
+            Workload::Lstm(c) => run!(c),
         }
     }
 }

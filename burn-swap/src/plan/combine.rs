@@ -226,6 +226,11 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
     }
 }
 
+/// The plan that keeps every tensor resident, judged as the others are.
+pub fn keep_all(trace: &Trace, profile: &Profile, budget: u64) -> Plan {
+    evaluate(trace, profile, &[], budget)
+}
+
 /// The fitted copy models of the profile's links, both ways; `None` when not measured.
 fn link_fits(profile: &Profile) -> Option<(LinkFit, LinkFit)> {
     profile.links.as_ref().and_then(|l| match l.fits() {

@@ -76,7 +76,8 @@ impl PlanChoice {
 
 /// Plans one iteration for `budget` bytes under `policy` and compiles the plan chosen.
 ///
-/// The candidate plans the policy allows are made and judged by the simulator, each on the
+/// When keeping every tensor resident fits, that is the plan (`keep-all`, the only choice).
+/// Otherwise the candidate plans the policy allows are made and judged by the simulator, each on the
 /// same terms (copies held while they run, [`combine`]'s `fit` where an op exceeds the
 /// budget): under [`Policy::Planned`] the combiner's mix, its offload-only and
 /// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
@@ -92,6 +93,10 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         policy = policy.name()
     )
     .entered();
+    let keep_all = combine::keep_all(trace, profile, budget);
+    if keep_all.feasible {
+        return choose(trace, &[("keep-all", keep_all)]);
+    }
     let candidates = checkpoint::candidates(trace, profile, MIN_GAP);
     // Without a measured link the combiner cannot cost an offload: assume one that the gap
     // always hides, so that offloads are still planned (their prefetch starts right after).
@@ -122,8 +127,9 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
             "offload-only",
             combine::combine(trace, &copying, &no_recompute, budget),
         ));
+        // Planning runs once per schedule, on the op thread: the search gets 20 ms.
         let ga = segments::GaConfig {
-            time_limit: std::time::Duration::from_millis(50),
+            time_limit: std::time::Duration::from_millis(20),
             ..Default::default()
         };
         if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
@@ -140,6 +146,12 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
             combine::checkpointed(trace, &recomputing, &candidates, budget, 8),
         ));
     }
+    choose(trace, &plans)
+}
+
+/// Compiles the cheapest plan of `plans` that fits (the cheapest of all when none does),
+/// with every plan's score.
+fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
     let choices: Vec<PlanChoice> = plans
         .iter()
         .map(|(name, plan)| PlanChoice {

@@ -3,13 +3,21 @@
 //! unwrapped peak, measured in one process; and the largest batch under a memory cap.
 //!
 //! ```text
-//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn [--preset gpt2-small] [--quick]
+//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm
+//!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
 //! ```
 //!
-//! Besides the fractions, every policy runs at the smallest budget the unbudgeted run's report
-//! names (`minimum_budget_bytes`).
+//! Besides the fractions, every policy runs at Burn's `BalancedCheckpointing` counted peak
+//! (rows marked `@balanced`, where it lowers the peak) and at the smallest budget the
+//! unbudgeted run's report names (`minimum_budget_bytes`). Step times are medians of the
+//! measured steps with their interquartile range; the unwrapped backend is measured first
+//! and last.
+//!
+//! GPT presets: `small` (the default: 2 blocks of width 64), `cpu` (4 blocks of width 256,
+//! 128 positions, batch 4: ops of 100 µs and more on the CPU, so that transfers can hide
+//! behind them), `gpt2-small`.
 //!
 //! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
 //! Prints the table last.
@@ -19,7 +27,7 @@ use std::process::ExitCode;
 use burn_swap::Policy;
 use burn_swap_suite::cli::Args;
 use burn_swap_suite::harness::{self, Plan, Workload};
-use burn_swap_suite::models::{GptConfig, MlpConfig, ResNetConfig};
+use burn_swap_suite::models::{BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig};
 
 fn main() -> ExitCode {
     match run() {
@@ -67,7 +75,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }),
         ("gpt", false) => Workload::Gpt(match args.value("preset").unwrap_or("small") {
             "gpt2-small" => GptConfig::gpt2_small(),
-            _ => GptConfig::small(),
+            "cpu" => GptConfig::cpu(),
+            "small" => GptConfig::small(),
+            other => {
+                return Err(format!("--preset {other}: expected small, cpu or gpt2-small").into());
+            }
         }),
         ("cnn", true) => Workload::Cnn(ResNetConfig {
             size: 16,
@@ -75,7 +87,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             ..ResNetConfig::small()
         }),
         ("cnn", false) => Workload::Cnn(ResNetConfig::small()),
-        (other, _) => return Err(format!("--model {other}: expected mlp, gpt or cnn").into()),
+        ("bn-cnn", true) => Workload::BnCnn(BnCnnConfig::small()),
+        ("bn-cnn", false) => Workload::BnCnn(BnCnnConfig::bench()),
+        ("lstm", true) => Workload::Lstm(LstmNetConfig::small()),
+        ("lstm", false) => Workload::Lstm(LstmNetConfig::bench()),
+        (other, _) => {
+            return Err(format!("--model {other}: expected mlp, gpt, cnn, bn-cnn or lstm").into());
+        }
     };
     let budgets: Vec<f64> = match args.value("budgets") {
         Some(list) => list
