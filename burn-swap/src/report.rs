@@ -99,7 +99,8 @@ pub struct Report {
     /// [`crate::plan::build`]): each planner's fit, peaks and predicted time.
     #[serde(default)]
     pub plan_choices: Vec<PlanChoice>,
-    /// The planner whose plan is in force: the cheapest that fits.
+    /// The planner whose plan is in force: the cheapest that fits; `None` when none fits
+    /// (no plan is followed then, and the reactive fallback keeps the budget alone).
     #[serde(default)]
     pub plan_chosen: Option<String>,
     /// The transfer time per iteration the plan in force expects not to hide, in seconds.

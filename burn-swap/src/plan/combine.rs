@@ -44,6 +44,17 @@ pub enum Action {
     },
 }
 
+impl Plan {
+    /// No action: every tensor kept (the executor's reactive fallback alone keeps the
+    /// budget), with `like`'s figures for what was judged.
+    pub fn empty(like: &Plan) -> Plan {
+        Plan {
+            actions: Vec::new(),
+            ..like.clone()
+        }
+    }
+}
+
 impl Action {
     /// The op after which the tensor leaves.
     pub fn after(&self) -> usize {
@@ -70,6 +81,9 @@ pub struct Plan {
     /// peak of its plan that takes every way out it found (the plan's own peak when it fits).
     pub smallest_budget: u64,
 }
+
+/// The share of a hidden copy's time that the ranking counts as its cost (see `combine`).
+const CONTENTION: f64 = 0.1;
 
 /// The ways for one candidate to leave, offload and recompute, each with its cost in
 /// seconds (`None` where impossible).
@@ -634,8 +648,17 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
             let ways = ways(c, profile, fits);
             let (action, cost) = cheaper(ways)?;
             let benefit = c.bytes as f64 * (c.gap.1 - c.gap.0) as f64;
+            // A copy the gap hides still takes a share of the machine (memory bandwidth; on a
+            // CPU device, a core): among hidden offloads, the gaps that free the most
+            // byte-time per byte moved, the longest, come first.
+            let copy = match (action, fits) {
+                (Action::Offload { .. }, Some((out, back))) => {
+                    out.seconds(c.bytes) + back.seconds(c.bytes)
+                }
+                _ => 0.0,
+            };
             Some(Ranked {
-                score: benefit / (cost + 1e-9),
+                score: benefit / (cost + CONTENTION * copy + 1e-9),
                 tensor: c.tensor,
                 used: c.gap.1,
                 action,

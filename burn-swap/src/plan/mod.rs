@@ -83,8 +83,9 @@ impl PlanChoice {
 /// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
 /// the recompute-only ones. The cheapest plan that fits (least exposed and recompute time)
-/// is compiled; when none fits, the cheapest of all (the executor's reactive fallback keeps
-/// the budget). Every candidate's score is in [`Program::choices`].
+/// is compiled. Every candidate's score is in [`Program::choices`]; when none fits, no plan
+/// is followed (`Program::chosen` is past the end) and the reactive fallback keeps the
+/// budget alone.
 pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
     let _span = tracing::debug_span!(
         "burn_swap::plan",
@@ -149,8 +150,8 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     choose(trace, &plans)
 }
 
-/// Compiles the cheapest plan of `plans` that fits (the cheapest of all when none does),
-/// with every plan's score.
+/// Compiles the cheapest plan of `plans` that fits (none when none does), with every
+/// plan's score.
 fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
     let choices: Vec<PlanChoice> = plans
         .iter()
@@ -164,16 +165,24 @@ fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
             smallest_budget_bytes: plan.smallest_budget,
         })
         .collect();
-    let any_fits = choices.iter().any(|c| c.fits);
     let chosen = (0..choices.len())
-        .filter(|&i| choices[i].fits || !any_fits)
+        .filter(|&i| choices[i].fits)
         .min_by(|&a, &b| {
             choices[a]
                 .seconds()
                 .total_cmp(&choices[b].seconds())
                 .then(plans[a].1.actions.len().cmp(&plans[b].1.actions.len()))
-        })
-        .unwrap_or(0);
+        });
+    let Some(chosen) = chosen else {
+        // No plan fits: none is followed, and the reactive fallback keeps the budget alone
+        // (a plan's moves would come on top of the fallback's: measured slower).
+        tracing::debug!("burn-swap: no plan fits");
+        let mut program = compile(trace, &combine::Plan::empty(&plans[0].1));
+        program.fits = false;
+        program.chosen = choices.len();
+        program.choices = choices;
+        return program;
+    };
     tracing::debug!(
         chosen = choices.get(chosen).map(|c| c.planner.as_str()),
         "burn-swap: plan chosen"
