@@ -189,6 +189,8 @@ struct Taken {
     action: Action,
     used: usize,
     cost: f64,
+    /// Its place in the planner's ranking (0 is the most worth taking).
+    rank: usize,
 }
 
 /// Judges a plan: how long each offload holds its copy, [`fit`] where an op exceeds the
@@ -216,6 +218,16 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         .collect();
     let mut held = copied.clone();
     fit(trace, &mut actions, (&used, &mut held), budget);
+    // The ways out the plan does not need stay resident instead.
+    let keep = needed(trace, &actions, &held, taken, budget);
+    retain_kept(&mut actions, &keep);
+    let (mut used, mut held, mut copied) = (used, held, copied);
+    retain_kept(&mut used, &keep);
+    retain_kept(&mut held, &keep);
+    retain_kept(&mut copied, &keep);
+    let mut taken = taken.to_vec();
+    retain_kept(&mut taken, &keep);
+    let taken = &taken[..];
     let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
     let (mut exposed, mut recompute) = (0.0, 0.0);
     for (j, (&(tensor, action), t)) in actions.iter().zip(taken).enumerate() {
@@ -243,6 +255,55 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
 /// The plan that keeps every tensor resident, judged as the others are.
 pub fn keep_all(trace: &Trace, profile: &Profile, budget: u64) -> Plan {
     evaluate(trace, profile, &[], budget)
+}
+
+/// Keeps the items of `v` whose `keep` is set (`keep` is as long as `v`).
+fn retain_kept<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+/// Which ways out a plan needs: walking them from the least worth taking (the last ranked)
+/// to the most, one whose tensor fits back beside the counted bytes of every op of its
+/// absence stays resident instead (`false`). A plan that does not fit keeps them all.
+fn needed(
+    trace: &Trace,
+    actions: &[(usize, Action)],
+    held: &[usize],
+    taken: &[Taken],
+    budget: u64,
+) -> Vec<bool> {
+    let ops = trace.ops.len();
+    let mut keep = vec![true; actions.len()];
+    if ops == 0 {
+        return keep;
+    }
+    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
+    let budget = budget as i64;
+    if live.iter().any(|&l| l > budget) {
+        return keep;
+    }
+    let mut order: Vec<usize> = (0..actions.len()).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(taken[j].rank));
+    for j in order {
+        let (tensor, action) = actions[j];
+        // The ops it is away from the device, numbered on into the next iteration.
+        let away = match action {
+            Action::Offload { prefetch_at, .. } => held[j] + 1..prefetch_at,
+            Action::Recompute { after, before } => after + 1..before.saturating_sub(1),
+        };
+        let bytes = trace.tensors[tensor].bytes as i64;
+        if away.clone().all(|x| live[x % ops] + bytes <= budget) {
+            for x in away {
+                live[x % ops] += bytes;
+            }
+            keep[j] = false;
+        }
+    }
+    keep
 }
 
 /// The fitted copy models of the profile's links, both ways; `None` when not measured.
@@ -285,7 +346,11 @@ pub fn checkpointed(
         })
         .collect();
     one_level(trace, profile, budget, &mut ranked);
-    let taken: Vec<Taken> = ranked.iter().map(Ranked::taken).collect();
+    let taken: Vec<Taken> = ranked
+        .iter()
+        .enumerate()
+        .map(|(rank, r)| r.taken(rank))
+        .collect();
     evaluate(trace, profile, &taken, budget)
 }
 
@@ -321,6 +386,7 @@ pub fn segmented(
                 action,
                 used: gap.1,
                 cost,
+                rank: 0,
             })
         })
         .collect();
@@ -339,12 +405,13 @@ struct Ranked {
 }
 
 impl Ranked {
-    fn taken(&self) -> Taken {
+    fn taken(&self, rank: usize) -> Taken {
         Taken {
             tensor: self.tensor,
             action: self.action,
             used: self.used,
             cost: self.cost,
+            rank,
         }
     }
 }
@@ -692,10 +759,11 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         // A tensor recomputed in one gap leaves in no other (its recipe is its way back).
         let taken: Vec<Taken> = ranked[..k]
             .iter()
-            .filter(|r| {
+            .enumerate()
+            .filter(|(_, r)| {
                 matches!(r.action, Action::Recompute { .. }) || !recomputed.contains(&r.tensor)
             })
-            .map(Ranked::taken)
+            .map(|(rank, r)| r.taken(rank))
             .collect();
         evaluate(trace, profile, &taken, budget)
     };
