@@ -107,6 +107,24 @@ impl<B: Backend> Mlp<B> {
     }
 }
 
+/// Cross entropy of `forward`'s logits on the synthetic image batch of `step` (images of
+/// `channels` × `size` × `size`, labels among `classes`).
+fn image_loss<B: Backend>(
+    seed: u64,
+    step: usize,
+    batch: usize,
+    (channels, size, classes): (usize, usize, usize),
+    device: &B::Device,
+    forward: impl FnOnce(Tensor<B, 4>) -> Tensor<B, 2>,
+) -> Tensor<B, 1> {
+    let (x, y) = data::image_batch(seed, step, batch, channels, size, classes);
+    let x = Tensor::<B, 4>::from_data(x, device);
+    let y = Tensor::<B, 1, Int>::from_data(y, device);
+    CrossEntropyLossConfig::new()
+        .init(device)
+        .forward(forward(x), y)
+}
+
 /// Sizes of a [`ConvNet`] and its batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConvNetConfig {
@@ -182,19 +200,10 @@ impl<B: Backend> ConvNet<B> {
 
     /// Cross entropy on the synthetic image batch of `step`.
     pub fn loss(&self, config: &ConvNetConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
-        let (x, y) = data::image_batch(
-            config.seed,
-            step,
-            config.batch,
-            config.channels,
-            config.size,
-            config.classes,
-        );
-        let x = Tensor::<B, 4>::from_data(x, device);
-        let y = Tensor::<B, 1, Int>::from_data(y, device);
-        CrossEntropyLossConfig::new()
-            .init(device)
-            .forward(self.forward(x), y)
+        let image = (config.channels, config.size, config.classes);
+        image_loss(config.seed, step, config.batch, image, device, |x| {
+            self.forward(x)
+        })
     }
 }
 
@@ -542,19 +551,10 @@ impl<B: Backend> ResNet<B> {
 
     /// Cross entropy on the synthetic image batch of `step`.
     pub fn loss(&self, config: &ResNetConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
-        let (x, y) = data::image_batch(
-            config.seed,
-            step,
-            config.batch,
-            config.channels,
-            config.size,
-            config.classes,
-        );
-        let x = Tensor::<B, 4>::from_data(x, device);
-        let y = Tensor::<B, 1, Int>::from_data(y, device);
-        CrossEntropyLossConfig::new()
-            .init(device)
-            .forward(self.forward(x), y)
+        let image = (config.channels, config.size, config.classes);
+        image_loss(config.seed, step, config.batch, image, device, |x| {
+            self.forward(x)
+        })
     }
 }
 
@@ -652,19 +652,10 @@ impl<B: Backend> BnCnn<B> {
 
     /// Cross entropy on the synthetic image batch of `step`.
     pub fn loss(&self, config: &BnCnnConfig, step: usize, device: &B::Device) -> Tensor<B, 1> {
-        let (x, y) = data::image_batch(
-            config.seed,
-            step,
-            config.batch,
-            config.channels,
-            config.size,
-            config.classes,
-        );
-        let x = Tensor::<B, 4>::from_data(x, device);
-        let y = Tensor::<B, 1, Int>::from_data(y, device);
-        CrossEntropyLossConfig::new()
-            .init(device)
-            .forward(self.forward(x), y)
+        let image = (config.channels, config.size, config.classes);
+        image_loss(config.seed, step, config.batch, image, device, |x| {
+            self.forward(x)
+        })
     }
 }
 
