@@ -217,9 +217,9 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         .map(|&(tensor, action)| held_until(profile, fits, trace.tensors[tensor].bytes, action))
         .collect();
     let mut held = copied.clone();
-    fit(trace, &mut actions, (&used, &mut held), budget);
+    let live = fit(trace, &mut actions, (&used, &mut held), budget);
     // The ways out the plan does not need stay resident instead.
-    let keep = needed(trace, &actions, &held, taken, budget);
+    let keep = needed(trace, &actions, &held, taken, (live, budget));
     retain_kept(&mut actions, &keep);
     let (mut used, mut held, mut copied) = (used, held, copied);
     retain_kept(&mut used, &keep);
@@ -268,20 +268,20 @@ fn retain_kept<T>(v: &mut Vec<T>, keep: &[bool]) {
 
 /// Which ways out a plan needs: walking them from the least worth taking (the last ranked)
 /// to the most, one whose tensor fits back beside the counted bytes of every op of its
-/// absence stays resident instead (`false`). A plan that does not fit keeps them all.
+/// absence (`live`, as [`fit`] left them) stays resident instead (`false`). A plan that
+/// does not fit keeps them all.
 fn needed(
     trace: &Trace,
     actions: &[(usize, Action)],
     held: &[usize],
     taken: &[Taken],
-    budget: u64,
+    (mut live, budget): (Vec<i64>, u64),
 ) -> Vec<bool> {
     let ops = trace.ops.len();
     let mut keep = vec![true; actions.len()];
     if ops == 0 {
         return keep;
     }
-    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
     let budget = budget as i64;
     if live.iter().any(|&l| l > budget) {
         return keep;
@@ -528,16 +528,16 @@ impl Stretch {
 /// offloads resident there but not needed by it give way, the largest first, until the op
 /// fits or none is left: an offload whose copy is still running is waited for before the op
 /// (`held` shortens), a fetch due before the op starts after it instead (down to just before
-/// its use, which exposes the fetch). Returns the peak of counted bytes after that.
+/// its use, which exposes the fetch). Returns the counted bytes at each op after that.
 fn fit(
     trace: &Trace,
     actions: &mut [(usize, Action)],
     (used, held): (&[usize], &mut [usize]),
     budget: u64,
-) -> u64 {
+) -> Vec<i64> {
     let ops = trace.ops.len();
     if ops == 0 {
-        return 0;
+        return Vec::new();
     }
     let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
     let mut stretches: Vec<Stretch> = Vec::new();
@@ -614,7 +614,7 @@ fn fit(
             }
         }
     }
-    live.iter().copied().max().unwrap_or(0).max(0) as u64
+    live
 }
 
 /// The other gaps of each candidate's tensor (its candidate has the longest): gaps between

@@ -105,8 +105,6 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     if copying.links.is_none() {
         copying.to_mut().links = Some(profile::Links::instant());
     }
-    let mut recomputing = profile.clone();
-    recomputing.links = None;
     let no_recompute: Vec<checkpoint::Candidate> = candidates
         .iter()
         .map(|c| checkpoint::Candidate {
@@ -138,6 +136,11 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         }
     }
     if recomputes {
+        // Recompute-only plans are costed without a link.
+        let recomputing = Profile {
+            links: None,
+            ..profile.clone()
+        };
         plans.push((
             "recompute-only",
             combine::combine(trace, &recomputing, &candidates, budget),
