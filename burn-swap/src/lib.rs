@@ -35,10 +35,8 @@
 #![deny(unsafe_code)]
 
 mod backend;
-mod compress;
+mod codec;
 mod config;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 mod error;
 mod exec;
 #[allow(unsafe_code)]
@@ -48,6 +46,12 @@ mod report;
 mod rng;
 pub mod trace;
 pub mod unstable;
+
+/// burn-swap over Burn's CUDA backend: the backend types by name.
+#[cfg(feature = "cuda")]
+pub mod cuda {
+    pub use crate::backend::cuda::{AutodiffSwapCuda, SwapCuda};
+}
 
 use backend::registry::{self, DeviceKey};
 use burn_backend::backend::DeviceOps;

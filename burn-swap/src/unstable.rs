@@ -12,20 +12,25 @@ pub use crate::report::format_bytes;
 /// The planners: pure functions of a trace (see the book's *Planners* chapter).
 pub mod plan {
     pub use crate::plan::{
-        advisor, build, checkpoint, codec, combine, compile, profile, program, reactive, segments,
-        simulate, views, waits,
+        advisor, build, checkpoint, combine, compile, compression, profile, program, reactive,
+        segments, simulate, views, waits,
     };
 }
 
 /// Seed 002's codec on the CPU (the format is documented in `codec::Compressed`).
 pub mod codec {
-    pub use crate::compress::{
+    pub use crate::codec::{
         CodecError, Compressed, compress, compressed_bytes, decompress, width, zero_fraction_sample,
     };
 }
 
-/// Code on device memory: the codec's CubeCL kernels and, with the `cuda` feature, peer
-/// copies and the plain pinned copy.
+/// Seed 002's codec on the device: its CubeCL kernels (the same format as [`codec`]).
+pub mod kernels {
+    pub use crate::codec::kernels::*;
+}
+
+/// The unsafe layer: checked kernel arguments and, with the `cuda` feature, the CUDA home
+/// (peer copies, the plain pinned copy).
 pub mod gpu {
     pub use crate::gpu::*;
 }

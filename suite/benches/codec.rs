@@ -109,7 +109,7 @@ fn kernels_on<R: burn_swap::unstable::gpu::cubecl::Runtime>(
     name: &str,
     client: burn_swap::unstable::gpu::cubecl::prelude::ComputeClient<R>,
 ) {
-    use burn_swap::unstable::gpu::zvc;
+    use burn_swap::unstable::kernels as zvc;
     let n = 4 << 20;
     let data = tensor_with_zeros(0.5);
     let input = client.create_from_slice(&data.bytes);

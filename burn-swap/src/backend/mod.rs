@@ -4,6 +4,8 @@
 
 mod channel;
 pub(crate) mod client;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod native;
 #[rustfmt::skip]
 mod ops;

@@ -18,7 +18,7 @@
 //!   without staging them: the host copy of an offloaded tensor is those pinned bytes, and
 //!   goes back as they are.
 //! - **Compression before the copy** ([`compress_offload`], [`decompress_fetch`]): the zero-value
-//!   kernels of [`crate::gpu::zvc`] run on the copy stream before the bytes cross the link, so
+//!   kernels of [`crate::codec::kernels`] run on the copy stream before the bytes cross the link, so
 //!   that only the bitmask and the nonzero values move.
 //! - **The allocator's figures** ([`allocator_usage`]) and the device's total memory
 //!   ([`total_memory`], for budgets given as a fraction of it).
@@ -33,10 +33,10 @@ use cubecl::Runtime;
 
 use super::counters::AllocatorUsage;
 use super::transfer::TransferError;
-use crate::compress::Compressed;
+use crate::codec::Compressed;
+use crate::codec::kernels;
 use crate::config::Compression;
-use crate::gpu::zvc;
-use crate::plan::codec::{self, Decision};
+use crate::plan::compression::{self, Decision};
 
 /// `value` as the CubeCL tensor of runtime `R`, when it is one.
 fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {
@@ -150,7 +150,7 @@ pub(crate) fn compress_offload<B: Backend>(
     tensor: &B::FloatTensorPrimitive,
     shape: &Shape,
     dtype: DType,
-    policy: &codec::Policy,
+    policy: &compression::Policy,
 ) -> Option<Result<(Option<Compressed>, u64), TransferError>> {
     if policy.mode == Compression::Off || !device_codec_dtype(dtype) {
         return None;
@@ -164,13 +164,13 @@ fn compress_cube<R: CubeRuntime>(
     tensor: &CubeTensor<R>,
     shape: &Shape,
     dtype: DType,
-    policy: &codec::Policy,
+    policy: &compression::Policy,
 ) -> Result<(Option<Compressed>, u64), TransferError> {
     let start = Instant::now();
     let width = dtype.size();
     let n = shape.num_elements();
     let _span = tracing::debug_span!("burn_swap::device_compress", bytes = n * width).entered();
-    let c = zvc::compress(&tensor.client, &tensor.handle, n, width)
+    let c = kernels::compress(&tensor.client, &tensor.handle, n, width)
         .map_err(|e| TransferError::Kernel(e.to_string()))?;
     let decision = Decision {
         elements: n,
@@ -183,7 +183,7 @@ fn compress_cube<R: CubeRuntime>(
     if !decision.pays(policy.mode) || decision.predicted() >= decision.raw() {
         return Ok((None, start.elapsed().as_nanos() as u64));
     }
-    let host = zvc::to_host(&tensor.client, &c, shape.as_slice().to_vec(), dtype)
+    let host = kernels::to_host(&tensor.client, &c, shape.as_slice().to_vec(), dtype)
         .map_err(|e| TransferError::Kernel(e.to_string()))?;
     Ok((Some(host), start.elapsed().as_nanos() as u64))
 }
@@ -208,9 +208,10 @@ fn decompress_cube<R: CubeRuntime, B: Backend>(
 ) -> Result<B::FloatTensorPrimitive, TransferError> {
     let _span = tracing::debug_span!("burn_swap::device_decompress", bytes = c.bytes()).entered();
     let client = R::client(device);
-    let on_device = zvc::from_host(&client, c).map_err(|e| TransferError::Kernel(e.to_string()))?;
-    let handle =
-        zvc::decompress(&client, &on_device).map_err(|e| TransferError::Kernel(e.to_string()))?;
+    let on_device =
+        kernels::from_host(&client, c).map_err(|e| TransferError::Kernel(e.to_string()))?;
+    let handle = kernels::decompress(&client, &on_device)
+        .map_err(|e| TransferError::Kernel(e.to_string()))?;
     into_primitive::<R, B>(CubeTensor::<R>::new_contiguous(
         client,
         device.clone(),
@@ -286,14 +287,14 @@ pub(crate) fn peer_send<B: Backend>(
         |ordinal, offset, bytes| {
             let client = CudaRuntime::client(&CudaDevice { index: ordinal });
             let handle = client.empty(bytes);
-            crate::gpu::peer::copy_between(
-                crate::gpu::peer::Range {
+            crate::gpu::cuda::peer::copy_between(
+                crate::gpu::cuda::peer::Range {
                     client: &client,
                     handle: &handle,
                     ordinal,
                     offset: 0,
                 },
-                crate::gpu::peer::Range {
+                crate::gpu::cuda::peer::Range {
                     client: &t.client,
                     handle: &t.handle,
                     ordinal: home,
@@ -337,14 +338,14 @@ pub(crate) fn peer_receive<B: Backend>(
                         return Err(TransferError::Peer("a piece is not on a device".into()));
                     };
                     let start = std::time::Instant::now();
-                    crate::gpu::peer::copy_between(
-                        crate::gpu::peer::Range {
+                    crate::gpu::cuda::peer::copy_between(
+                        crate::gpu::cuda::peer::Range {
                             client,
                             handle,
                             ordinal: d.index,
                             offset: piece.offset as u64,
                         },
-                        crate::gpu::peer::Range {
+                        crate::gpu::cuda::peer::Range {
                             client: &slot.client,
                             handle: &slot.handle,
                             ordinal: slot.ordinal,

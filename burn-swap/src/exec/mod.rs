@@ -89,8 +89,8 @@ pub(crate) fn measure_peer<B: burn_backend::Backend>(
 ) -> Option<(f64, u64)> {
     #[cfg(feature = "cuda")]
     if let Some(home) = cuda_ordinal::<B>(device) {
-        let bandwidth = crate::gpu::peer::measure(home, peer, 64 << 20).ok()?;
-        let free = crate::gpu::peer::free_memory(peer).ok()?;
+        let bandwidth = crate::gpu::cuda::peer::measure(home, peer, 64 << 20).ok()?;
+        let free = crate::gpu::cuda::peer::free_memory(peer).ok()?;
         return Some((bandwidth, free));
     }
     let _ = (device, peer);

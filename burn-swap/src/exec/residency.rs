@@ -93,8 +93,8 @@ impl State {
 pub(crate) enum HostCopy {
     /// As read.
     Raw(TensorData),
-    /// Zero-value compressed (`crate::compress`).
-    Compressed(crate::compress::Compressed),
+    /// Zero-value compressed (`crate::codec`).
+    Compressed(crate::codec::Compressed),
     /// Split across peers, the rest on the host (`super::peers`).
     Peers(Box<super::peers::PeerCopy>),
 }
@@ -110,10 +110,10 @@ impl HostCopy {
     }
 
     /// The tensor's data, decompressed or brought back from its peers when needed.
-    pub fn into_data(self) -> Result<TensorData, crate::compress::CodecError> {
+    pub fn into_data(self) -> Result<TensorData, crate::codec::CodecError> {
         match self {
             HostCopy::Raw(data) => Ok(data),
-            HostCopy::Compressed(c) => crate::compress::decompress(&c),
+            HostCopy::Compressed(c) => crate::codec::decompress(&c),
             HostCopy::Peers(p) => p.receive(),
         }
     }
@@ -136,10 +136,10 @@ impl HostCopy {
     }
 
     /// A copy of the tensor's data.
-    pub fn to_data(&self) -> Result<TensorData, crate::compress::CodecError> {
+    pub fn to_data(&self) -> Result<TensorData, crate::codec::CodecError> {
         match self {
             HostCopy::Raw(data) => Ok(data.clone()),
-            HostCopy::Compressed(c) => crate::compress::decompress(c),
+            HostCopy::Compressed(c) => crate::codec::decompress(c),
             HostCopy::Peers(p) => p.receive(),
         }
     }

@@ -23,25 +23,25 @@ use burn_std::reader::try_read_sync;
 
 use super::peers::PeerPool;
 use super::residency::HostCopy;
-use crate::compress;
+use crate::codec;
 use crate::config::Compression;
-use crate::plan::codec::{self, Decision, Policy};
+use crate::plan::compression::{self, Decision, Policy};
 
 /// Compresses `data` on the CPU when `policy` says it pays (from a sample of its zero
-/// fraction, seed 002's decision in `plan::codec`) and the result is smaller; keeps it raw
+/// fraction, seed 002's decision in `plan::compression`) and the result is smaller; keeps it raw
 /// otherwise. Also returns the nanoseconds spent compressing (zero when it was not tried).
 pub(crate) fn pack(data: TensorData, policy: &Policy) -> (HostCopy, u64) {
     if policy.mode == Compression::Off {
         return (HostCopy::Raw(data), 0);
     }
-    let Ok(w) = compress::width(data.dtype) else {
+    let Ok(w) = codec::width(data.dtype) else {
         return (HostCopy::Raw(data), 0);
     };
     let start = Instant::now();
     let decision = Decision {
         elements: data.bytes.len() / w,
         width: w,
-        zero_fraction: compress::zero_fraction_sample(&data.bytes, w, codec::SAMPLES),
+        zero_fraction: codec::zero_fraction_sample(&data.bytes, w, compression::SAMPLES),
         link_bandwidth: policy.link_bandwidth,
         codec_bandwidth: policy.codec_bandwidth,
     };
@@ -49,7 +49,7 @@ pub(crate) fn pack(data: TensorData, policy: &Policy) -> (HostCopy, u64) {
         return (HostCopy::Raw(data), start.elapsed().as_nanos() as u64);
     }
     let _span = tracing::debug_span!("burn_swap::compress", bytes = data.bytes.len()).entered();
-    match compress::compress(&data) {
+    match codec::compress(&data) {
         Ok(c) if c.bytes() < data.bytes.len() as u64 => {
             (HostCopy::Compressed(c), start.elapsed().as_nanos() as u64)
         }
@@ -74,7 +74,7 @@ pub(crate) enum TransferError {
     CannotBlock,
     /// The codec refused the bytes.
     #[error(transparent)]
-    Codec(#[from] compress::CodecError),
+    Codec(#[from] codec::CodecError),
     /// The device's codec kernels failed.
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
     #[error("the device codec failed: {0}")]

@@ -5,7 +5,7 @@
 //! - [`reactive`]: what leaves the device, how, and in which order, when an op would exceed
 //!   the budget.
 //! - [`views`]: when a strided view keeps its op to leave later by recomputation.
-//! - [`codec`]: seed 002's choice of compressing a tensor before it leaves.
+//! - [`compression`]: seed 002's choice of compressing a tensor before it leaves.
 //! - [`simulate`]: seed 004's reference-count memory simulation, which predicts the peak of a
 //!   plan, fragmentation included.
 //! - [`checkpoint`]: seed 004's candidates (recompute or swap) and threshold-block checkpoint
@@ -27,8 +27,8 @@
 
 pub mod advisor;
 pub mod checkpoint;
-pub mod codec;
 pub mod combine;
+pub mod compression;
 pub mod profile;
 pub mod program;
 pub mod reactive;

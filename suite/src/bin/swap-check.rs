@@ -115,7 +115,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         "cuda" => {
             // The topology first: devices, free memory, the pairs with peer access (enabled
             // on the way).
-            match burn_swap::unstable::gpu::peer::discover() {
+            match burn_swap::unstable::gpu::cuda::peer::discover() {
                 Ok(topology) => {
                     for d in &topology.devices {
                         println!(
@@ -136,7 +136,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             }
             let index = device.index;
             let links = measure(&device, &sizes, |bytes| {
-                burn_swap::unstable::gpu::pinned::pinned_copy(index, bytes as usize, 5)
+                burn_swap::unstable::gpu::cuda::pinned::pinned_copy(index, bytes as usize, 5)
                     .ok()
                     .map(|b| (b.to_host, b.to_device))
             });

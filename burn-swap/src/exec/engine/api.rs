@@ -266,7 +266,7 @@ impl<B: BackendIr> Engine<B> {
     fn read_offloaded(
         &mut self,
         tensor: &TensorIr,
-    ) -> Option<Result<TensorData, crate::compress::CodecError>> {
+    ) -> Option<Result<TensorData, crate::codec::CodecError>> {
         let State::Offloaded(copy) = self.residency.get(&tensor.id)?.state() else {
             return None;
         };

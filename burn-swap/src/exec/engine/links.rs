@@ -11,7 +11,7 @@ use burn_router::RunnerClient;
 use super::Engine;
 use crate::exec::host;
 use crate::exec::transfer::{self, Done};
-use crate::plan::codec;
+use crate::plan::compression;
 use crate::plan::profile::{self, CopySample, Links};
 
 impl<B: BackendIr> Engine<B> {
@@ -95,7 +95,7 @@ impl<B: BackendIr> Engine<B> {
         let handle = self.runner.get_tensor_handle(&read);
         let start = Instant::now();
         let route = transfer::Route {
-            compression: codec::Policy::off(),
+            compression: compression::Policy::off(),
             device: device.clone(),
             peers: self.peers.clone(),
         };

@@ -14,7 +14,7 @@ use crate::error::SwapError;
 use crate::exec::host;
 use crate::exec::residency::{HostCopy, State};
 use crate::exec::transfer::{self, Done, TransferError};
-use crate::plan::codec;
+use crate::plan::compression;
 
 /// What a finished copy to the device cost: its time, the codec's part of it, and whether
 /// the device's kernels decompressed it.
@@ -72,17 +72,17 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// The compression policy of offloads: the configured mode and, for `Auto`, the measured
-    /// link bandwidth and CPU codec throughput (`plan::codec` decides per tensor).
-    fn compression_policy(&mut self) -> codec::Policy {
+    /// link bandwidth and CPU codec throughput (`plan::compression` decides per tensor).
+    fn compression_policy(&mut self) -> compression::Policy {
         let mode = self.config.compression;
-        if !codec::Policy::needs_rates(mode) {
-            return codec::Policy::new(mode, None, None);
+        if !compression::Policy::needs_rates(mode) {
+            return compression::Policy::new(mode, None, None);
         }
         let links = self.links();
         let codec_bandwidth = *self
             .codec_bandwidth
-            .get_or_insert_with(crate::compress::measure_cpu_codec);
-        codec::Policy::new(mode, links.as_ref(), Some(codec_bandwidth))
+            .get_or_insert_with(crate::codec::measure_cpu_codec);
+        compression::Policy::new(mode, links.as_ref(), Some(codec_bandwidth))
     }
 
     /// Offloads a resident tensor on this thread (the reactive path): the op waits for it.

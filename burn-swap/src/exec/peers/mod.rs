@@ -155,7 +155,7 @@ impl PeerCopy {
 
     /// The tensor, brought back from its peers ([`PeerPool::receive`]) and decompressed
     /// when it went compressed.
-    pub fn receive(&self) -> Result<TensorData, crate::compress::CodecError> {
+    pub fn receive(&self) -> Result<TensorData, crate::codec::CodecError> {
         let bytes = self.pool.receive(self);
         match self.payload {
             Payload::Raw => Ok(TensorData::from_bytes_vec(
@@ -165,7 +165,7 @@ impl PeerCopy {
             )),
             Payload::Compressed { mask_words } => {
                 let (mask, values) = bytes.split_at(4 * mask_words);
-                let c = crate::compress::Compressed {
+                let c = crate::codec::Compressed {
                     shape: self.shape.as_slice().to_vec(),
                     dtype: self.dtype,
                     bitmask: mask
@@ -174,7 +174,7 @@ impl PeerCopy {
                         .collect(),
                     values: values.to_vec(),
                 };
-                crate::compress::decompress(&c)
+                crate::codec::decompress(&c)
             }
         }
     }

@@ -78,7 +78,7 @@ fn compressed_tensors_travel_compressed_and_come_back_bit_for_bit() {
         .collect();
     values[10] = -0.0;
     let original = TensorData::new(values, [64, 64]);
-    let c = crate::compress::compress(&original).unwrap();
+    let c = crate::codec::compress(&original).unwrap();
     let stored = c.bytes();
     let copy = pool.send_compressed(c, 1e9).unwrap();
     assert!(copy.compressed());

@@ -49,9 +49,9 @@ impl PeerPool {
     /// bitmask and values travel as one buffer, split in whole words.
     pub fn send_compressed(
         self: &Arc<Self>,
-        c: crate::compress::Compressed,
+        c: crate::codec::Compressed,
         host_bandwidth: f64,
-    ) -> Result<PeerCopy, crate::compress::Compressed> {
+    ) -> Result<PeerCopy, crate::codec::Compressed> {
         let mut bytes: Vec<u8> = Vec::with_capacity(c.bytes() as usize);
         bytes.extend(c.bitmask.iter().flat_map(|w| w.to_le_bytes()));
         bytes.extend_from_slice(&c.values);

@@ -1,5 +1,7 @@
 //! Seed 002 (claims 7, 9, 10): zero-value compression of tensors before they leave the
-//! device, and decompression when they come back.
+//! device, and decompression when they come back: the format and the CPU codec here, the
+//! same format computed on the device by CubeCL kernels in [`kernels`]. Whether a tensor is
+//! compressed is decided in `plan::compression`; the executor carries both out.
 //!
 //! # Format
 //!
@@ -8,14 +10,15 @@
 //! nonzero), and the **packed values**: the bytes of the nonzero elements, in element order.
 //! An element is zero when all its bytes are zero: `-0.0` (sign bit set), NaNs with any
 //! payload, infinities and denormals are nonzero and kept bit for bit. The format does not
-//! depend on how the work was split: the CPU codec (`compress::cpu`) and the kernels produce the
+//! depend on how the work was split: the CPU codec (`codec::cpu`) and the kernels produce the
 //! same bytes.
 //!
 //! Sizes: `4 · ceil(n / 32) + w · nonzeros` bytes, against `w · n` raw; with a zero fraction
 //! `s` the ratio raw / compressed tends to `w / (1/8 + (1 - s) · w)`. On dense data it
-//! expands by `1 / (8 w)`, so `plan::codec` compresses only where it pays.
+//! expands by `1 / (8 w)`, so `plan::compression` compresses only where it pays.
 
 pub(crate) mod cpu;
+pub mod kernels;
 
 use burn_backend::{DType, TensorData};
 

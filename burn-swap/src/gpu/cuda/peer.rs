@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
+
+use super::sys;
 
 /// One device: its ordinal and memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,26 +74,12 @@ pub fn enable_peer_access(from: usize, to: usize) -> Result<bool, DriverError> {
     }
     let source = context(&mut state, from)?;
     let target = context(&mut state, to)?;
-    let mut can = 0i32;
-    // SAFETY: both devices are valid (their contexts were made above); the driver writes
-    // one int into `can`.
-    unsafe {
-        sys::cuDeviceCanAccessPeer(&mut can, source.cu_device(), target.cu_device()).result()?;
-    }
-    if can == 0 {
+    if !sys::can_access_peer(&source, &target)? {
         return Ok(false);
     }
-    source.bind_to_thread()?;
-    // SAFETY: `target`'s context is a live primary context; the current context is
-    // `source`'s (bound just above). Access already enabled is not an error for us.
-    let enabled = unsafe { sys::cuCtxEnablePeerAccess(target.cu_ctx(), 0) };
-    match enabled {
-        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
-            state.enabled.push((from, to));
-            Ok(true)
-        }
-        other => other.result().map(|_| false),
-    }
+    sys::enable_peer_access(&source, &target)?;
+    state.enabled.push((from, to));
+    Ok(true)
 }
 
 /// The free memory of device `ordinal` now.
@@ -139,7 +127,7 @@ pub fn discover() -> Result<Topology, DriverError> {
 /// least `bytes` writable bytes of device `to`, both kept allocated and unused by other work
 /// until this returns. (CubeCL handles held by the caller, whose producers finished, give
 /// that.)
-pub(crate) unsafe fn copy(
+unsafe fn copy(
     to: usize,
     dst: u64,
     from: usize,
@@ -162,18 +150,9 @@ pub(crate) unsafe fn copy(
         (stream, source, target)
     };
     let start = Instant::now();
-    // SAFETY: the caller guarantees both ranges (see above); the contexts are the devices'
-    // live primary contexts and the stream belongs to `source`'s.
-    unsafe {
-        cudarc::driver::result::memcpy_peer_async(
-            target.cu_ctx(),
-            dst,
-            source.cu_ctx(),
-            src,
-            bytes,
-            stream.cu_stream(),
-        )?;
-    }
+    // SAFETY: the caller guarantees both ranges until this returns, and the copy is waited
+    // for below; the stream belongs to `source`'s context.
+    unsafe { sys::copy_peer_async(&target, dst, &source, src, bytes, &stream)? };
     stream.synchronize()?;
     Ok(start.elapsed())
 }

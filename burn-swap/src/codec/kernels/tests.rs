@@ -1,7 +1,7 @@
 //! Unit tests of the parent module.
 
 use super::*;
-use crate::compress::{self, Compressed};
+use crate::codec::{self as compress, Compressed};
 use burn_backend::{DType, TensorData};
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 

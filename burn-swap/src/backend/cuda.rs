@@ -3,7 +3,7 @@
 //! `Swap<Cuda>` takes the CubeCL fast path (see the executor's `cube` module: transfers on
 //! the workers' own streams into CubeCL's pinned pool, compression on the device before the
 //! copy, the allocator's figures, budgets as a fraction of the device's memory). The plain
-//! pinned-copy yardstick that the GPU check compares against is [`crate::gpu::pinned`].
+//! pinned-copy yardstick that the GPU check compares against is [`crate::gpu::cuda::pinned`].
 
 use burn::backend::Autodiff;
 use burn::backend::Cuda;

@@ -162,7 +162,7 @@ pub fn compress(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
         2 => compress_w::<2>(bytes),
         4 => compress_w::<4>(bytes),
         8 => compress_w::<8>(bytes),
-        _ => unreachable!("widths are checked by `compress::width`"),
+        _ => unreachable!("widths are checked by `codec::width`"),
     }
 }
 
@@ -174,7 +174,7 @@ pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Bytes {
         2 => decompress_w::<u16, 2>(masks, values, n),
         4 => decompress_w::<u32, 4>(masks, values, n),
         8 => decompress_w::<u64, 8>(masks, values, n),
-        _ => unreachable!("widths are checked by `compress::width`"),
+        _ => unreachable!("widths are checked by `codec::width`"),
     }
 }
 

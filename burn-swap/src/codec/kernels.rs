@@ -1,5 +1,5 @@
 //! Zero-value compression as CubeCL kernels, for CubeCL backends (CUDA, wgpu, ...): the same
-//! format as [`crate::compress`] (a bitmask of `u32` words and the packed nonzero values),
+//! format as [`crate::codec`] (a bitmask of `u32` words and the packed nonzero values),
 //! computed on the device, on the client and stream that own the tensor.
 //!
 //! Compression runs four kernels over *mask words* (32 elements each; one unit per word,
@@ -288,13 +288,7 @@ pub fn copy<R: Runtime>(
         .ok()
         .filter(|&c| c <= 65_535)
         .ok_or(KernelError::TooLarge(words))?;
-    // SAFETY: both buffers hold `words` words.
-    let args = unsafe {
-        (
-            ArrayArg::from_raw_parts(input.clone(), words),
-            ArrayArg::from_raw_parts(output.clone(), words),
-        )
-    };
+    let args = (arg(input, words)?, arg(&output, words)?);
     copy_kernel::launch::<R>(
         client,
         CubeCount::Static(cubes, 1, 1),
@@ -334,9 +328,17 @@ pub enum KernelError {
     /// More mask-word blocks than one dispatch dimension allows.
     #[error("{0} elements exceed one dispatch of the zero-value kernels")]
     TooLarge(usize),
+    /// A kernel argument longer than its buffer (a bug of ours: refused, not launched).
+    #[error(transparent)]
+    Overrun(crate::gpu::cube::Overrun),
     /// A buffer could not be read back.
     #[error("reading a device buffer failed: {0}")]
     Read(String),
+}
+
+/// `words` words of `handle` as a kernel argument (checked against the buffer's size).
+fn arg<R: Runtime>(handle: &Handle, words: usize) -> Result<ArrayArg<R>, KernelError> {
+    crate::gpu::cube::words(handle, words).map_err(KernelError::Overrun)
 }
 
 /// Words of a buffer holding `bytes` bytes.
@@ -375,13 +377,10 @@ fn scan<R: Runtime>(
     blocks: u32,
 ) -> Result<(Handle, usize), KernelError> {
     let offsets = zeros(client, blocks as usize);
-    // SAFETY: both buffers hold `blocks` words (allocated just above and by the caller).
-    let (sums_arg, offsets_arg) = unsafe {
-        (
-            ArrayArg::from_raw_parts(block_sums.clone(), blocks as usize),
-            ArrayArg::from_raw_parts(offsets.clone(), blocks as usize),
-        )
-    };
+    let (sums_arg, offsets_arg) = (
+        arg(block_sums, blocks as usize)?,
+        arg(&offsets, blocks as usize)?,
+    );
     scan_kernel::launch::<R>(
         client,
         CubeCount::Static(1, 1, 1),
@@ -419,16 +418,12 @@ pub fn compress<R: Runtime>(
     let block_sums = zeros(client, blocks as usize);
     let in_words = words(n * width);
     if m > 0 {
-        // SAFETY: every length is the buffer's own: `input` holds `n · width` bytes padded to
-        // words, `masks` and `counts` `m` words, `block_sums` `blocks` words.
-        let args = unsafe {
-            (
-                ArrayArg::from_raw_parts(input.clone(), in_words),
-                ArrayArg::from_raw_parts(masks.clone(), m),
-                ArrayArg::from_raw_parts(counts.clone(), m),
-                ArrayArg::from_raw_parts(block_sums.clone(), blocks as usize),
-            )
-        };
+        let args = (
+            arg(input, in_words)?,
+            arg(&masks, m)?,
+            arg(&counts, m)?,
+            arg(&block_sums, blocks as usize)?,
+        );
         count_kernel::launch::<R>(
             client,
             CubeCount::Static(blocks, 1, 1),
@@ -449,17 +444,13 @@ pub fn compress<R: Runtime>(
     let value_words = words(nonzeros * width);
     let values = zeros(client, value_words);
     if nonzeros > 0 {
-        // SAFETY: as above; `values` holds `value_words` words, enough for `nonzeros`
-        // elements of `width` bytes, and `offsets` `blocks` words.
-        let args = unsafe {
-            (
-                ArrayArg::from_raw_parts(input.clone(), in_words),
-                ArrayArg::from_raw_parts(masks.clone(), m),
-                ArrayArg::from_raw_parts(counts.clone(), m),
-                ArrayArg::from_raw_parts(offsets.clone(), blocks as usize),
-                ArrayArg::from_raw_parts(values.clone(), value_words),
-            )
-        };
+        let args = (
+            arg(input, in_words)?,
+            arg(&masks, m)?,
+            arg(&counts, m)?,
+            arg(&offsets, blocks as usize)?,
+            arg(&values, value_words)?,
+        );
         let (count, dim) = (CubeCount::Static(blocks, 1, 1), CubeDim::new_1d(BLOCK));
         if width >= 4 {
             compact_kernel::launch::<R>(
@@ -510,14 +501,11 @@ pub fn decompress<R: Runtime>(
     }
     let counts = zeros(client, m);
     let block_sums = zeros(client, blocks as usize);
-    // SAFETY: `masks` holds `m` words, `counts` `m`, `block_sums` `blocks`.
-    let args = unsafe {
-        (
-            ArrayArg::from_raw_parts(c.masks.clone(), m),
-            ArrayArg::from_raw_parts(counts.clone(), m),
-            ArrayArg::from_raw_parts(block_sums.clone(), blocks as usize),
-        )
-    };
+    let args = (
+        arg(&c.masks, m)?,
+        arg(&counts, m)?,
+        arg(&block_sums, blocks as usize)?,
+    );
     count_mask_kernel::launch::<R>(
         client,
         CubeCount::Static(blocks, 1, 1),
@@ -528,17 +516,13 @@ pub fn decompress<R: Runtime>(
     );
     let (offsets, _) = scan(client, &block_sums, blocks)?;
     let value_words = words(c.nonzeros * c.width);
-    // SAFETY: `values` holds `value_words` words, `masks` and `counts` `m`, `offsets`
-    // `blocks`, `output` `out_words`.
-    let args = unsafe {
-        (
-            ArrayArg::from_raw_parts(c.values.clone(), value_words),
-            ArrayArg::from_raw_parts(c.masks.clone(), m),
-            ArrayArg::from_raw_parts(counts.clone(), m),
-            ArrayArg::from_raw_parts(offsets.clone(), blocks as usize),
-            ArrayArg::from_raw_parts(output.clone(), out_words),
-        )
-    };
+    let args = (
+        arg(&c.values, value_words)?,
+        arg(&c.masks, m)?,
+        arg(&counts, m)?,
+        arg(&offsets, blocks as usize)?,
+        arg(&output, out_words)?,
+    );
     let (count, dim) = (CubeCount::Static(blocks, 1, 1), CubeDim::new_1d(BLOCK));
     if c.width >= 4 {
         scatter_kernel::launch::<R>(
@@ -568,13 +552,13 @@ pub fn decompress<R: Runtime>(
     Ok(output)
 }
 
-/// Reads a device-compressed tensor back into the host format of [`crate::compress`].
+/// Reads a device-compressed tensor back into the host format of [`crate::codec`].
 pub fn to_host<R: Runtime>(
     client: &ComputeClient<R>,
     c: &DeviceCompressed,
     shape: Vec<usize>,
     dtype: burn_backend::DType,
-) -> Result<crate::compress::Compressed, KernelError> {
+) -> Result<crate::codec::Compressed, KernelError> {
     let bytes = read(client, vec![c.masks.clone(), c.values.clone()])?;
     let m = c.n.div_ceil(32);
     let bitmask = bytes[0][..4 * m]
@@ -582,7 +566,7 @@ pub fn to_host<R: Runtime>(
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     let values = bytes[1][..c.nonzeros * c.width].to_vec();
-    Ok(crate::compress::Compressed {
+    Ok(crate::codec::Compressed {
         shape,
         dtype,
         bitmask,
@@ -593,9 +577,9 @@ pub fn to_host<R: Runtime>(
 /// Uploads a host-compressed tensor for [`decompress`].
 pub fn from_host<R: Runtime>(
     client: &ComputeClient<R>,
-    c: &crate::compress::Compressed,
+    c: &crate::codec::Compressed,
 ) -> Result<DeviceCompressed, KernelError> {
-    let width = crate::compress::width(c.dtype).map_err(|_| KernelError::Width(0))?;
+    let width = crate::codec::width(c.dtype).map_err(|_| KernelError::Width(0))?;
     let n = c.len();
     let mut mask_bytes: Vec<u8> = c.bitmask.iter().flat_map(|w| w.to_le_bytes()).collect();
     mask_bytes.resize(4 * n.div_ceil(32).max(1), 0);

@@ -25,10 +25,7 @@ pub fn pinned_copy(
     let context = CudaContext::new(ordinal)?;
     let stream = context.new_stream()?;
     let mut device = stream.alloc_zeros::<u8>(bytes)?;
-    // SAFETY: the host buffer is written by the first copy (device to host) before anything
-    // reads it; cudarc keeps it page-locked until it is dropped, after the stream was
-    // synchronised. Flags 0: plain page-locked memory, as CubeCL's pinned pool allocates.
-    let mut host = unsafe { context.alloc_pinned_with_flags::<u8>(bytes, 0)? };
+    let mut host = super::sys::pinned_zeroed(&context, bytes)?;
     let (mut down, mut up) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..repeats.max(1) {
         let start = std::time::Instant::now();
