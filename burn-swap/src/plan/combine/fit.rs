@@ -1,0 +1,279 @@
+//! Fitting a plan into its budget: the lifetimes a plan leaves, the counted bytes per op,
+//! the waits and later fetches that bring an op under the budget (`fit`), how long an
+//! offload's device copy is held while it is copied (`held_until`), and which ways out a
+//! fitted plan does not need (`needed`).
+
+use super::{Action, Taken};
+use crate::plan::profile::{LinkFit, Profile};
+use crate::plan::simulate::{self, Lifetime};
+use crate::trace::Trace;
+
+/// Which ways out a plan needs: walking them from the least worth taking (the last ranked)
+/// to the most, one whose tensor fits back beside the counted bytes of every op of its
+/// absence (`live`, as [`fit`] left them) stays resident instead (`false`). A plan that
+/// does not fit keeps them all.
+pub(super) fn needed(
+    trace: &Trace,
+    actions: &[(usize, Action)],
+    held: &[usize],
+    taken: &[Taken],
+    (mut live, budget): (Vec<i64>, u64),
+) -> Vec<bool> {
+    let ops = trace.ops.len();
+    let mut keep = vec![true; actions.len()];
+    if ops == 0 {
+        return keep;
+    }
+    let budget = budget as i64;
+    if live.iter().any(|&l| l > budget) {
+        return keep;
+    }
+    let mut order: Vec<usize> = (0..actions.len()).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(taken[j].rank));
+    for j in order {
+        let (tensor, action) = actions[j];
+        // The ops it is away from the device, numbered on into the next iteration.
+        let away = match action {
+            Action::Offload { prefetch_at, .. } => held[j] + 1..prefetch_at,
+            Action::Recompute { after, before } => after + 1..before.saturating_sub(1),
+        };
+        let bytes = trace.tensors[tensor].bytes as i64;
+        if away.clone().all(|x| live[x % ops] + bytes <= budget) {
+            for x in away {
+                live[x % ops] += bytes;
+            }
+            keep[j] = false;
+        }
+    }
+    keep
+}
+
+/// The lifetimes of a plan: a tensor that leaves lives until its gap opens, then again from
+/// its prefetch (or the op before its recomputed use); a tensor may leave in several of its
+/// gaps (which never overlap).
+pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
+    let held: Vec<usize> = actions.iter().map(|(_, a)| a.after()).collect();
+    lifetimes_held(trace, actions, &held)
+}
+
+/// [`lifetimes`] where the device copy of the tensor of action `j` is held until op
+/// `held[j]` (an offload's copy takes time; the device bytes go when it is done).
+pub(super) fn lifetimes_held(
+    trace: &Trace,
+    actions: &[(usize, Action)],
+    held: &[usize],
+) -> Vec<Lifetime> {
+    let mut lifetimes = simulate::lifetimes(trace);
+    let ops = trace.ops.len();
+    let mut order: Vec<(usize, usize, usize, usize)> = actions
+        .iter()
+        .zip(held)
+        .map(|(&(tensor, action), &held)| match action {
+            Action::Offload { after, prefetch_at } => (tensor, after, prefetch_at, held),
+            Action::Recompute { after, before } => (tensor, after, before.saturating_sub(1), held),
+        })
+        .collect();
+    order.sort_unstable();
+    let mut i = 0;
+    while i < order.len() {
+        let tensor = order[i].0;
+        let whole = lifetimes[tensor];
+        // The stretch of residency the next gap ends.
+        let mut open = tensor;
+        while i < order.len() && order[i].0 == tensor {
+            let (_, after, back, held) = order[i];
+            lifetimes[open].until = Some(held.max(after));
+            match trace.tensors[tensor].wraps_to {
+                // Fetched back in the next iteration: there, it is the tensor this iteration
+                // received in its slot, which now lives from the prefetch on.
+                Some(carried) if back >= ops => {
+                    let from = lifetimes[carried].from;
+                    lifetimes[carried].from = Some(from.map_or(back - ops, |f| f.max(back - ops)));
+                }
+                _ => {
+                    lifetimes.push(Lifetime {
+                        bytes: whole.bytes,
+                        from: Some(back),
+                        until: whole.until,
+                    });
+                    open = lifetimes.len() - 1;
+                }
+            }
+            i += 1;
+        }
+    }
+    lifetimes
+}
+
+/// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
+/// of an op together, as [`simulate::simulate`] counts them).
+fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
+    let mut delta = vec![0i64; ops + 1];
+    for l in lifetimes {
+        let from = l.from.unwrap_or(0);
+        if from >= ops {
+            continue;
+        }
+        let until = l.until.map_or(ops - 1, |u| u.min(ops - 1));
+        if until < from {
+            continue;
+        }
+        delta[from] += l.bytes as i64;
+        delta[until + 1] -= l.bytes as i64;
+    }
+    let mut live = 0;
+    delta.truncate(ops);
+    for d in &mut delta {
+        live += *d;
+        *d = live;
+    }
+    delta
+}
+
+/// What [`fit`] can shorten where an op exceeds the budget: one planned offload's device
+/// copy still held while its copy to the host runs (the executor waits for the copy
+/// instead), or its return ahead of its use (the fetch starts later instead). Op numbers run
+/// on into the next iteration for a gap across the boundary.
+#[derive(Debug, Clone, Copy)]
+enum Stretch {
+    /// Held from the op after `after` to `held`.
+    Held {
+        action: usize,
+        bytes: u64,
+        after: usize,
+        held: usize,
+    },
+    /// Resident again from `prefetch_at` until its use at `used`.
+    Return {
+        action: usize,
+        bytes: u64,
+        prefetch_at: usize,
+        used: usize,
+    },
+}
+
+impl Stretch {
+    fn bytes(&self) -> u64 {
+        match *self {
+            Stretch::Held { bytes, .. } | Stretch::Return { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// Plans that fit: where the counted bytes at an op exceed the budget, the planned
+/// offloads resident there but not needed by it give way, the largest first, until the op
+/// fits or none is left: an offload whose copy is still running is waited for before the op
+/// (`held` shortens), a fetch due before the op starts after it instead (down to just before
+/// its use, which exposes the fetch). Returns the counted bytes at each op after that.
+pub(super) fn fit(
+    trace: &Trace,
+    actions: &mut [(usize, Action)],
+    (used, held): (&[usize], &mut [usize]),
+    budget: u64,
+) -> Vec<i64> {
+    let ops = trace.ops.len();
+    if ops == 0 {
+        return Vec::new();
+    }
+    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
+    let mut stretches: Vec<Stretch> = Vec::new();
+    for (action, (&(tensor, a), &used)) in actions.iter().zip(used).enumerate() {
+        let Action::Offload { after, prefetch_at } = a else {
+            continue;
+        };
+        let bytes = trace.tensors[tensor].bytes;
+        if held[action] > after {
+            stretches.push(Stretch::Held {
+                action,
+                bytes,
+                after,
+                held: held[action],
+            });
+        }
+        if prefetch_at < used {
+            stretches.push(Stretch::Return {
+                action,
+                bytes,
+                prefetch_at,
+                used,
+            });
+        }
+    }
+    // Largest first, so that each op needs the fewest changes.
+    stretches.sort_by_key(|s| std::cmp::Reverse(s.bytes()));
+    let budget = budget as i64;
+    for op in 0..ops {
+        if live[op] <= budget {
+            continue;
+        }
+        for stretch in stretches.iter_mut() {
+            if live[op] <= budget {
+                break;
+            }
+            match stretch {
+                Stretch::Held {
+                    action,
+                    bytes,
+                    after,
+                    held: until,
+                } => {
+                    if !(*after < op && op <= *until) {
+                        continue;
+                    }
+                    for held_live in &mut live[op..=*until] {
+                        *held_live -= *bytes as i64;
+                    }
+                    *until = op - 1;
+                    held[*action] = op - 1;
+                }
+                Stretch::Return {
+                    action,
+                    bytes,
+                    prefetch_at,
+                    used,
+                } => {
+                    // The op in the return's own numbering: this iteration's, or the next.
+                    let Some(at) = [op, op + ops]
+                        .into_iter()
+                        .find(|&at| *prefetch_at <= at && at < *used)
+                    else {
+                        continue;
+                    };
+                    for x in *prefetch_at..=at {
+                        live[x % ops] -= *bytes as i64;
+                    }
+                    *prefetch_at = at + 1;
+                    if let Action::Offload { prefetch_at, .. } = &mut actions[*action].1 {
+                        *prefetch_at = at + 1;
+                    }
+                }
+            }
+        }
+    }
+    live
+}
+
+/// The last op during which an offload's device copy is still held: its copy to the host
+/// starts when op `after` is done and takes the link's time for its bytes, while the next
+/// ops run; the engine sees it done at the start of the op after that. A recomputed tensor
+/// is dropped at once.
+pub(super) fn held_until(
+    profile: &Profile,
+    fits: Option<(LinkFit, LinkFit)>,
+    bytes: u64,
+    action: Action,
+) -> usize {
+    let (Action::Offload { after, prefetch_at }, Some((out, _))) = (action, fits) else {
+        return action.after();
+    };
+    let ops = profile.op_nanos.len();
+    let mut left = out.seconds(bytes);
+    let mut op = after;
+    // Held at most until the iteration's last op, or the op before its return.
+    let last = prefetch_at.min(ops).saturating_sub(1).max(after);
+    while left > 0.0 && op < last {
+        op += 1;
+        left -= profile.op_nanos[op] as f64 * 1e-9;
+    }
+    op
+}

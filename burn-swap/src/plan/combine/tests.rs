@@ -1,0 +1,172 @@
+//! Unit tests of the combiner.
+
+use super::*;
+use crate::plan::checkpoint::candidates;
+use crate::plan::profile::{CopySample, Links};
+use crate::plan::simulate::Lifetime;
+
+/// The chain of `trace::synthetic` with 1000-byte activations, whose forward ops take
+/// `forward_ns` each and the rest 1 µs.
+fn chain(layers: usize, forward_ns: u64) -> Trace {
+    crate::trace::synthetic::chain(
+        layers,
+        |_| 1000,
+        |i| if i < layers { forward_ns } else { 1000 },
+    )
+}
+
+fn profile(trace: &Trace, bandwidth: f64) -> Profile {
+    let samples = [1u64 << 10, 1 << 20]
+        .iter()
+        .map(|&b| CopySample {
+            bytes: b,
+            seconds: b as f64 / bandwidth,
+        })
+        .collect::<Vec<_>>();
+    Profile::new(
+        trace,
+        Some(Links {
+            to_host: samples.clone(),
+            to_device: samples,
+        }),
+    )
+}
+
+#[test]
+fn a_roomy_budget_keeps_everything() {
+    let trace = chain(8, 1000);
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 1 << 20);
+    assert!(plan.feasible && plan.actions.is_empty());
+}
+
+#[test]
+fn recompute_beats_a_slow_link_and_offload_beats_an_expensive_producer() {
+    // Cheap producers (1 µs) and a slow link (1 MB/s: 2 ms per round trip): recompute.
+    let trace = chain(12, 1000);
+    let p = profile(&trace, 1e6);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+    assert!(plan.feasible, "{plan:?}");
+    let recomputed: Vec<usize> = plan
+        .actions
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Recompute { .. }))
+        .map(|&(t, _)| t)
+        .collect();
+    assert!(!recomputed.is_empty());
+    // Recomputation stays one level deep: activation l + 1 is made from activation l,
+    // so no two neighbours are both recomputed; a neighbour of a recomputed tensor that
+    // must leave too is offloaded instead.
+    for &t in &recomputed {
+        assert!(!recomputed.contains(&(t + 1)), "{recomputed:?}");
+    }
+    for &(t, a) in &plan.actions {
+        if matches!(a, Action::Offload { .. }) {
+            assert!(
+                recomputed.contains(&(t + 1)) || (t > 0 && recomputed.contains(&(t - 1))),
+                "tensor {t} offloaded over a slow link without need: {plan:?}"
+            );
+        }
+    }
+
+    // Expensive producers (1 ms) and a fast link (1 GB/s: 2 µs, hidden by the gap): offload.
+    let trace = chain(12, 1_000_000);
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+    assert!(plan.feasible, "{plan:?}");
+    assert!(
+        plan.actions
+            .iter()
+            .all(|(_, a)| matches!(a, Action::Offload { .. }))
+    );
+    assert_eq!(plan.recompute_seconds, 0.0);
+    assert_eq!(plan.exposed_seconds, 0.0, "the gaps hide the copies");
+    assert!(plan.simulation.peak_pool_bytes <= 8000);
+}
+
+#[test]
+fn prefetch_starts_late_enough_to_land_just_in_time() {
+    // Backward ops take 1 µs; a fetch of 1000 bytes at 250 MB/s takes 4 µs, so the
+    // prefetch starts about four ops before the use.
+    let trace = chain(12, 1_000_000);
+    let p = profile(&trace, 2.5e8);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+    for &(tensor, action) in &plan.actions {
+        let Action::Offload { after, prefetch_at } = action else {
+            panic!("expected offloads");
+        };
+        let (_, next_use) = (after, trace.tensors[tensor].accesses[1].op);
+        let hidden = p.gap_seconds(prefetch_at, next_use) + p.op_nanos[prefetch_at] as f64 * 1e-9;
+        assert!(
+            hidden >= 4e-6 - 1e-12,
+            "tensor {tensor}: {hidden} s before its use"
+        );
+        assert!(
+            next_use - prefetch_at <= 6,
+            "not needlessly early: {prefetch_at} for {next_use}"
+        );
+    }
+}
+
+#[test]
+fn a_tensor_leaves_in_each_of_its_gaps_and_returns_just_in_time() {
+    use crate::trace::{Access, AccessKind};
+    // A chain of 8 whose activation 0 (8000 bytes) op 4 reads again, and whose
+    // activation 2 is as large: activation 0 must be gone while activation 2 is made
+    // (ops 2 and 3) and again while the backward reads it (op 14).
+    let mut trace =
+        crate::trace::synthetic::chain(8, |l| if l == 0 || l == 2 { 8000 } else { 1000 }, |_| 1000);
+    trace.tensors[0].accesses.insert(
+        1,
+        Access {
+            op: 4,
+            kind: AccessKind::Read,
+        },
+    );
+    trace.ops[4].inputs.push(0);
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 12_000);
+    assert!(plan.feasible, "{plan:?}");
+    assert!(plan.simulation.peak_live_bytes <= 12_000);
+    let mut gaps: Vec<(usize, usize)> = plan
+        .actions
+        .iter()
+        .filter(|(t, _)| *t == 0)
+        .map(|&(_, a)| match a {
+            Action::Offload { after, prefetch_at } => (after, prefetch_at),
+            Action::Recompute { .. } => panic!("activation 0 is offloaded: {plan:?}"),
+        })
+        .collect();
+    gaps.sort_unstable();
+    // Out after op 1, back for op 4 only when op 3 is done (earlier, it would not fit
+    // beside activation 2); out again after op 4, back before op 14's end at the latest.
+    assert_eq!(gaps.len(), 2, "{plan:?}");
+    assert_eq!(gaps[0], (1, 4));
+    assert_eq!(gaps[1].0, 4);
+    assert!(gaps[1].1 > 14, "{plan:?}");
+    // Its lifetimes: made at op 0 until op 1, at op 4 alone, then from the second
+    // prefetch to its end.
+    let lifetimes = lifetimes(&trace, &plan.actions);
+    assert_eq!(
+        lifetimes[0],
+        Lifetime {
+            bytes: 8000,
+            from: Some(0),
+            until: Some(1)
+        }
+    );
+    assert!(lifetimes.contains(&Lifetime {
+        bytes: 8000,
+        from: Some(4),
+        until: Some(4)
+    }));
+}
+
+#[test]
+fn an_impossible_budget_is_reported_infeasible() {
+    let trace = chain(6, 1000);
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 1000);
+    assert!(!plan.feasible);
+    assert!(plan.simulation.peak_pool_bytes > 1000);
+}
