@@ -281,45 +281,58 @@ pub fn format_bytes(bytes: u64) -> String {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "burn-swap report ({})", self.backend)?;
+        writeln!(f, "|{:-<18}|{:-<34}|", "", "")?;
+        let mut rows = Vec::new();
+        self.memory_rows(&mut rows);
+        self.transfer_rows(&mut rows);
+        self.plan_rows(&mut rows);
+        self.device_rows(&mut rows);
+        for (k, v) in rows {
+            writeln!(f, "| {k:<16} | {v:>32} |")?;
+        }
+        Ok(())
+    }
+}
+
+/// The rows of the report's table, in order.
+type Rows = Vec<(String, String)>;
+
+impl Report {
+    /// Policy, budget and the counted bytes.
+    fn memory_rows(&self, rows: &mut Rows) {
         let budget = self
             .budget_bytes
             .map(format_bytes)
             .unwrap_or_else(|| "unlimited".into());
-        let row =
-            |f: &mut fmt::Formatter<'_>, k: &str, v: String| writeln!(f, "| {k:<16} | {v:>32} |");
-        writeln!(f, "burn-swap report ({})", self.backend)?;
-        writeln!(f, "|{:-<18}|{:-<34}|", "", "")?;
-        row(f, "enabled", self.enabled.to_string())?;
-        row(f, "policy", format!("{} / {}", self.policy, self.eviction))?;
-        row(f, "budget", budget)?;
-        row(f, "peak resident", format_bytes(self.peak_bytes))?;
-        row(f, "resident now", format_bytes(self.resident_bytes))?;
-        row(f, "peak on host", format_bytes(self.peak_host_bytes))?;
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row("enabled", self.enabled.to_string());
+        row("policy", format!("{} / {}", self.policy, self.eviction));
+        row("budget", budget);
+        row("peak resident", format_bytes(self.peak_bytes));
+        row("resident now", format_bytes(self.resident_bytes));
+        row("peak on host", format_bytes(self.peak_host_bytes));
+    }
+
+    /// Offloads, fetches, compression, recomputation and the time they left exposed.
+    fn transfer_rows(&self, rows: &mut Rows) {
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        let moved = |n: u64, bytes: u64| format!("{n} ({})", format_bytes(bytes));
+        row("offloads", moved(self.offloads, self.offloaded_bytes));
+        row("fetches", moved(self.fetches, self.fetched_bytes));
         row(
-            f,
-            "offloads",
-            format!("{} ({})", self.offloads, format_bytes(self.offloaded_bytes)),
-        )?;
-        row(
-            f,
-            "fetches",
-            format!("{} ({})", self.fetches, format_bytes(self.fetched_bytes)),
-        )?;
-        row(
-            f,
             "transfer time",
             format!(
                 "{:.3} s out, {:.3} s in",
                 self.offload_seconds, self.fetch_seconds
             ),
-        )?;
-        row(f, "failed offloads", self.failed_offloads.to_string())?;
+        );
+        row("failed offloads", self.failed_offloads.to_string());
         if self.budget_overshoots > 0 {
-            row(f, "budget overshoots", self.budget_overshoots.to_string())?;
+            row("budget overshoots", self.budget_overshoots.to_string());
         }
         if self.compression != "off" {
             row(
-                f,
                 "compression",
                 format!(
                     "{} -> {} ({:.2}x)",
@@ -327,110 +340,106 @@ impl fmt::Display for Report {
                     format_bytes(self.moved_bytes),
                     self.compression_ratio
                 ),
-            )?;
+            );
             row(
-                f,
                 "compressed",
                 format!(
                     "{} offloads, codec {:.3} s",
                     self.compressed_offloads, self.codec_seconds
                 ),
-            )?;
+            );
         }
         row(
-            f,
             "recomputes",
             format!(
                 "{} ({:.3} s), {} evicted",
                 self.recomputes, self.recompute_seconds, self.evictions
             ),
-        )?;
+        );
         row(
-            f,
             "exposed wait",
             format!("{:.3} s", self.exposed_wait_seconds),
-        )?;
-        if let Some(predicted) = self.predicted_peak_bytes {
-            row(
-                f,
-                "plan",
-                format!(
-                    "{} off + {} rec, {:.1} ms",
-                    self.planned_offloads,
-                    self.planned_recomputes,
-                    self.planning_seconds * 1e3
-                ),
-            )?;
-            let pool = self
-                .predicted_pool_bytes
-                .map_or(String::new(), |p| format!(" (pool {})", format_bytes(p)));
-            row(
-                f,
-                "predicted peak",
-                format!("{}{pool}", format_bytes(predicted)),
-            )?;
-            // The candidate plans: the predicted time of each that fits (the chosen one
-            // marked), the smallest budget of each that does not.
-            for choice in &self.plan_choices {
-                let chosen = self.plan_chosen.as_deref() == Some(choice.planner.as_str());
-                let verdict = if choice.fits {
-                    format!("{:.2} ms/iter", choice.seconds() * 1e3)
-                } else {
-                    format!("needs {}", format_bytes(choice.smallest_budget_bytes))
-                };
-                let mark = if chosen { "chosen, " } else { "" };
-                row(
-                    f,
-                    &format!("  {}", choice.planner),
-                    format!("{mark}{verdict}"),
-                )?;
-            }
+        );
+    }
+
+    /// The plan followed and the candidates it was chosen from: the predicted time of each
+    /// that fits (the chosen one marked), the smallest budget of each that does not.
+    fn plan_rows(&self, rows: &mut Rows) {
+        let Some(predicted) = self.predicted_peak_bytes else {
+            return;
+        };
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row(
+            "plan",
+            format!(
+                "{} off + {} rec, {:.1} ms",
+                self.planned_offloads,
+                self.planned_recomputes,
+                self.planning_seconds * 1e3
+            ),
+        );
+        let pool = self
+            .predicted_pool_bytes
+            .map_or(String::new(), |p| format!(" (pool {})", format_bytes(p)));
+        row(
+            "predicted peak",
+            format!("{}{pool}", format_bytes(predicted)),
+        );
+        for choice in &self.plan_choices {
+            let chosen = self.plan_chosen.as_deref() == Some(choice.planner.as_str());
+            let verdict = if choice.fits {
+                format!("{:.2} ms/iter", choice.seconds() * 1e3)
+            } else {
+                format!("needs {}", format_bytes(choice.smallest_budget_bytes))
+            };
+            let mark = if chosen { "chosen, " } else { "" };
+            row(&format!("  {}", choice.planner), format!("{mark}{verdict}"));
         }
+    }
+
+    /// The allocator, the device, the peers, and the workload's figures.
+    fn device_rows(&self, rows: &mut Rows) {
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
         if let Some(peak) = self.allocator_peak {
             row(
-                f,
                 "allocator peak",
                 format!(
                     "{} in use, {} reserved",
                     format_bytes(peak.in_use),
                     format_bytes(peak.reserved)
                 ),
-            )?;
+            );
         }
         if let Some(total) = self.device_memory_bytes {
-            row(f, "device memory", format_bytes(total))?;
+            row("device memory", format_bytes(total));
         }
         for peer in &self.peers {
             row(
-                f,
                 &peer.name,
                 format!(
                     "{} out, {:.2} GB/s",
                     format_bytes(peer.sent_bytes),
                     peer.bandwidth / 1e9
                 ),
-            )?;
+            );
         }
         if !self.peers.is_empty() {
-            row(f, "peer fallbacks", self.peer_fallbacks.to_string())?;
+            row("peer fallbacks", self.peer_fallbacks.to_string());
         }
-        row(f, "ops", self.ops.to_string())?;
-        row(f, "largest op", format_bytes(self.largest_op_bytes))?;
-        row(f, "minimum budget", format_bytes(self.minimum_budget_bytes))?;
+        row("ops", self.ops.to_string());
+        row("largest op", format_bytes(self.largest_op_bytes));
+        row("minimum budget", format_bytes(self.minimum_budget_bytes));
         row(
-            f,
             "period",
             self.period
                 .map(|p| format!("{p} ops"))
                 .unwrap_or_else(|| "not detected".into()),
-        )?;
+        );
         if let Some(last) = self.iteration_peaks.last() {
             row(
-                f,
                 "last iter. peak",
                 format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),
-            )?;
+            );
         }
-        Ok(())
     }
 }

@@ -262,50 +262,12 @@ pub fn migrations(
 pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<SegmentPlan> {
     let start = Instant::now();
     let mut rng = Rng::new(config.seed);
-    // Claim 1: order by size (largest first; by first access on ties), carve the budget into
-    // segments sized by the largest objects that fit together.
-    let mut order: Vec<usize> = (0..objects.len()).collect();
-    order.sort_by_key(|&o| {
-        (
-            std::cmp::Reverse(objects[o].bytes),
-            objects[o].accesses.first().copied(),
-        )
-    });
-    let mut segments = Vec::new();
-    let mut used = 0u64;
-    for &o in &order {
-        if used + objects[o].bytes > budget {
-            break;
-        }
-        used += objects[o].bytes;
-        segments.push(objects[o].bytes);
-    }
-    if segments.is_empty() && !objects.is_empty() {
-        return None;
-    }
-    let pinned = segments.len();
-    // For each remaining object, the segments it fits (all that are at least its size: the
-    // segments are sorted largest first).
-    let fits: Vec<usize> = (0..objects.len())
-        .map(|o| segments.partition_point(|&s| s >= objects[o].bytes))
-        .collect();
+    let search = Search::carve(objects, budget)?;
     let events = access_events(objects);
-    let cost = |a: &[usize]| migrated_bytes_of(objects, &events, a, segments.len());
-
-    let random_plan = |rng: &mut Rng| -> Vec<usize> {
-        let mut a = vec![0; objects.len()];
-        for (rank, &o) in order.iter().enumerate() {
-            a[o] = if rank < pinned {
-                rank
-            } else {
-                rng.below(fits[o])
-            };
-        }
-        a
-    };
+    let cost = |a: &[usize]| migrated_bytes_of(objects, &events, a, search.segments.len());
     let mut population: Vec<(u64, Vec<usize>)> = (0..config.population.max(2))
         .map(|_| {
-            let a = random_plan(&mut rng);
+            let a = search.random_plan(&mut rng);
             (cost(&a), a)
         })
         .collect();
@@ -328,32 +290,11 @@ pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<Segmen
                 &population[rng.below(half)].1,
                 &population[rng.below(half)].1,
             );
-            let mut child = pa.clone();
-            // Claim 3: the child takes one segment's objects from the other parent; objects
-            // that parent put elsewhere stay where the first parent had them.
-            let s = rng.below(segments.len());
-            for o in 0..objects.len() {
-                if pb[o] == s && s < fits[o] {
-                    child[o] = s;
-                }
-            }
-            // Claims 4–6: swap two objects of different segments where both fit.
-            if rng.chance(mutation) && objects.len() > pinned + 1 {
-                let x = order[pinned + rng.below(objects.len() - pinned)];
-                let y = order[pinned + rng.below(objects.len() - pinned)];
-                let (sx, sy) = (child[x], child[y]);
-                if sx != sy && sy < fits[x] && sx < fits[y] {
-                    child[x] = sy;
-                    child[y] = sx;
-                } else if sx == sy {
-                    // Same segment: move one of them to a random segment it fits.
-                    child[x] = rng.below(fits[x]);
-                }
-            }
+            let child = search.child(pa, pb, mutation, &mut rng);
             next.push((cost(&child), child));
         }
         for _ in 0..config.fresh {
-            let a = random_plan(&mut rng);
+            let a = search.random_plan(&mut rng);
             next.push((cost(&a), a));
         }
         next.sort_by_key(|(c, _)| *c);
@@ -374,11 +315,104 @@ pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<Segmen
     );
     let (migrated_bytes, assignment) = population.swap_remove(0);
     Some(SegmentPlan {
-        segments,
+        segments: search.segments,
         assignment,
         migrated_bytes,
         rounds,
     })
+}
+
+/// The segments carved from the budget and what the genetic search needs to place objects
+/// in them.
+struct Search<'a> {
+    objects: &'a [Object],
+    /// Objects by size, largest first (by first access on ties).
+    order: Vec<usize>,
+    /// Segment sizes, largest first.
+    segments: Vec<u64>,
+    /// The first `pinned` objects of `order` own a segment each.
+    pinned: usize,
+    /// For each object, the number of segments it fits (a prefix: all at least its size).
+    fits: Vec<usize>,
+}
+
+impl<'a> Search<'a> {
+    /// Claim 1: order by size (largest first; by first access on ties), carve the budget
+    /// into segments sized by the largest objects that fit together. `None` when the
+    /// largest object alone exceeds the budget.
+    fn carve(objects: &'a [Object], budget: u64) -> Option<Self> {
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        order.sort_by_key(|&o| {
+            (
+                std::cmp::Reverse(objects[o].bytes),
+                objects[o].accesses.first().copied(),
+            )
+        });
+        let mut segments = Vec::new();
+        let mut used = 0u64;
+        for &o in &order {
+            if used + objects[o].bytes > budget {
+                break;
+            }
+            used += objects[o].bytes;
+            segments.push(objects[o].bytes);
+        }
+        if segments.is_empty() && !objects.is_empty() {
+            return None;
+        }
+        let fits = (0..objects.len())
+            .map(|o| segments.partition_point(|&s| s >= objects[o].bytes))
+            .collect();
+        Some(Self {
+            objects,
+            order,
+            pinned: segments.len(),
+            segments,
+            fits,
+        })
+    }
+
+    /// A random assignment: pinned objects in their own segment, the others in any segment
+    /// they fit.
+    fn random_plan(&self, rng: &mut Rng) -> Vec<usize> {
+        let mut a = vec![0; self.objects.len()];
+        for (rank, &o) in self.order.iter().enumerate() {
+            a[o] = if rank < self.pinned {
+                rank
+            } else {
+                rng.below(self.fits[o])
+            };
+        }
+        a
+    }
+
+    /// A child of parents `pa` and `pb`, mutated with probability `mutation`.
+    fn child(&self, pa: &[usize], pb: &[usize], mutation: f64, rng: &mut Rng) -> Vec<usize> {
+        let (n, pinned, fits) = (self.objects.len(), self.pinned, &self.fits);
+        let mut child = pa.to_vec();
+        // Claim 3: the child takes one segment's objects from the other parent; objects
+        // that parent put elsewhere stay where the first parent had them.
+        let s = rng.below(self.segments.len());
+        for o in 0..n {
+            if pb[o] == s && s < fits[o] {
+                child[o] = s;
+            }
+        }
+        // Claims 4–6: swap two objects of different segments where both fit.
+        if rng.chance(mutation) && n > pinned + 1 {
+            let x = self.order[pinned + rng.below(n - pinned)];
+            let y = self.order[pinned + rng.below(n - pinned)];
+            let (sx, sy) = (child[x], child[y]);
+            if sx != sy && sy < fits[x] && sx < fits[y] {
+                child[x] = sy;
+                child[y] = sx;
+            } else if sx == sy {
+                // Same segment: move one of them to a random segment it fits.
+                child[x] = rng.below(fits[x]);
+            }
+        }
+        child
+    }
 }
 
 #[cfg(test)]

@@ -333,12 +333,6 @@ enum Place {
 pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
     let period = trace.ops.len().min(program.period);
     let count = trace.tensors.len() as u64;
-    let index_of: HashMap<u64, usize> = trace
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id, i))
-        .collect();
     // Tensors ending after each op.
     let mut ends: Vec<Vec<usize>> = vec![Vec::new(); period];
     for (i, t) in trace.tensors.iter().enumerate() {
@@ -348,135 +342,166 @@ pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
             ends[end.op].push(i);
         }
     }
-    let mut key: Vec<u64> = (0..count).collect();
-    let mut place: HashMap<u64, Place> = HashMap::new();
-    let mut tags: HashMap<u32, u64> = HashMap::new();
-    let mut nodes = Vec::new();
-    let tensor_at = |op: usize, port: Port| -> Option<usize> {
-        let o = &trace.ops[op];
+    let mut layout = Layout {
+        trace,
+        index_of: trace
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect(),
+        key: (0..count).collect(),
+        place: HashMap::new(),
+        tags: HashMap::new(),
+        nodes: Vec::new(),
+    };
+    for iteration in 0..2usize {
+        if iteration == 1 {
+            layout.next_iteration();
+        }
+        for (k, ended) in ends.iter().enumerate() {
+            layout.op(k, iteration * period + k);
+            for step in program.after.get(k).map_or(&[][..], |s| &s[..]) {
+                layout.step(k, *step);
+            }
+            layout.end(ended);
+        }
+    }
+    layout.nodes
+}
+
+/// The state of [`timeline`] while it lays out the nodes.
+struct Layout<'a> {
+    trace: &'a Trace,
+    index_of: HashMap<u64, usize>,
+    /// Each tensor's key in the iteration being laid out.
+    key: Vec<u64>,
+    place: HashMap<u64, Place>,
+    /// Offloaded tensors by tag, until their prefetch.
+    tags: HashMap<u32, u64>,
+    nodes: Vec<Node>,
+}
+
+impl Layout<'_> {
+    /// The next iteration's tensors: new keys, but carried tensors keep theirs.
+    fn next_iteration(&mut self) {
+        let count = self.key.len() as u64;
+        let mut next: Vec<u64> = (0..count).map(|i| count + i).collect();
+        for (i, t) in self.trace.tensors.iter().enumerate() {
+            if let Some(j) = t.wraps_to
+                && j < next.len()
+            {
+                next[j] = self.key[i];
+            }
+        }
+        self.key = next;
+    }
+
+    fn push(&mut self, queue: Queue, what: What, touches: Vec<(Buffer, Touch)>) {
+        self.nodes.push(Node {
+            queue,
+            what,
+            touches,
+        });
+    }
+
+    /// Op `k` of the iteration (numbered `at` over both), after recomputing any evicted
+    /// input.
+    fn op(&mut self, k: usize, at: usize) {
+        let op = &self.trace.ops[k];
+        let mut touches = Vec::new();
+        for id in &op.inputs {
+            let Some(&i) = self.index_of.get(id) else {
+                continue;
+            };
+            let t = self.key[i];
+            if self.place.get(&t) == Some(&Place::Evicted) {
+                let write = vec![(Buffer::Device(t), Touch::Write)];
+                self.push(Queue::Compute, What::Recompute, write);
+                self.place.insert(t, Place::Device);
+            }
+            touches.push((Buffer::Device(t), Touch::Read));
+        }
+        for id in &op.outputs {
+            let Some(&i) = self.index_of.get(id) else {
+                continue;
+            };
+            touches.push((Buffer::Device(self.key[i]), Touch::Write));
+            self.place.insert(self.key[i], Place::Device);
+        }
+        self.push(Queue::Compute, What::Op(at), touches);
+    }
+
+    /// The resident tensor at a port of op `k` (offloads and evictions skip others).
+    fn resident(&self, k: usize, port: Port) -> Option<u64> {
+        let o = &self.trace.ops[k];
         let id = match port {
             Port::Input(i) => *o.inputs.get(i as usize)?,
             Port::Output(i) => *o.outputs.get(i as usize)?,
         };
-        index_of.get(&id).copied()
-    };
-    for iteration in 0..2u64 {
-        if iteration == 1 {
-            // The next iteration's tensors: new keys, but carried tensors keep theirs.
-            let mut next: Vec<u64> = (0..count).map(|i| count + i).collect();
-            for (i, t) in trace.tensors.iter().enumerate() {
-                if let Some(j) = t.wraps_to
-                    && j < next.len()
-                {
-                    next[j] = key[i];
-                }
-            }
-            key = next;
-        }
-        for (k, (op, ended)) in trace.ops.iter().zip(&ends).enumerate() {
-            let mut touches = Vec::new();
-            for id in &op.inputs {
-                let Some(&i) = index_of.get(id) else { continue };
-                let t = key[i];
-                if place.get(&t) == Some(&Place::Evicted) {
-                    nodes.push(Node {
-                        queue: Queue::Compute,
-                        what: What::Recompute,
-                        touches: vec![(Buffer::Device(t), Touch::Write)],
-                    });
-                    place.insert(t, Place::Device);
-                }
-                touches.push((Buffer::Device(t), Touch::Read));
-            }
-            for id in &op.outputs {
-                let Some(&i) = index_of.get(id) else { continue };
-                touches.push((Buffer::Device(key[i]), Touch::Write));
-                place.insert(key[i], Place::Device);
-            }
-            nodes.push(Node {
-                queue: Queue::Compute,
-                what: What::Op(iteration as usize * period + k),
-                touches,
-            });
-            for step in program.after.get(k).map_or(&[][..], |s| &s[..]) {
-                // The resident tensor at a step's port (offloads and evictions skip others).
-                let resident = |port: Port| {
-                    tensor_at(k, port)
-                        .map(|i| key[i])
-                        .filter(|t| place.get(t) == Some(&Place::Device))
+        let t = self.key[*self.index_of.get(&id)?];
+        (self.place.get(&t) == Some(&Place::Device)).then_some(t)
+    }
+
+    /// One step of the program after op `k`.
+    fn step(&mut self, k: usize, step: Step) {
+        match step {
+            Step::Offload { port, tag } => {
+                let Some(t) = self.resident(k, port) else {
+                    return;
                 };
-                match *step {
-                    Step::Offload { port, tag } => {
-                        let Some(t) = resident(port) else {
-                            continue;
-                        };
-                        nodes.push(Node {
-                            queue: Queue::Send,
-                            what: What::Offload(tag),
-                            touches: vec![
-                                (Buffer::Device(t), Touch::Read),
-                                (Buffer::Host(t), Touch::Write),
-                            ],
-                        });
-                        nodes.push(Node {
-                            queue: Queue::Compute,
-                            what: What::Release,
-                            touches: vec![(Buffer::Device(t), Touch::Free)],
-                        });
-                        place.insert(t, Place::Host);
-                        tags.insert(tag, t);
-                    }
-                    Step::Evict { port } => {
-                        let Some(t) = resident(port) else {
-                            continue;
-                        };
-                        nodes.push(Node {
-                            queue: Queue::Compute,
-                            what: What::Evict,
-                            touches: vec![(Buffer::Device(t), Touch::Free)],
-                        });
-                        place.insert(t, Place::Evicted);
-                    }
-                    Step::Prefetch { tag } => {
-                        let Some(t) = tags.remove(&tag) else {
-                            continue;
-                        };
-                        if place.get(&t) != Some(&Place::Host) {
-                            continue;
-                        }
-                        nodes.push(Node {
-                            queue: Queue::Receive,
-                            what: What::Prefetch(tag),
-                            touches: vec![
-                                (Buffer::Host(t), Touch::Read),
-                                (Buffer::Device(t), Touch::Write),
-                                (Buffer::Host(t), Touch::Free),
-                            ],
-                        });
-                        place.insert(t, Place::Device);
-                    }
-                }
+                let copy = vec![
+                    (Buffer::Device(t), Touch::Read),
+                    (Buffer::Host(t), Touch::Write),
+                ];
+                self.push(Queue::Send, What::Offload(tag), copy);
+                let free = vec![(Buffer::Device(t), Touch::Free)];
+                self.push(Queue::Compute, What::Release, free);
+                self.place.insert(t, Place::Host);
+                self.tags.insert(tag, t);
             }
-            for &i in ended {
-                if trace.tensors[i].wraps_to.is_some() {
-                    continue;
-                }
-                let t = key[i];
-                let buffer = match place.get(&t) {
-                    Some(Place::Device) => Buffer::Device(t),
-                    Some(Place::Host) => Buffer::Host(t),
-                    _ => continue,
+            Step::Evict { port } => {
+                let Some(t) = self.resident(k, port) else {
+                    return;
                 };
-                nodes.push(Node {
-                    queue: Queue::Compute,
-                    what: What::End,
-                    touches: vec![(buffer, Touch::Free)],
-                });
-                place.insert(t, Place::Gone);
+                let free = vec![(Buffer::Device(t), Touch::Free)];
+                self.push(Queue::Compute, What::Evict, free);
+                self.place.insert(t, Place::Evicted);
+            }
+            Step::Prefetch { tag } => {
+                let Some(t) = self.tags.remove(&tag) else {
+                    return;
+                };
+                if self.place.get(&t) != Some(&Place::Host) {
+                    return;
+                }
+                let fetch = vec![
+                    (Buffer::Host(t), Touch::Read),
+                    (Buffer::Device(t), Touch::Write),
+                    (Buffer::Host(t), Touch::Free),
+                ];
+                self.push(Queue::Receive, What::Prefetch(tag), fetch);
+                self.place.insert(t, Place::Device);
             }
         }
     }
-    nodes
+
+    /// The tensors whose lives end after the op (carried ones live on).
+    fn end(&mut self, ended: &[usize]) {
+        for &i in ended {
+            if self.trace.tensors[i].wraps_to.is_some() {
+                continue;
+            }
+            let t = self.key[i];
+            let buffer = match self.place.get(&t) {
+                Some(Place::Device) => Buffer::Device(t),
+                Some(Place::Host) => Buffer::Host(t),
+                _ => continue,
+            };
+            self.push(Queue::Compute, What::End, vec![(buffer, Touch::Free)]);
+            self.place.insert(t, Place::Gone);
+        }
+    }
 }
 
 /// Per op position of the iteration, the planned fetches (by tag) that compute must wait for

@@ -160,23 +160,15 @@ impl Stretch {
     }
 }
 
-/// Plans that fit: where the counted bytes at an op exceed the budget, the planned
-/// offloads resident there but not needed by it give way, the largest first, until the op
-/// fits or none is left: an offload whose copy is still running is waited for before the op
-/// (`held` shortens), a fetch due before the op starts after it instead (down to just before
-/// its use, which exposes the fetch). Returns the counted bytes at each op after that.
-pub(super) fn fit(
+/// The stretches [`fit`] may shorten: each planned offload's copy still held after the op
+/// that opens its gap, and its return ahead of its use.
+fn stretches(
     trace: &Trace,
-    actions: &mut [(usize, Action)],
-    (used, held): (&[usize], &mut [usize]),
-    budget: u64,
-) -> Vec<i64> {
-    let ops = trace.ops.len();
-    if ops == 0 {
-        return Vec::new();
-    }
-    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
-    let mut stretches: Vec<Stretch> = Vec::new();
+    actions: &[(usize, Action)],
+    used: &[usize],
+    held: &[usize],
+) -> Vec<Stretch> {
+    let mut stretches = Vec::new();
     for (action, (&(tensor, a), &used)) in actions.iter().zip(used).enumerate() {
         let Action::Offload { after, prefetch_at } = a else {
             continue;
@@ -199,6 +191,26 @@ pub(super) fn fit(
             });
         }
     }
+    stretches
+}
+
+/// Plans that fit: where the counted bytes at an op exceed the budget, the planned
+/// offloads resident there but not needed by it give way, the largest first, until the op
+/// fits or none is left: an offload whose copy is still running is waited for before the op
+/// (`held` shortens), a fetch due before the op starts after it instead (down to just before
+/// its use, which exposes the fetch). Returns the counted bytes at each op after that.
+pub(super) fn fit(
+    trace: &Trace,
+    actions: &mut [(usize, Action)],
+    (used, held): (&[usize], &mut [usize]),
+    budget: u64,
+) -> Vec<i64> {
+    let ops = trace.ops.len();
+    if ops == 0 {
+        return Vec::new();
+    }
+    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
+    let mut stretches = stretches(trace, actions, used, held);
     // Largest first, so that each op needs the fewest changes.
     stretches.sort_by_key(|s| std::cmp::Reverse(s.bytes()));
     let budget = budget as i64;

@@ -437,10 +437,15 @@ fn offload_exposed(
     round_trip.max(copy_out + fetch).max(0.0)
 }
 
-/// Plans for `budget` bytes, judged on the simulated counted bytes (what the budget bounds;
-/// the pool peak, fragmentation included, is reported beside it).
-pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
-    let ops = trace.ops.len();
+/// The candidates (and their other gaps) ranked with their cheaper way out, one level deep:
+/// hidden offloads and recomputations first, by benefit per cost, then the offloads whose
+/// copies their gap cannot hide; with the count of the first group.
+fn rank(
+    trace: &Trace,
+    profile: &Profile,
+    candidates: &[Candidate],
+    budget: u64,
+) -> (Vec<Ranked>, usize) {
     let fits = link_fits(profile);
     let others = if fits.is_some() {
         other_gaps(trace, profile, candidates)
@@ -488,7 +493,14 @@ pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budge
         .iter()
         .take_while(|r| !(matches!(r.action, Action::Offload { .. }) && r.cost > 0.0))
         .count();
+    (ranked, hidden)
+}
 
+/// Plans for `budget` bytes, judged on the simulated counted bytes (what the budget bounds;
+/// the pool peak, fragmentation included, is reported beside it).
+pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
+    let ops = trace.ops.len();
+    let (ranked, hidden) = rank(trace, profile, candidates, budget);
     let plan_of = |k: usize| -> Plan {
         let recomputed: hashbrown::HashSet<usize> = ranked[..k]
             .iter()

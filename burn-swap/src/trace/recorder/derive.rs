@@ -7,6 +7,32 @@ use burn_ir::TensorId;
 use hashbrown::HashMap;
 use std::ops::Range;
 
+/// Books a tensor's use as an input of op `op`: a drop ends it; otherwise an access, which
+/// ends it when it is the last use.
+fn access(entry: &mut TensorTrace, op: usize, last_use: bool, is_drop: bool) {
+    if is_drop {
+        entry.end = Some(End {
+            op,
+            kind: EndKind::Drop,
+        });
+        return;
+    }
+    entry.accesses.push(Access {
+        op,
+        kind: if last_use {
+            AccessKind::LastUse
+        } else {
+            AccessKind::Read
+        },
+    });
+    if last_use {
+        entry.end = Some(End {
+            op,
+            kind: EndKind::LastUse,
+        });
+    }
+}
+
 impl Recorder {
     pub(super) fn trace_of(
         &self,
@@ -31,28 +57,7 @@ impl Recorder {
                     tensors.push(self.tensor_trace(t, Slot::Input { op: i, index: k }, None));
                     tensors.len() - 1
                 });
-                let entry = &mut tensors[at];
-                if is_drop {
-                    entry.end = Some(End {
-                        op: i,
-                        kind: EndKind::Drop,
-                    });
-                } else {
-                    entry.accesses.push(Access {
-                        op: i,
-                        kind: if t.last_use {
-                            AccessKind::LastUse
-                        } else {
-                            AccessKind::Read
-                        },
-                    });
-                    if t.last_use {
-                        entry.end = Some(End {
-                            op: i,
-                            kind: EndKind::LastUse,
-                        });
-                    }
-                }
+                access(&mut tensors[at], i, t.last_use, is_drop);
             }
             let mut outputs = Vec::new();
             for (k, t) in self.tensors[op.outputs.start as usize..op.outputs.end as usize]
@@ -63,15 +68,7 @@ impl Recorder {
                 tensors.push(self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i)));
                 index_of.insert(t.id, tensors.len() - 1);
             }
-            let nanos = match (op.nanos, self.schedule) {
-                (0, Some(s))
-                    if self.slot_nanos.len() == s.period && range.start + i as u64 >= s.anchor =>
-                {
-                    self.slot_nanos
-                        [((range.start + i as u64 - s.anchor) % s.period as u64) as usize]
-                }
-                (nanos, _) => nanos,
-            };
+            let nanos = self.nanos_at(op.nanos, range.start + i as u64);
             ops.push(OpTrace {
                 index: i,
                 kind: self.kinds.names[op.kind as usize].clone(),
@@ -96,6 +93,16 @@ impl Recorder {
             peak_bytes: ops.iter().map(|o| o.resident_bytes).max().unwrap_or(0),
             ops,
             tensors,
+        }
+    }
+
+    /// An op's time: its own, or, for an op not timed (0), its slot's in the schedule.
+    fn nanos_at(&self, nanos: u64, position: u64) -> u64 {
+        match (nanos, self.schedule) {
+            (0, Some(s)) if self.slot_nanos.len() == s.period && position >= s.anchor => {
+                self.slot_nanos[((position - s.anchor) % s.period as u64) as usize]
+            }
+            (nanos, _) => nanos,
         }
     }
 
