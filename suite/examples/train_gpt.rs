@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::AutodiffBackend;
 use burn_swap_suite::cli::Args;
 use burn_swap_suite::trainers::gpt::{self, GptOptions};
 use burn_swap_suite::trainers::{self as trainers, RunOutcome};
@@ -51,13 +52,37 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         options.run.steps
     );
     let outcome: RunOutcome = match device {
-        "flex" => gpt::run::<On<Flex>>(&options, &FlexDevice, swap)?,
+        "flex" => train::<On<Flex>>(&options, &FlexDevice)?,
         #[cfg(feature = "cuda")]
-        "cuda" => gpt::run::<On<burn::backend::Cuda>>(&options, &Default::default(), swap)?,
+        "cuda" => train::<On<burn::backend::Cuda>>(&options, &Default::default())?,
         other => {
             return Err(burn_swap_suite::cli::unknown_device(other).into());
         }
     };
     trainers::print_outcome(&outcome, &options.run.swap);
     Ok(())
+}
+
+/// The training run, with burn-swap's two lines around the loop.
+fn train<B: AutodiffBackend>(
+    options: &GptOptions,
+    device: &B::Device,
+) -> Result<RunOutcome, Box<dyn std::error::Error>> {
+    let swap = cfg!(feature = "swap");
+    let mut trainer = gpt::trainer::<B>(options, device, swap)?;
+    // One step with no budget: a fractional `--budget` is a fraction of its counted peak.
+    let warm_up_peak = trainer.warm_up()?;
+    // burn-swap, line one: the budget, before the training loop.
+    if let Some(peak) = warm_up_peak {
+        burn_swap::configure(device, options.run.swap.config(peak))?;
+        burn_swap::reset_counters(device);
+    }
+    trainer.train()?;
+    // burn-swap, line two: what it did (printed by `print_outcome`).
+    let report = if swap {
+        burn_swap::report(device)
+    } else {
+        None
+    };
+    trainer.finish(report)
 }

@@ -16,12 +16,14 @@ use std::process::ExitCode;
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::AutodiffBackend;
 use burn_swap_suite::cli::Args;
 use burn_swap_suite::trainers::{
-    self,
+    self, RunOutcome,
     mlp::{self, MlpOptions},
 };
 
+// The one type that changes.
 #[cfg(feature = "swap")]
 type Backend = Autodiff<burn_swap::Swap<Flex>>;
 #[cfg(not(feature = "swap"))]
@@ -57,7 +59,31 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         m.batch,
         options.steps
     );
-    let outcome = mlp::run::<Backend>(&options, &device, cfg!(feature = "swap"))?;
+    let outcome = train::<Backend>(&options, &device)?;
     trainers::print_outcome(&outcome, &options.swap);
     Ok(())
+}
+
+/// The training run, with burn-swap's two lines around the loop.
+fn train<B: AutodiffBackend>(
+    options: &MlpOptions,
+    device: &B::Device,
+) -> Result<RunOutcome, Box<dyn std::error::Error>> {
+    let swap = cfg!(feature = "swap");
+    let mut trainer = mlp::trainer::<B>(options, device, swap)?;
+    // One step with no budget: a fractional `--budget` is a fraction of its counted peak.
+    let warm_up_peak = trainer.warm_up()?;
+    // burn-swap, line one: the budget, before the training loop.
+    if let Some(peak) = warm_up_peak {
+        burn_swap::configure(device, options.swap.config(peak))?;
+        burn_swap::reset_counters(device);
+    }
+    trainer.train()?;
+    // burn-swap, line two: what it did (printed by `print_outcome`).
+    let report = if swap {
+        burn_swap::report(device)
+    } else {
+        None
+    };
+    trainer.finish(report)
 }

@@ -4,7 +4,7 @@ use std::error::Error;
 
 use burn::tensor::backend::AutodiffBackend;
 
-use super::{RunOptions, RunOutcome, SwapOptions};
+use super::{RunOptions, RunOutcome, SwapOptions, Trainer};
 use crate::cli::Args;
 use crate::models::{ResNet, ResNetConfig};
 
@@ -43,15 +43,28 @@ impl CnnOptions {
     }
 }
 
+/// The CNN's trainer (see [`super::Trainer`]).
+pub fn trainer<'a, B: AutodiffBackend>(
+    options: &CnnOptions,
+    device: &'a B::Device,
+    swap: bool,
+) -> Result<Trainer<'a, B, ResNet<B>>, Box<dyn Error>> {
+    let config = options.model;
+    let model = crate::train::init_seeded::<B, _>(device, 42, || config.init::<B>(device));
+    Trainer::new(
+        model,
+        &options.run,
+        device,
+        swap,
+        move |m: &ResNet<B>, step| m.loss(&config, step, device),
+    )
+}
+
 /// Trains the CNN (see [`super::drive`]).
 pub fn run<B: AutodiffBackend>(
     options: &CnnOptions,
     device: &B::Device,
     swap: bool,
 ) -> Result<RunOutcome, Box<dyn Error>> {
-    let config = options.model;
-    let model = crate::train::init_seeded::<B, _>(device, 42, || config.init::<B>(device));
-    super::drive(model, &options.run, device, swap, |m: &ResNet<B>, step| {
-        m.loss(&config, step, device)
-    })
+    super::drive(trainer::<B>(options, device, swap)?)
 }

@@ -4,7 +4,7 @@ use std::error::Error;
 
 use burn::tensor::backend::AutodiffBackend;
 
-use super::{RunOptions, RunOutcome, SwapOptions};
+use super::{RunOptions, RunOutcome, SwapOptions, Trainer};
 use crate::cli::Args;
 use crate::models::{Gpt, GptConfig};
 
@@ -61,15 +61,28 @@ impl GptOptions {
     }
 }
 
+/// The decoder's trainer (see [`super::Trainer`]).
+pub fn trainer<'a, B: AutodiffBackend>(
+    options: &GptOptions,
+    device: &'a B::Device,
+    swap: bool,
+) -> Result<Trainer<'a, B, Gpt<B>>, Box<dyn Error>> {
+    let config = options.model;
+    let model = crate::train::init_seeded::<B, _>(device, 42, || config.init::<B>(device));
+    Trainer::new(
+        model,
+        &options.run,
+        device,
+        swap,
+        move |m: &Gpt<B>, step| m.loss(&config, step, device),
+    )
+}
+
 /// Trains the decoder (see [`super::drive`]).
 pub fn run<B: AutodiffBackend>(
     options: &GptOptions,
     device: &B::Device,
     swap: bool,
 ) -> Result<RunOutcome, Box<dyn Error>> {
-    let config = options.model;
-    let model = crate::train::init_seeded::<B, _>(device, 42, || config.init::<B>(device));
-    super::drive(model, &options.run, device, swap, |m: &Gpt<B>, step| {
-        m.loss(&config, step, device)
-    })
+    super::drive(trainer::<B>(options, device, swap)?)
 }

@@ -4,7 +4,7 @@ use std::error::Error;
 
 use burn::tensor::backend::AutodiffBackend;
 
-use super::{RunOutcome, SwapOptions};
+use super::{RunOutcome, SwapOptions, Trainer};
 use crate::cli::Args;
 use crate::models::{Mlp, MlpConfig};
 use crate::train::init_mlp;
@@ -63,12 +63,12 @@ impl MlpOptions {
     ];
 }
 
-/// Trains an MLP (see [`super::drive`]).
-pub fn run<B: AutodiffBackend>(
+/// The MLP's trainer (see [`super::Trainer`]).
+pub fn trainer<'a, B: AutodiffBackend>(
     options: &MlpOptions,
-    device: &B::Device,
+    device: &'a B::Device,
     swap: bool,
-) -> Result<RunOutcome, Box<dyn Error>> {
+) -> Result<Trainer<'a, B, Mlp<B>>, Box<dyn Error>> {
     let config = options.model;
     let model = init_mlp::<B>(&config, device, 42);
     let run = super::RunOptions {
@@ -77,7 +77,16 @@ pub fn run<B: AutodiffBackend>(
         swap: options.swap.clone(),
         progress: options.progress,
     };
-    super::drive(model, &run, device, swap, |m: &Mlp<B>, step| {
+    Trainer::new(model, &run, device, swap, move |m: &Mlp<B>, step| {
         m.loss(&config, step, device)
     })
+}
+
+/// Trains an MLP (see [`super::drive`]).
+pub fn run<B: AutodiffBackend>(
+    options: &MlpOptions,
+    device: &B::Device,
+    swap: bool,
+) -> Result<RunOutcome, Box<dyn Error>> {
+    super::drive(trainer::<B>(options, device, swap)?)
 }

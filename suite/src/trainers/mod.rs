@@ -12,6 +12,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use burn_swap::unstable::format_bytes;
 use burn_swap::{Budget, Compression, EvictionScore, Policy, Report, SwapConfig};
 
 /// Options every trainer shares.
@@ -159,101 +160,167 @@ pub const KNOWN: &[&str] = &[
     "device",
 ];
 
-/// Trains `model`: one unbudgeted warm-up step (in every build, so that runs with and without
-/// burn-swap follow the same steps), then, under burn-swap (`swap`), applies the budget and
-/// trains `steps` more steps with a progress bar (loss and counted memory), and reports.
-pub fn drive<B, M>(
-    model: M,
-    options: &RunOptions,
-    device: &B::Device,
+/// A model's loss at a step.
+type LossOf<'a, B, M> = Box<dyn Fn(&M, usize) -> Tensor<B, 1> + 'a>;
+
+/// A trainer run in its phases, so that a program shows burn-swap's two lines between them
+/// (see the `train_*` examples): [`Trainer::warm_up`] (one step without a budget), then
+/// `burn_swap::configure`, [`Trainer::train`], `burn_swap::report`, [`Trainer::finish`].
+pub struct Trainer<'a, B: AutodiffBackend, M> {
+    model: Option<M>,
+    options: RunOptions,
+    device: &'a B::Device,
     swap: bool,
-    loss_of: impl Fn(&M, usize) -> Tensor<B, 1>,
-) -> Result<RunOutcome, Box<dyn Error>>
+    loss_of: LossOf<'a, B, M>,
+    losses: Vec<f32>,
+    warm_up_peak: Option<u64>,
+    warm_up_trace: Option<burn_swap::Trace>,
+}
+
+impl<'a, B, M> Trainer<'a, B, M>
 where
     B: AutodiffBackend,
     M: AutodiffModule<B>,
 {
-    if !swap && options.swap.any() {
-        return Err(
-            "--budget, --policy, --compress, --eviction, --report-json and \
+    /// A trainer of `model` on `device`, under burn-swap when `swap`; its loss at step `k`
+    /// is `loss_of(model, k)`. Refuses burn-swap's options without `swap`.
+    pub fn new(
+        model: M,
+        options: &RunOptions,
+        device: &'a B::Device,
+        swap: bool,
+        loss_of: impl Fn(&M, usize) -> Tensor<B, 1> + 'a,
+    ) -> Result<Self, Box<dyn Error>> {
+        if !swap && options.swap.any() {
+            return Err(
+                "--budget, --policy, --compress, --eviction, --report-json and \
                     --trace-json need the `swap` feature"
-                .into(),
+                    .into(),
+            );
+        }
+        Ok(Self {
+            model: Some(model),
+            options: options.clone(),
+            device,
+            swap,
+            loss_of: Box::new(loss_of),
+            losses: Vec::new(),
+            warm_up_peak: None,
+            warm_up_trace: None,
+        })
+    }
+
+    /// One step without a budget (in every build, so that runs with and without burn-swap
+    /// follow the same steps). Under burn-swap, returns its counted peak, of which a
+    /// fractional budget is a fraction.
+    pub fn warm_up(&mut self) -> Result<Option<u64>, Box<dyn Error>> {
+        if self.swap {
+            burn_swap::configure(self.device, SwapConfig::default())?;
+            burn_swap::reset_counters(self.device);
+        }
+        let model = self.model.take().ok_or("the trainer's model is gone")?;
+        let (model, losses) = crate::train::train_loop(
+            model,
+            1,
+            self.options.learning_rate,
+            &*self.loss_of,
+            |_, _| {},
         );
-    }
-    if swap {
-        burn_swap::configure(device, burn_swap::SwapConfig::default())?;
-        burn_swap::reset_counters(device);
-    }
-    let (model, mut losses) =
-        crate::train::train_loop(model, 1, options.learning_rate, &loss_of, |_, _| {});
-    let warm_up_peak = swap.then(|| burn_swap::memory(device).map(|m| m.peak_bytes).unwrap_or(0));
-    // The unbudgeted curve of the timeline: the warm-up step's ops.
-    let warm_up_trace = (swap && options.swap.plot.is_some())
-        .then(|| burn_swap::unstable::trace_window(device))
-        .flatten();
-    if let Some(peak) = warm_up_peak {
-        burn_swap::configure(device, options.swap.config(peak))?;
-        burn_swap::reset_counters(device);
+        self.model = Some(model);
+        self.losses.extend(losses);
+        self.warm_up_peak = self
+            .swap
+            .then(|| burn_swap::memory(self.device).map_or(0, |m| m.peak_bytes));
+        // The unbudgeted curve of the timeline: the warm-up step's ops.
+        if self.swap && self.options.swap.plot.is_some() {
+            self.warm_up_trace = burn_swap::unstable::trace_window(self.device);
+        }
+        Ok(self.warm_up_peak)
     }
 
-    let bar = if options.progress {
-        ProgressBar::new(options.steps as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
-    let (_model, steps) = crate::train::train_loop(
-        model,
-        options.steps,
-        options.learning_rate,
-        |m: &M, step| loss_of(m, step + 1),
-        |_, loss| {
-            let memory = if swap {
-                burn_swap::memory(device)
-                    .map(|m| {
-                        format!(
-                            ", resident {}",
-                            burn_swap::unstable::format_bytes(m.resident_bytes)
-                        )
-                    })
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            };
-            bar.set_message(format!("loss {loss:.5}{memory}"));
-            bar.inc(1);
-        },
-    );
-    bar.finish();
-    losses.extend(steps);
+    /// The configured number of steps after the warm-up, with a progress bar (loss and,
+    /// under burn-swap, the counted resident bytes).
+    pub fn train(&mut self) -> Result<(), Box<dyn Error>> {
+        let bar = if self.options.progress {
+            ProgressBar::new(self.options.steps as u64)
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
+        let (swap, device, loss_of) = (self.swap, self.device, &self.loss_of);
+        let model = self.model.take().ok_or("the trainer's model is gone")?;
+        let (model, steps) = crate::train::train_loop(
+            model,
+            self.options.steps,
+            self.options.learning_rate,
+            |m: &M, step| loss_of(m, step + 1),
+            |_, loss| {
+                let memory = burn_swap::memory(device)
+                    .filter(|_| swap)
+                    .map(|m| format!(", resident {}", format_bytes(m.resident_bytes)))
+                    .unwrap_or_default();
+                bar.set_message(format!("loss {loss:.5}{memory}"));
+                bar.inc(1);
+            },
+        );
+        bar.finish();
+        self.model = Some(model);
+        self.losses.extend(steps);
+        Ok(())
+    }
 
-    let report = if swap {
+    /// The run's outcome with burn-swap's `report`; writes the report, the timeline and the
+    /// trace where the options ask.
+    pub fn finish(self, report: Option<Report>) -> Result<RunOutcome, Box<dyn Error>> {
+        let swap = &self.options.swap;
+        if let Some(report) = &report
+            && let Some(path) = &swap.report_json
+        {
+            std::fs::write(path, report.to_json())?;
+        }
+        let last_trace = || {
+            burn_swap::trace(self.device).ok_or("no complete iteration was traced (run more steps)")
+        };
+        if self.swap
+            && let Some(path) = &swap.plot
+        {
+            let budget = report.as_ref().and_then(|r| r.budget_bytes);
+            crate::plot::Timeline::new(&last_trace()?, self.warm_up_trace.as_ref(), budget)
+                .draw(path, "counted memory over one training iteration")?;
+        }
+        if self.swap
+            && let Some(path) = &swap.trace_json
+        {
+            std::fs::write(path, last_trace()?.to_json())?;
+        }
+        Ok(RunOutcome {
+            losses: self.losses,
+            warm_up_peak: self.warm_up_peak,
+            report,
+        })
+    }
+}
+
+/// Runs a trainer through its phases: the warm-up step, then, under burn-swap, the budget
+/// (`configure`), the steps, and the report (as the `train_*` examples do in their own
+/// files).
+pub fn drive<B, M>(mut trainer: Trainer<'_, B, M>) -> Result<RunOutcome, Box<dyn Error>>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+{
+    let device = trainer.device;
+    if let Some(peak) = trainer.warm_up()? {
+        burn_swap::configure(device, trainer.options.swap.config(peak))?;
+        burn_swap::reset_counters(device);
+    }
+    trainer.train()?;
+    let report = if trainer.swap {
         burn_swap::report(device)
     } else {
         None
     };
-    if let Some(report) = &report
-        && let Some(path) = &options.swap.report_json
-    {
-        std::fs::write(path, report.to_json())?;
-    }
-    if swap && let Some(path) = &options.swap.plot {
-        let trace =
-            burn_swap::trace(device).ok_or("no complete iteration was traced (run more steps)")?;
-        let budget = report.as_ref().and_then(|r| r.budget_bytes);
-        crate::plot::Timeline::new(&trace, warm_up_trace.as_ref(), budget)
-            .draw(path, "counted memory over one training iteration")?;
-    }
-    if swap && let Some(path) = &options.swap.trace_json {
-        let trace =
-            burn_swap::trace(device).ok_or("no complete iteration was traced (run more steps)")?;
-        std::fs::write(path, trace.to_json())?;
-    }
-    Ok(RunOutcome {
-        losses,
-        warm_up_peak,
-        report,
-    })
+    trainer.finish(report)
 }
 
 /// Prints what a trainer run leaves: the warm-up peak, the losses, the report.
