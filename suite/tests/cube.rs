@@ -120,3 +120,72 @@ fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
         Compression::On { max_ratio: 0.9 },
     );
 }
+
+/// Op costs are device time on an asynchronous backend: under a budget, the profiled
+/// iteration waits for each op's kernels, so a large matmul is profiled at the time it takes
+/// to run, not at its launch (which returns at once; the read after it would otherwise be
+/// charged with the matmul's time).
+#[test]
+fn a_large_matmul_is_profiled_at_its_device_time() {
+    use burn::tensor::{Distribution, Tensor};
+    use burn_swap::unstable::CubeWgpu as Inner;
+    if !adapter() {
+        return;
+    }
+    let device = WgpuDevice::DefaultDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    const N: usize = 384;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    // The plain backend: the matmul's launch, and its launch until done.
+    let a = Tensor::<Inner, 2>::random([N, N], Distribution::Default, &device);
+    let b = Tensor::<Inner, 2>::random([N, N], Distribution::Default, &device);
+    let (mut launch, mut run) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        <Inner as burn::tensor::backend::Backend>::sync(&device).unwrap();
+        let start = std::time::Instant::now();
+        let c = a.clone().matmul(b.clone());
+        launch.push(start.elapsed().as_secs_f64());
+        <Inner as burn::tensor::backend::Backend>::sync(&device).unwrap();
+        run.push(start.elapsed().as_secs_f64());
+        drop(c);
+    }
+    let (launch, run) = (median(launch), median(run));
+    assert!(
+        run > 4.0 * launch,
+        "the matmul must take longer to run ({run:.6} s) than to launch ({launch:.6} s) for \
+         this test to tell them apart"
+    );
+
+    // Under burn-swap, with a budget the loop fits in: the same matmul, then a read.
+    type S = Swap<Inner>;
+    burn_swap::configure(&device, SwapConfig::budget_bytes(64 << 20)).unwrap();
+    burn_swap::restart_trace(&device);
+    let a = Tensor::<S, 2>::random([N, N], Distribution::Default, &device);
+    let b = Tensor::<S, 2>::random([N, N], Distribution::Default, &device);
+    for _ in 0..8 {
+        let c = a.clone().matmul(b.clone());
+        let _ = c.sum().into_data();
+    }
+    let trace = burn_swap::trace(&device).expect("the loop's period was detected");
+    let profile = burn_swap::unstable::profile(&device).expect("a profiled iteration");
+    let at = trace
+        .ops
+        .iter()
+        .position(|op| op.kind.contains("Matmul"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no matmul in {:?}",
+                trace.ops.iter().map(|o| &o.kind).collect::<Vec<_>>()
+            )
+        });
+    let profiled = profile.op_nanos[at] as f64 * 1e-9;
+    println!("matmul {N}x{N}: launch {launch:.6} s, run {run:.6} s, profiled {profiled:.6} s");
+    assert!(
+        profiled > 0.5 * run && profiled > 2.0 * launch,
+        "profiled {profiled:.6} s against a run of {run:.6} s and a launch of {launch:.6} s"
+    );
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}

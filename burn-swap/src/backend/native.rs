@@ -60,16 +60,15 @@ impl<I: BackendIr> NativeOp<I> {
             drop(engine);
             super::client::fail(error)
         }
-        let start = engine.times_next_op().then(std::time::Instant::now);
+        let clock = engine.native_clock();
         let mut ctx = NativeCtx {
             engine: &mut engine,
             client: &self.client,
             outputs: Vec::new(),
         };
         let out = f(&mut ctx);
-        let nanos = start.map(|s| s.elapsed().as_nanos() as u64);
         let outputs = ctx.outputs;
-        let finished = engine.native_finish(self.name, &self.inputs, &outputs, nanos);
+        let finished = engine.native_finish(self.name, &self.inputs, &outputs, clock);
         drop(engine);
         if let Err(error) = finished {
             super::client::fail(error)

@@ -195,6 +195,35 @@ impl<B: BackendIr> Engine<B> {
         self.config.enabled && self.config.trace
     }
 
+    /// Starts timing the op about to run, when the trace times it (its profiled
+    /// iterations). Under a budget the time is the device's: the device's queue is waited for
+    /// before the op and again after it ([`Engine::stop_op_clock`]), so that on asynchronous
+    /// backends (CubeCL's CUDA and wgpu) an op is charged with its kernels' time, not with
+    /// their launch, and the next op does not wait for them. Without a budget nothing is
+    /// planned from the times, and ops are not waited for.
+    #[inline]
+    pub(crate) fn start_op_clock(&self) -> Option<Instant> {
+        if !(self.tracing() && self.recorder.timing()) {
+            return None;
+        }
+        if self.budget().is_some() {
+            // A failed wait surfaces at the op or at the next read.
+            let _ = self.runner.sync();
+        }
+        Some(Instant::now())
+    }
+
+    /// The time of the op started by [`Engine::start_op_clock`], once its work is done on
+    /// the device (under a budget).
+    #[inline]
+    pub(crate) fn stop_op_clock(&self, start: Option<Instant>) -> Option<u64> {
+        let start = start?;
+        if self.budget().is_some() {
+            let _ = self.runner.sync();
+        }
+        Some(start.elapsed().as_nanos() as u64)
+    }
+
     /// The budget in force (`None` when unlimited or burn-swap is off).
     pub fn budget(&self) -> Option<u64> {
         if self.config.enabled {
@@ -273,7 +302,7 @@ impl<B: BackendIr> Engine<B> {
         self.residency.note_peak(during);
         let start = if tracing {
             self.record_end(live_before, during);
-            self.recorder.timing().then(Instant::now)
+            self.start_op_clock()
         } else {
             None
         };
@@ -292,9 +321,8 @@ impl<B: BackendIr> Engine<B> {
             self.probe_inputs();
         }
         self.runner.register_op(op);
-        if let Some(start) = start {
-            self.recorder
-                .set_last_nanos(start.elapsed().as_nanos() as u64);
+        if let Some(nanos) = self.stop_op_clock(start) {
+            self.recorder.set_last_nanos(nanos);
         }
         self.book_inputs();
         self.book_outputs(

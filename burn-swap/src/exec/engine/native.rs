@@ -66,12 +66,12 @@ impl<B: BackendIr> Engine<B> {
         id
     }
 
-    /// Whether the next op is to be timed (the trace's profiled iterations).
-    pub fn times_next_op(&self) -> bool {
-        self.tracing() && self.recorder.timing()
+    /// Starts timing the native op about to run (see [`Engine::start_op_clock`]).
+    pub fn native_clock(&self) -> Option<std::time::Instant> {
+        self.start_op_clock()
     }
 
-    /// Records a native op once it ran, with its wall time when it was timed. Outputs larger
+    /// Records a native op once it ran, with its time when it was timed. Outputs larger
     /// than the room made for them are an overshoot: counted, and room is made right away
     /// (an error when none can be).
     pub fn native_finish(
@@ -79,8 +79,9 @@ impl<B: BackendIr> Engine<B> {
         name: &'static str,
         inputs: &[TensorIr],
         outputs: &[TensorIr],
-        nanos: Option<u64>,
+        clock: Option<std::time::Instant>,
     ) -> Result<(), SwapError> {
+        let nanos = self.stop_op_clock(clock);
         let during = self.op.native_base + self.op.native_out;
         // Outputs larger than the room made for them broke the budget while the op ran (its
         // inputs and outputs at once), even when what it consumed has gone since.
