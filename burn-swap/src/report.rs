@@ -95,6 +95,11 @@ pub struct Report {
     /// block reuse, fragmentation included): what a caching allocator would reserve.
     #[serde(default)]
     pub predicted_pool_bytes: Option<u64>,
+    /// The period (ops per iteration) of the schedule the plan in force was made for: the
+    /// loop's period when one is reported (a plan made for an earlier schedule is dropped
+    /// when the schedule changes).
+    #[serde(default)]
+    pub planned_period: Option<usize>,
     /// The candidate plans judged by the simulator for the plan in force (see
     /// [`crate::plan::build`]): each planner's fit, peaks and predicted time.
     #[serde(default)]
@@ -229,6 +234,7 @@ impl Report {
             planning_seconds: seconds(c.planning_nanos),
             predicted_peak_bytes: c.predicted_peak,
             predicted_pool_bytes: c.predicted_pool,
+            planned_period: c.planned_period,
             plan_chosen: c
                 .plan_chosen
                 .and_then(|i| c.plan_choices.get(i))

@@ -73,3 +73,48 @@ fn plans_fit_and_predict_the_measured_peak() {
     check(Workload::ConvNet(ConvNetConfig::small()));
     check(Workload::Transformer(TransformerConfig::small()));
 }
+
+/// A plan speaks of one schedule's ops: when the loop's period changes (Adam's updates of
+/// same-shaped parameters repeat within a step, so a short period is found before the
+/// step's), the plan made for the old schedule is dropped, neither followed nor reported,
+/// until one is made for the new one. Checked after every step from the first.
+#[test]
+fn the_plan_in_force_is_made_for_the_schedule_in_force() {
+    use burn_swap_suite::models::Mlp;
+    use burn_swap_suite::train::{init_mlp, train_loop};
+    let _guard = burn_swap_suite::swap_device_lock();
+    let device = FlexDevice;
+    // `train_mlp`'s model (the README's main job).
+    let config = MlpConfig {
+        d_in: 256,
+        hidden: 1024,
+        depth: 4,
+        d_out: 16,
+        batch: 256,
+        seed: 17,
+    };
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    let model = init_mlp::<B>(&config, &device, 42);
+    let loss = |m: &Mlp<B>, step| m.loss(&config, step, &device);
+    let (model, _) = train_loop(model, 1, 1e-3, loss, |_, _| {});
+    let peak = burn_swap::memory(&device).unwrap().peak_bytes;
+    burn_swap::configure(&device, SwapConfig::budget_bytes(peak / 4)).unwrap();
+    let mut periods = Vec::new();
+    let mut planned = 0;
+    train_loop(model, 8, 1e-3, loss, |step, _| {
+        let report = burn_swap::report(&device).unwrap();
+        periods.push(report.period);
+        if let Some(p) = report.planned_period {
+            planned += 1;
+            assert_eq!(
+                Some(p),
+                report.period,
+                "step {step}: a plan for another schedule is in force\n{report}"
+            );
+        }
+    });
+    assert!(planned > 0, "no plan was made: periods {periods:?}");
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}

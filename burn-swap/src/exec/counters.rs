@@ -33,6 +33,8 @@ pub(crate) struct Counters {
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
     pub predicted_pool: Option<u64>,
+    /// The period of the schedule the plan in force was made for.
+    pub planned_period: Option<usize>,
     /// The candidate plans judged for the plan in force, and which one it is.
     pub plan_choices: Vec<crate::plan::PlanChoice>,
     pub plan_chosen: Option<usize>,
@@ -54,6 +56,7 @@ impl Counters {
         *self = Self {
             predicted_peak: self.predicted_peak,
             predicted_pool: self.predicted_pool,
+            planned_period: self.planned_period,
             plan_choices: std::mem::take(&mut self.plan_choices),
             plan_chosen: self.plan_chosen,
             predicted_exposed_nanos: self.predicted_exposed_nanos,

@@ -592,6 +592,12 @@ impl Recorder {
         Some(((last - s.anchor) % s.period as u64) as usize)
     }
 
+    /// The schedule in force, as `(period, anchor)`, profiled or not.
+    #[inline]
+    pub(crate) fn schedule_key(&self) -> Option<(usize, u64)> {
+        self.schedule.map(|s| (s.period, s.anchor))
+    }
+
     /// The schedule in force, as `(period, anchor)`, once an iteration under it was timed
     /// from its first op (so that a trace of it carries every op's time) and while it holds.
     #[inline]

@@ -33,6 +33,10 @@ pub(crate) struct Figures {
 impl<B: BackendIr> Engine<B> {
     /// The figures of the device now.
     pub fn figures(&mut self) -> Figures {
+        // The period is read first: reading it may find a new schedule, whose plan is not
+        // made yet.
+        let period = self.recorder.period();
+        self.drop_stale_plan();
         let program = self.program.as_ref().map(|a| &a.program);
         Figures {
             config: self.config.clone(),
@@ -44,7 +48,7 @@ impl<B: BackendIr> Engine<B> {
             planned_recomputes: program.map_or(0, |p| p.recomputes),
             peers: self.peers.as_ref().map_or_else(Vec::new, |p| p.stats()),
             peer_fallbacks: self.peers.as_ref().map_or(0, |p| p.fallbacks()),
-            period: self.recorder.period(),
+            period,
             iteration_peaks: self.recorder.iteration_peaks(),
         }
     }
@@ -70,11 +74,12 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Drops the plan in force and what the report says of it.
-    fn forget_plan(&mut self) {
+    pub(super) fn forget_plan(&mut self) {
         self.program = None;
         self.planned_for = None;
         self.counters.predicted_peak = None;
         self.counters.predicted_pool = None;
+        self.counters.planned_period = None;
         self.counters.plan_choices.clear();
         self.counters.plan_chosen = None;
         self.counters.predicted_exposed_nanos = None;

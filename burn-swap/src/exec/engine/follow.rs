@@ -23,6 +23,7 @@ impl<B: BackendIr> Engine<B> {
             deferred.retain(|&id| !self.start_prefetch(id));
             self.deferred = deferred;
         }
+        self.drop_stale_plan();
         let Some(pos) = self.recorder.position_of_last() else {
             return;
         };
@@ -43,6 +44,15 @@ impl<B: BackendIr> Engine<B> {
             active.program.after[pos] = steps;
         }
         self.await_fetches((pos + 1) % self.program.as_ref().map_or(1, |a| a.program.period));
+    }
+
+    /// Drops the plan when the loop's schedule changed since it was made (a longer period
+    /// found, a resync after a one-off op): it speaks of another schedule's ops, and is
+    /// neither followed nor reported until one is made for the schedule in force.
+    pub(super) fn drop_stale_plan(&mut self) {
+        if self.planned_for.is_some() && self.recorder.schedule_key() != self.planned_for {
+            self.forget_plan();
+        }
     }
 
     /// One step of the program.
@@ -160,6 +170,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
         self.counters.predicted_peak = Some(program.predicted_peak_bytes);
         self.counters.predicted_pool = Some(program.predicted_pool_bytes);
+        self.counters.planned_period = Some(program.period);
         self.counters.plan_choices = program.choices.clone();
         self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
         self.counters.predicted_exposed_nanos =
