@@ -47,6 +47,11 @@ pub struct Report {
     pub fetch_seconds: f64,
     /// Offloads that failed (the tensor stayed resident).
     pub failed_offloads: u64,
+    /// Fetches that failed: each left the tensor offloaded with its copy whole, and its
+    /// next use fetched it again (a failure the backend's own write took the bytes with is
+    /// recomputed from a recipe, or is the op's `TensorLost`).
+    #[serde(default)]
+    pub failed_fetches: u64,
     /// Ops whose outputs turned out larger than the room made for them before they ran (a
     /// native op whose output size is not known beforehand): room was made right after, but
     /// the device held more than the budget for the length of the op. A failure to fix;
@@ -218,6 +223,7 @@ impl Report {
             fetched_bytes: c.fetched_bytes,
             fetch_seconds: seconds(c.fetch_nanos),
             failed_offloads: c.failed_offloads,
+            failed_fetches: c.failed_fetches,
             budget_overshoots: c.budget_overshoots,
             ops: c.ops,
             largest_op_bytes: c.largest_op,
@@ -333,7 +339,10 @@ impl Report {
                 self.offload_seconds, self.fetch_seconds
             ),
         );
-        row("failed offloads", self.failed_offloads.to_string());
+        row(
+            "failed transfers",
+            format!("{} out, {} in", self.failed_offloads, self.failed_fetches),
+        );
         if self.budget_overshoots > 0 {
             row("budget overshoots", self.budget_overshoots.to_string());
         }

@@ -35,6 +35,12 @@ pub mod gpu {
     pub use crate::gpu::*;
 }
 
+/// Fault injection at every transfer point (debug builds only; see the book's
+/// *Reliability* page): what the reliability tests use to show no failure loses data.
+pub mod faults {
+    pub use crate::exec::faults::{ENABLED, Hook, clear, force, injected, seed, set_rate};
+}
+
 /// The period detector: the training loop's period in a stream of op signatures.
 pub mod period {
     pub use crate::trace::period::{Periodicity, Stretch, detect, detect_recent, phase};

@@ -1,16 +1,11 @@
-//! Host copies made on the op's thread through the inner backend's own data path: a raw
-//! copy written back under the tensor's own id, and the copy throughput measured when the
-//! transfer workers cannot run. (Copies out go through `transfer::copy_out` on every thread.)
+//! The copy throughput between the device and host memory, measured with temporary tensors
+//! along the inner backend's own data path. (Copies out go through `transfer::copy_out` and
+//! back through `transfer::write` on every thread.)
 
 use burn_backend::{ExecutionError, TensorData};
 use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 use burn_std::reader::try_read_sync;
-
-/// Writes host bytes back to the device under the tensor's own id.
-pub(crate) fn fetch<B: BackendIr>(runner: &Runner<B>, id: burn_ir::TensorId, data: TensorData) {
-    runner.register_tensor_data_id(id, data);
-}
 
 /// Measures copy throughput to and from the device with temporary tensors of each size
 /// (the fastest of three runs each) along the paths offload and fetch take, outside the books:
@@ -65,31 +60,4 @@ pub(crate) fn measure_links<B: BackendIr>(
         });
     }
     Ok(links)
-}
-
-/// Fault injection for the engine's own tests: the next `n` offloads made on the op's
-/// thread fail before reading. (Always false outside the tests.)
-#[cfg(not(test))]
-pub(crate) mod faults {
-    #[inline]
-    pub fn take() -> bool {
-        false
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod faults {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static FAIL_NEXT: AtomicUsize = AtomicUsize::new(0);
-
-    pub fn fail_next(n: usize) {
-        FAIL_NEXT.store(n, Ordering::SeqCst);
-    }
-
-    pub fn take() -> bool {
-        FAIL_NEXT
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    }
 }

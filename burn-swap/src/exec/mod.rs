@@ -8,6 +8,7 @@ pub(crate) mod counters;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) mod cube;
 pub(crate) mod engine;
+pub mod faults;
 mod host;
 mod layout;
 pub(crate) mod peers;
@@ -121,7 +122,7 @@ pub(crate) fn allocator_usage<B: burn_backend::Backend>(
 
 #[cfg(test)]
 mod tests {
-    use super::host::faults;
+    use super::faults::{self, Hook};
     use crate::{Swap, SwapConfig};
     use burn::backend::Flex;
     use burn::backend::flex::FlexDevice;
@@ -350,7 +351,7 @@ mod tests {
         crate::reset_counters(&device);
 
         // The first choice fails: it stays resident and the next candidate goes instead.
-        faults::fail_next(1);
+        faults::force(Hook::OffloadRead, 1);
         let fifth = tensor(10.0, &device);
         let report = crate::report(&device).unwrap();
         assert_eq!(report.failed_offloads, 1);
@@ -359,9 +360,9 @@ mod tests {
 
         // Every offload fails: the op cannot get room and fails with the transfer error,
         // and no tensor loses a value.
-        faults::fail_next(usize::MAX);
+        faults::force(Hook::OffloadRead, u64::MAX);
         let failed = std::panic::catch_unwind(|| tensor(20.0, &FlexDevice));
-        faults::fail_next(0);
+        faults::force(Hook::OffloadRead, 0);
         let payload = failed.expect_err("no room without offloads");
         let error = payload
             .downcast_ref::<crate::SwapError>()
@@ -372,7 +373,10 @@ mod tests {
         );
         let message = error.to_string();
         assert!(message.contains("offload of tensor"), "{message}");
-        assert!(message.contains("injected offload failure"), "{message}");
+        assert!(
+            message.contains("injected offload read failure"),
+            "{message}"
+        );
 
         crate::configure(&device, SwapConfig::default()).unwrap();
         for (t, want) in kept.iter().zip(&expected) {

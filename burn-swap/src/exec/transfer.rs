@@ -21,6 +21,7 @@ use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{BackendIr, TensorHandle, TensorId};
 use burn_std::reader::try_read_sync;
 
+use super::faults::{self, Hook};
 use super::peers::PeerPool;
 use super::residency::HostCopy;
 use crate::codec;
@@ -157,10 +158,11 @@ pub(crate) enum Done<B: BackendIr> {
         on_device: bool,
     },
     /// The bytes of `id` are back on the device, in a handle without an id yet, or the
-    /// inner backend failed to allocate them (its message).
+    /// write failed, with the copy back when it is still whole.
     Fetched {
         id: TensorId,
         result: Result<B::Handle, TransferError>,
+        copy: Option<Box<HostCopy>>,
         nanos: u64,
         codec_nanos: u64,
         /// Whether the device's kernels decompressed it (after the copy).
@@ -275,6 +277,17 @@ pub(crate) fn copy_out<B: BackendIr>(
     peers: Option<&Arc<PeerPool>>,
     device: &B::Device,
 ) -> Result<(HostCopy, u64, bool), TransferError> {
+    // A failed offload leaves the tensor resident: the device handle is only read.
+    let injected = [
+        (Hook::OffloadRead, true),
+        (Hook::Compress, compression.mode != Compression::Off),
+        (Hook::PeerCopy, peers.is_some()),
+    ]
+    .into_iter()
+    .find(|&(hook, applies)| applies && faults::take(hook));
+    if let Some((hook, _)) = injected {
+        return Err(TransferError::Injected(hook.name()));
+    }
     if let Some(pool) = peers {
         if pool.on_devices()
             && dtype.is_float()
@@ -369,44 +382,86 @@ pub(crate) fn device_route<B: BackendIr>(
     None
 }
 
-/// Decompresses (when compressed) and writes to the device; returns the handle, the
-/// nanoseconds spent decompressing, and whether the device decompressed it.
-fn write<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), TransferError> {
-    let (device, sync) = (job.device.clone(), job.sync);
-    let written = write_unsynced(job)?;
-    if sync {
-        B::sync(&device)?;
-    }
-    Ok(written)
-}
+/// What a write back to the device made: the handle, the nanoseconds spent decompressing,
+/// and whether the device decompressed it.
+pub(crate) type Written<B> = (<B as BackendIr>::Handle, u64, bool);
 
-fn write_unsynced<B: BackendIr>(job: FetchJob<B>) -> Result<(B::Handle, u64, bool), TransferError> {
+/// A write back that failed, with the copy when it is still whole: every failure leaves it
+/// whole but a panic inside the inner backend's own write of raw bytes, which took them.
+pub(crate) type WriteFailed = (TransferError, Option<Box<HostCopy>>);
+
+/// Writes a copy back to the device (decompressed where needed) and, with `sync`, waits
+/// until its bytes are there. The copy is kept until the bytes are on the device: on
+/// failure it comes back with the error.
+pub(crate) fn write<B: BackendIr>(
+    device: &B::Device,
+    copy: HostCopy,
+    sync: bool,
+) -> Result<Written<B>, WriteFailed> {
     let start = Instant::now();
-    let compressed = job.copy.compressed();
-    if let Some(result) = device_route::<B>(&job.copy, &job.device) {
-        let nanos = if compressed {
+    let compressed = copy.compressed();
+    let peers = matches!(copy, HostCopy::Peers(_));
+    let injected = [
+        (Hook::Upload, true),
+        (Hook::Decompress, compressed),
+        (Hook::PeerCopy, peers),
+    ]
+    .into_iter()
+    .find(|&(hook, applies)| applies && faults::take(hook));
+    if let Some((hook, _)) = injected {
+        return Err((TransferError::Injected(hook.name()), Some(Box::new(copy))));
+    }
+    let elapsed = |start: Instant| {
+        if compressed {
             start.elapsed().as_nanos() as u64
         } else {
             0
-        };
-        return Ok((result?, nanos, compressed));
+        }
+    };
+    // The device's own route (its codec kernels, peer copies), the copy borrowed.
+    let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        device_route::<B>(&copy, device)
+    }))
+    .unwrap_or_else(|panic| Some(Err(panic_message(panic))));
+    let (handle, codec_nanos, on_device, kept) = match routed {
+        Some(Ok(handle)) => (handle, elapsed(start), compressed, Some(copy)),
+        Some(Err(error)) => return Err((error, Some(Box::new(copy)))),
+        None => {
+            // The host route: raw bytes go to the backend as they are (it takes them);
+            // others are decoded into new bytes, the copy kept until they are written.
+            let (data, kept) = match copy {
+                HostCopy::Raw(data) => (data, None),
+                other => match other.to_data() {
+                    Ok(data) => (data, Some(other)),
+                    Err(error) => return Err((error.into(), Some(Box::new(other)))),
+                },
+            };
+            let codec_nanos = elapsed(start);
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                from_data::<B>(data, device)
+            }));
+            match written {
+                Ok(handle) => (handle, codec_nanos, false, kept),
+                Err(panic) => return Err((panic_message(panic), kept.map(Box::new))),
+            }
+        }
+    };
+    if sync && let Err(error) = B::sync(device) {
+        return Err((error.into(), kept.map(Box::new)));
     }
-    let compressed = job.copy.compressed();
-    let data = job.copy.into_data()?;
-    let codec_nanos = if compressed {
-        start.elapsed().as_nanos() as u64
-    } else {
-        0
-    };
+    Ok((handle, codec_nanos, on_device))
+}
+
+/// A tensor made on the device from host bytes, as a handle.
+fn from_data<B: BackendIr>(data: TensorData, device: &B::Device) -> B::Handle {
     let dtype = data.dtype;
-    let handle = if dtype.is_float() {
-        B::float_tensor_handle(B::float_from_data(data, &job.device))
+    if dtype.is_float() {
+        B::float_tensor_handle(B::float_from_data(data, device))
     } else if dtype.is_int() {
-        B::int_tensor_handle(B::int_from_data(data, &job.device))
+        B::int_tensor_handle(B::int_from_data(data, device))
     } else {
-        B::bool_tensor_handle(B::bool_from_data(data, &job.device))
-    };
-    Ok((handle, codec_nanos, false))
+        B::bool_tensor_handle(B::bool_from_data(data, device))
+    }
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
@@ -448,8 +503,13 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
     let bytes = super::bytes_of(&job.shape, job.dtype);
     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes).entered();
     let device = job.route.device.clone();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send::<B>(job)))
-        .unwrap_or_else(|panic| Err(panic_message(panic)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if faults::take(Hook::WorkerPanic) {
+            panic!("injected worker panic");
+        }
+        send::<B>(job)
+    }))
+    .unwrap_or_else(|panic| Err(panic_message(panic)));
     let (result, codec_nanos, on_device) = match result {
         Ok((copy, codec_nanos, on_device)) => (Ok(copy), codec_nanos, on_device),
         Err(e) => (Err(e), 0, false),
@@ -468,31 +528,52 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
 }
 
 /// The receive worker's job: a copy written back to the device, decompressed where needed.
+/// A failure hands the copy back whole (see [`write`]), a panic of the job's own included.
 fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Done<B> {
-    let id = job.id;
+    let FetchJob {
+        id,
+        copy,
+        device,
+        sync,
+    } = job;
     let start = Instant::now();
     let _span = tracing::debug_span!(
         "burn_swap::receive",
         tensor = id.value(),
-        bytes = job.copy.bytes()
+        bytes = copy.bytes()
     )
     .entered();
-    let device = job.device.clone();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write::<B>(job)))
-        .map_err(panic_message)
-        .and_then(|r| r);
+    let mut slot = Some(copy);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if faults::take(Hook::WorkerPanic) {
+            panic!("injected worker panic");
+        }
+        let copy = slot.take().expect("the copy is taken once");
+        write::<B>(&device, copy, sync)
+    }))
+    .unwrap_or_else(|panic| Err((panic_message(panic), slot.take().map(Box::new))));
     if let Some(usage) = super::allocator_usage::<B>(&device) {
         WorkerMemory::store(&memory.receive, usage);
     }
-    let codec_nanos = result.as_ref().map_or(0, |r| r.1);
-    let on_device = result.as_ref().is_ok_and(|r| r.2);
     pause(jitter, id.value() ^ RECEIVE_KEY);
-    Done::Fetched {
-        id,
-        result: result.map(|r| r.0),
-        nanos: start.elapsed().as_nanos() as u64,
-        codec_nanos,
-        on_device,
+    let nanos = start.elapsed().as_nanos() as u64;
+    match result {
+        Ok((handle, codec_nanos, on_device)) => Done::Fetched {
+            id,
+            result: Ok(handle),
+            copy: None,
+            nanos,
+            codec_nanos,
+            on_device,
+        },
+        Err((error, copy)) => Done::Fetched {
+            id,
+            result: Err(error),
+            copy,
+            nanos,
+            codec_nanos: 0,
+            on_device: false,
+        },
     }
 }
 

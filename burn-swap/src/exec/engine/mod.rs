@@ -55,6 +55,11 @@ use crate::trace::signature;
 
 pub(crate) use api::Figures;
 
+/// Tries of one transfer on an op's path (an offload to make room, a fetch of an input)
+/// before its failure is the op's: a failed transfer leaves the tensor whole where it was,
+/// so a transient failure costs a retry.
+const TRANSFER_ATTEMPTS: u32 = 8;
+
 /// The engine of one device: the inner backend's runner, the residency table and its books,
 /// the counters, the recorder, the transfer workers, and the configuration in force.
 pub(crate) struct Engine<B: BackendIr> {

@@ -11,7 +11,6 @@ use burn_router::RunnerClient;
 use super::Engine;
 use crate::config::Compression;
 use crate::error::SwapError;
-use crate::exec::host;
 use crate::exec::residency::{HostCopy, State};
 use crate::exec::transfer::{self, Done, TransferError};
 use crate::plan::compression;
@@ -28,26 +27,65 @@ impl<B: BackendIr> Engine<B> {
     /// Puts a tensor that is not on the device back there: a fetch in flight is waited for,
     /// an offloaded one fetched on this thread, an evicted one recomputed.
     pub(super) fn bring(&mut self, id: TensorId) -> Result<(), SwapError> {
-        let Some(entry) = self.residency.get(&id) else {
-            return Ok(());
-        };
-        match entry.state() {
-            State::Resident | State::Offloading => Ok(()),
-            State::Offloaded(_) => {
-                let bytes = entry.bytes();
-                self.op.protect.push(id);
-                let room = self.reserve(bytes);
-                self.op.protect.pop();
-                room?;
-                self.exposed(|e| e.fetch(id))
+        let mut attempts = 0;
+        loop {
+            let Some(entry) = self.residency.get(&id) else {
+                return Ok(());
+            };
+            match entry.state() {
+                State::Resident | State::Offloading => return Ok(()),
+                State::Offloaded(_) => {
+                    let bytes = entry.bytes();
+                    self.op.protect.push(id);
+                    let room = self.reserve(bytes);
+                    self.op.protect.pop();
+                    room?;
+                    attempts += 1;
+                    match self.exposed(|e| e.fetch(id)) {
+                        // A failed fetch leaves the copy whole: tried again, up to a limit.
+                        Err(error)
+                            if attempts < super::TRANSFER_ATTEMPTS && self.offloaded(&id) =>
+                        {
+                            tracing::warn!(tensor = id.value(), %error, "burn-swap: fetching again");
+                        }
+                        result => return result,
+                    }
+                }
+                // Settled: landed, or offloaded again after a failure (fetched above).
+                State::Fetching => {
+                    self.exposed(|e| e.settle_fetch_of(id));
+                }
+                State::Evicted => return self.recompute(id),
+                State::Lost => {
+                    return Err(SwapError::TensorLost {
+                        tensor: id.value(),
+                        bytes: entry.bytes(),
+                        reason: "its bytes went with a write the backend failed, and it has no \
+                                 recipe"
+                            .into(),
+                    });
+                }
             }
-            State::Fetching => self.exposed(|e| e.wait_for(id)),
-            State::Evicted => self.recompute(id),
-            State::Lost => Err(SwapError::TensorLost {
-                tensor: id.value(),
-                bytes: entry.bytes(),
-                reason: "its fetch failed and it has no recipe".into(),
-            }),
+        }
+    }
+
+    /// Whether the tensor is offloaded (its host copy whole).
+    fn offloaded(&self, id: &TensorId) -> bool {
+        matches!(
+            self.residency.get(id).map(|e| e.state()),
+            Some(State::Offloaded(_))
+        )
+    }
+
+    /// Settles transfers until the fetch of `id` has landed or failed.
+    fn settle_fetch_of(&mut self, id: TensorId) {
+        while matches!(
+            self.residency.get(&id).map(|e| e.state()),
+            Some(State::Fetching)
+        ) {
+            if !self.settle_next() {
+                break;
+            }
         }
     }
 
@@ -98,19 +136,15 @@ impl<B: BackendIr> Engine<B> {
         let start = Instant::now();
         // Read-only, so that a failed copy leaves the device handle in place.
         let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let result = if host::faults::take() {
-            Err(TransferError::Injected("offload"))
-        } else {
-            let handle = self.runner.get_tensor_handle(&ir);
-            transfer::copy_out::<B>(
-                handle,
-                ir.shape.clone(),
-                ir.dtype,
-                &compression,
-                self.peers.as_ref(),
-                &self.runner.device(),
-            )
-        };
+        let handle = self.runner.get_tensor_handle(&ir);
+        let result = transfer::copy_out::<B>(
+            handle,
+            ir.shape.clone(),
+            ir.dtype,
+            &compression,
+            self.peers.as_ref(),
+            &self.runner.device(),
+        );
         let nanos = start.elapsed().as_nanos() as u64;
         self.counters.exposed_wait_nanos += nanos;
         match result {
@@ -184,8 +218,10 @@ impl<B: BackendIr> Engine<B> {
                 c.device_decompressed += u64::from(cost.on_device);
             }
             Err(error) => {
-                // The bytes are gone with the failed copy: the tensor is recomputed at its
-                // next use when it has a recipe, else that use fails.
+                self.counters.failed_fetches += 1;
+                // The bytes went with the write the backend failed (it had taken them): the
+                // tensor is recomputed at its next use when it has a recipe, else that use
+                // fails.
                 tracing::error!(tensor = id.value(), bytes, %error, "burn-swap: fetch failed");
                 self.residency.fail_fetch(&id);
             }
@@ -193,7 +229,8 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Fetches an offloaded tensor on this thread (the caller made room), decompressing it
-    /// when it was compressed.
+    /// when it was compressed. A failed fetch leaves it offloaded, its copy whole (unless the
+    /// backend's own write took the bytes: see [`transfer::write`]).
     pub(super) fn fetch(&mut self, id: TensorId) -> Result<(), SwapError> {
         let Some(copy) = self.residency.begin_fetch(&id) else {
             return Ok(());
@@ -204,43 +241,48 @@ impl<B: BackendIr> Engine<B> {
         let (bytes, ir) = (entry.bytes(), entry.ir(id, TensorStatus::NotInit));
         let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        let compressed = copy.compressed();
-        // On the device when it can: only the compressed bytes crossed the link, or the
-        // pieces come back from the peers by peer copies. Else (or when that failed) through
-        // the host.
-        let (result, on_device) = match transfer::device_route::<B>(&copy, &self.runner.device()) {
-            Some(Ok(handle)) => {
+        let written = transfer::write::<B>(&self.runner.device(), *copy, false);
+        let nanos = start.elapsed().as_nanos() as u64;
+        match written {
+            Ok((handle, codec_nanos, on_device)) => {
                 self.install(handle, ir);
-                (Ok(()), compressed)
-            }
-            _ => (
-                copy.into_data()
-                    .map(|data| host::fetch(&self.runner, id, data))
-                    .map_err(TransferError::from),
-                false,
-            ),
-        };
-        let codec_nanos = if compressed {
-            start.elapsed().as_nanos() as u64
-        } else {
-            0
-        };
-        let failed = result.as_ref().err().map(ToString::to_string);
-        let cost = FetchCost {
-            nanos: start.elapsed().as_nanos() as u64,
-            codec_nanos,
-            on_device,
-        };
-        self.land_fetch(id, result, cost);
-        match failed {
-            Some(reason) => Err(SwapError::FetchFailed {
-                tensor: id.value(),
-                bytes,
-                reason,
-            }),
-            None => {
+                let cost = FetchCost {
+                    nanos,
+                    codec_nanos,
+                    on_device,
+                };
+                self.land_fetch(id, Ok(()), cost);
                 self.events.fetches += 1;
                 Ok(())
+            }
+            Err((error, copy)) => {
+                let reason = error.to_string();
+                self.fetch_failed(id, error, copy);
+                Err(SwapError::FetchFailed {
+                    tensor: id.value(),
+                    bytes,
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// A fetch that failed: with its copy whole, the tensor is offloaded again (the next use
+    /// fetches it again); without, its bytes are gone (see [`Engine::land_fetch`]).
+    fn fetch_failed(&mut self, id: TensorId, error: TransferError, copy: Option<Box<HostCopy>>) {
+        match copy {
+            Some(copy) => {
+                self.counters.failed_fetches += 1;
+                tracing::warn!(tensor = id.value(), %error, "burn-swap: fetch failed; the tensor stays offloaded, intact");
+                self.residency.restore_fetch(&id, *copy);
+            }
+            None => {
+                let cost = FetchCost {
+                    nanos: 0,
+                    codec_nanos: 0,
+                    on_device: false,
+                };
+                self.land_fetch(id, Err(error), cost);
             }
         }
     }
@@ -364,6 +406,7 @@ impl<B: BackendIr> Engine<B> {
             }
             Done::Fetched {
                 result,
+                copy,
                 nanos,
                 codec_nanos,
                 on_device,
@@ -373,13 +416,18 @@ impl<B: BackendIr> Engine<B> {
                     return;
                 }
                 let ir = entry.ir(id, TensorStatus::NotInit);
-                let result = result.map(|handle| self.install(handle, ir));
-                let cost = FetchCost {
-                    nanos,
-                    codec_nanos,
-                    on_device,
-                };
-                self.land_fetch(id, result, cost);
+                match result {
+                    Ok(handle) => {
+                        self.install(handle, ir);
+                        let cost = FetchCost {
+                            nanos,
+                            codec_nanos,
+                            on_device,
+                        };
+                        self.land_fetch(id, Ok(()), cost);
+                    }
+                    Err(error) => self.fetch_failed(id, error, copy),
+                }
             }
         }
     }

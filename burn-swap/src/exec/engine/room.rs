@@ -257,7 +257,17 @@ impl<B: BackendIr> Engine<B> {
                 self.evict(id);
                 Ok(())
             }
-            Leave::Offload => self.offload(id),
+            Leave::Offload => {
+                // A failed offload leaves the tensor resident and whole: a transient failure
+                // costs a retry; a lasting one is the op's error.
+                let mut attempt = 1;
+                loop {
+                    match self.offload(id) {
+                        Err(_) if attempt < super::TRANSFER_ATTEMPTS => attempt += 1,
+                        result => return result,
+                    }
+                }
+            }
         }
     }
 

@@ -1,0 +1,167 @@
+//! Fault injection at every transfer point, for the reliability tests: a fault makes the
+//! point fail as the real failure would (a backend error, or a panic on the worker), so that
+//! tests can show that no failure loses a tensor's bytes. Compiled in debug builds only: in
+//! release builds [`take`] is `false` and costs nothing.
+//!
+//! Faults are process-wide: a rate per hook (faults per million passes, drawn from a seeded
+//! generator, so a run is repeatable) and a count of forced faults (the next `n` passes).
+
+/// A point where a transfer can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// Reading a tensor off the device (the copy into host memory), on any thread.
+    OffloadRead,
+    /// Compressing the bytes before they leave (seed 002's codec).
+    Compress,
+    /// Writing a copy back to the device.
+    Upload,
+    /// Decompressing a copy before (or while) it is written back.
+    Decompress,
+    /// A transfer worker's job panicking midway (as a worker thread dying would).
+    WorkerPanic,
+    /// A copy to or from a peer (seed 000's transmitter).
+    PeerCopy,
+}
+
+impl Hook {
+    /// Every hook.
+    pub const ALL: [Hook; 6] = [
+        Hook::OffloadRead,
+        Hook::Compress,
+        Hook::Upload,
+        Hook::Decompress,
+        Hook::WorkerPanic,
+        Hook::PeerCopy,
+    ];
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::OffloadRead => "offload read",
+            Hook::Compress => "compression",
+            Hook::Upload => "upload",
+            Hook::Decompress => "decompression",
+            Hook::WorkerPanic => "worker panic",
+            Hook::PeerCopy => "peer copy",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[cfg(debug_assertions)]
+mod state {
+    use super::Hook;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const HOOKS: usize = Hook::ALL.len();
+    #[allow(clippy::declare_interior_mutable_const)]
+    const ZERO: AtomicU64 = AtomicU64::new(0);
+    static RATE_PPM: [AtomicU64; HOOKS] = [ZERO; HOOKS];
+    static FORCED: [AtomicU64; HOOKS] = [ZERO; HOOKS];
+    static INJECTED: [AtomicU64; HOOKS] = [ZERO; HOOKS];
+    static RNG: AtomicU64 = AtomicU64::new(0x5eed);
+
+    pub fn set_rate(hook: Hook, per_million: u64) {
+        RATE_PPM[hook.index()].store(per_million.min(1_000_000), Ordering::SeqCst);
+    }
+
+    pub fn force(hook: Hook, n: u64) {
+        FORCED[hook.index()].store(n, Ordering::SeqCst);
+    }
+
+    pub fn seed(seed: u64) {
+        RNG.store(seed, Ordering::SeqCst);
+    }
+
+    pub fn injected(hook: Hook) -> u64 {
+        INJECTED[hook.index()].load(Ordering::SeqCst)
+    }
+
+    pub fn take(hook: Hook) -> bool {
+        let i = hook.index();
+        let forced = FORCED[i]
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let rate = RATE_PPM[i].load(Ordering::Relaxed);
+        let drawn = rate > 0 && {
+            // SplitMix64 over a shared counter: repeatable for a given seed and order.
+            let mut z = RNG
+                .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+                .wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % 1_000_000 < rate
+        };
+        let fault = forced || drawn;
+        if fault {
+            INJECTED[i].fetch_add(1, Ordering::SeqCst);
+        }
+        fault
+    }
+}
+
+/// Whether the pass through `hook` fails now (always `false` in release builds).
+#[inline]
+pub(crate) fn take(hook: Hook) -> bool {
+    #[cfg(debug_assertions)]
+    {
+        state::take(hook)
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = hook;
+        false
+    }
+}
+
+/// Fails `hook` at random, `per_million` passes in a million (0: never). No effect in
+/// release builds.
+pub fn set_rate(hook: Hook, per_million: u64) {
+    #[cfg(debug_assertions)]
+    state::set_rate(hook, per_million);
+    #[cfg(not(debug_assertions))]
+    let _ = (hook, per_million);
+}
+
+/// Fails the next `n` passes through `hook` (0: none). No effect in release builds.
+pub fn force(hook: Hook, n: u64) {
+    #[cfg(debug_assertions)]
+    state::force(hook, n);
+    #[cfg(not(debug_assertions))]
+    let _ = (hook, n);
+}
+
+/// Seeds the generator of random faults.
+pub fn seed(seed: u64) {
+    #[cfg(debug_assertions)]
+    state::seed(seed);
+    #[cfg(not(debug_assertions))]
+    let _ = seed;
+}
+
+/// Turns every hook off: no rate, no forced faults.
+pub fn clear() {
+    for hook in Hook::ALL {
+        set_rate(hook, 0);
+        force(hook, 0);
+    }
+}
+
+/// Faults injected at `hook` since the process started (0 in release builds).
+pub fn injected(hook: Hook) -> u64 {
+    #[cfg(debug_assertions)]
+    {
+        state::injected(hook)
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = hook;
+        0
+    }
+}
+
+/// Whether faults can be injected in this build (debug builds only).
+pub const ENABLED: bool = cfg!(debug_assertions);
