@@ -12,6 +12,7 @@
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
 //! | `BURN_SWAP_PEERS` | peers, comma-separated: simulated `capacity@bandwidth` (`256MiB@50GB/s`), or devices `cuda:N@capacity` / `device:N@capacity`; or `off` | none |
+//! | `BURN_SWAP_HOST_BUDGET` | bytes (`8GiB`, as the budget's bytes), or `unlimited` (`off`) | unlimited |
 //! | `BURN_SWAP_JITTER` | microseconds (`0`, `300`): each transfer finishes up to this late, a stress test for ordering | `0` |
 //!
 //! A malformed value is a [`ConfigError::InvalidEnv`] naming the variable and the value; it is
@@ -184,6 +185,12 @@ pub struct SwapConfig {
     /// only. See [`PeerSpec`].
     #[serde(default)]
     pub(crate) peers: Vec<PeerSpec>,
+    /// The most bytes offloaded tensors may occupy in host memory (raw or compressed; peers'
+    /// pieces are the peers'): an offload that would go past it is not made (the tensor
+    /// stays, or leaves by recomputation), and an op that finds no other way to make room
+    /// fails with [`crate::SwapError::HostFull`]. `None`: unlimited.
+    #[serde(default)]
+    pub(crate) host_budget: Option<u64>,
 }
 
 /// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
@@ -251,6 +258,7 @@ impl Default for SwapConfig {
             compression: Compression::Off,
             transfer_jitter_micros: 0,
             peers: Vec::new(),
+            host_budget: None,
         }
     }
 }
@@ -265,6 +273,11 @@ impl SwapConfig {
     /// The memory budget.
     pub fn budget(&self) -> Budget {
         self.budget
+    }
+
+    /// The bound on offloaded bytes in host memory (`None`: unlimited).
+    pub fn host_budget(&self) -> Option<u64> {
+        self.host_budget
     }
 
     /// The policy that keeps the budget.
@@ -351,6 +364,13 @@ impl SwapConfig {
         self
     }
 
+    /// Bounds the bytes offloaded tensors occupy in host memory (see
+    /// [`SwapConfig::host_budget`]); 0 is refused by [`crate::configure`].
+    pub fn with_host_budget(mut self, bytes: u64) -> Self {
+        self.host_budget = Some(bytes);
+        self
+    }
+
     /// Turns trace recording on or off.
     pub fn with_trace(mut self, trace: bool) -> Self {
         self.trace = trace;
@@ -414,6 +434,30 @@ impl SwapConfig {
             self.peers = parse_peers(&value)
                 .map_err(|reason| invalid("BURN_SWAP_PEERS", &value, &reason.to_string()))?;
         }
+        if let Some(value) = lookup("BURN_SWAP_HOST_BUDGET") {
+            let unlimited = ["unlimited", "off", "none"]
+                .iter()
+                .any(|w| value.trim().eq_ignore_ascii_case(w));
+            self.host_budget = match parse_budget(&value) {
+                _ if unlimited => None,
+                Ok(Budget::Bytes(bytes)) => Some(bytes),
+                Ok(Budget::Unlimited) => None,
+                Ok(Budget::DeviceFraction(_)) => {
+                    return Err(invalid(
+                        "BURN_SWAP_HOST_BUDGET",
+                        &value,
+                        "a host budget is bytes (`8GiB`), not a fraction",
+                    ));
+                }
+                Err(reason) => {
+                    return Err(invalid(
+                        "BURN_SWAP_HOST_BUDGET",
+                        &value,
+                        &reason.to_string(),
+                    ));
+                }
+            };
+        }
         if let Some(value) = lookup("BURN_SWAP_JITTER") {
             self.transfer_jitter_micros = value.trim().parse().map_err(|_| {
                 invalid(
@@ -446,6 +490,9 @@ impl SwapConfig {
                 capacity_bytes: p.capacity_bytes,
                 bandwidth: p.bandwidth,
             });
+        }
+        if self.host_budget == Some(0) {
+            return Err(ConfigError::ZeroHostBudget);
         }
         match self.budget {
             Budget::Bytes(0) => Err(ConfigError::ZeroBudget),

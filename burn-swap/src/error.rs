@@ -27,6 +27,11 @@ pub enum ConfigError {
     /// A budget of zero bytes can hold no tensor.
     #[error("a budget of 0 bytes can hold no tensor; give at least the working set of one op")]
     ZeroBudget,
+    /// A host budget of zero bytes can hold no offloaded tensor.
+    #[error(
+        "a host budget of 0 bytes can hold no offloaded tensor; leave it unlimited or give the bytes offloads may occupy (BURN_SWAP_HOST_BUDGET)"
+    )]
+    ZeroHostBudget,
     /// A simulated peer without room or without a usable link.
     #[error(
         "peer {name}: a simulated peer needs a capacity above 0 and a finite bandwidth above 0 (got {capacity_bytes} bytes, {bandwidth} B/s)"
@@ -122,6 +127,28 @@ pub enum SwapError {
         /// The smallest budget under which this room could have been made: the bytes that
         /// could not leave plus the bytes asked for.
         minimum_budget: u64,
+    },
+    /// The device needs room and the host has none left: the tensor chosen to leave would
+    /// take host memory past the host budget, and nothing else could leave. It stays
+    /// resident, intact.
+    #[error(
+        "burn-swap: no room on the device (budget {budget} bytes, {resident} resident) and none on \
+         the host for an offload of tensor {tensor} ({bytes} bytes): the host holds {host} of its \
+         {host_budget}-byte budget; raise BURN_SWAP_HOST_BUDGET or BURN_SWAP_BUDGET"
+    )]
+    HostFull {
+        /// The tensor that could not leave.
+        tensor: u64,
+        /// Its bytes.
+        bytes: u64,
+        /// Bytes of offloaded tensors in host memory.
+        host: u64,
+        /// The host budget in force.
+        host_budget: u64,
+        /// The device budget in force.
+        budget: u64,
+        /// Bytes resident on the device.
+        resident: u64,
     },
     /// Copying a tensor off the device failed; it stays resident, intact.
     #[error(

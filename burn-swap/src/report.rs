@@ -33,6 +33,9 @@ pub struct Report {
     pub host_bytes: u64,
     /// Highest bytes in the host store.
     pub peak_host_bytes: u64,
+    /// The bound on the host store (`SwapConfig::host_budget`), if any.
+    #[serde(default)]
+    pub host_budget_bytes: Option<u64>,
     /// Offloads to host.
     pub offloads: u64,
     /// Bytes offloaded to host.
@@ -212,6 +215,7 @@ impl Report {
             policy: f.config.policy.name().to_string(),
             eviction: format!("{:?}", f.config.eviction).to_lowercase(),
             budget_bytes: f.budget,
+            host_budget_bytes: f.config.host_budget(),
             resident_bytes: f.books.resident,
             peak_bytes: f.books.peak,
             host_bytes: f.books.host,
@@ -323,7 +327,13 @@ impl Report {
         row("budget", budget);
         row("peak resident", format_bytes(self.peak_bytes));
         row("resident now", format_bytes(self.resident_bytes));
-        row("peak on host", format_bytes(self.peak_host_bytes));
+        let host_budget = self
+            .host_budget_bytes
+            .map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
+        row(
+            "peak on host",
+            format!("{}{host_budget}", format_bytes(self.peak_host_bytes)),
+        );
     }
 
     /// Offloads, fetches, compression, recomputation and the time they left exposed.

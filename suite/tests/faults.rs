@@ -233,3 +233,58 @@ fn a_panic_mid_step_keeps_the_books_and_the_training() {
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
+
+/// Bounded host memory: under a host budget no offload takes the host store past it (the
+/// tensor stays, or leaves by recomputation), training stays bit-identical; when neither the
+/// device nor the host has room, the op fails with `SwapError::HostFull` naming both
+/// budgets, and the tensors the unwinding dropped leave nothing behind.
+#[test]
+fn the_host_budget_holds_and_a_full_host_is_a_typed_error() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    let device = FlexDevice;
+    let workload = Workload::Mlp(MlpConfig::small());
+    let steps = 6;
+    let (plain, peak) = plain_and_peak(&workload, steps);
+    let budget = peak / 3;
+    let config = SwapConfig::budget_bytes(budget).with_policy(Policy::Reactive);
+    let (_, free) = run_configured(&device, config.clone(), || {
+        workload.train::<Swapped>(&device, steps)
+    });
+    let needed = free.peak_host_bytes;
+
+    let host_budget = needed * 9 / 10;
+    let (swapped, report) = run_configured(
+        &device,
+        config.clone().with_host_budget(host_budget),
+        || workload.train::<Swapped>(&device, steps),
+    );
+    assert_budgeted_run("host budget 90%", &plain, &swapped, &report, budget);
+    assert!(report.peak_host_bytes <= host_budget, "{report}");
+    assert_eq!(report.host_budget_bytes, Some(host_budget));
+
+    let host_budget = needed / 4;
+    let failed = std::panic::catch_unwind(|| {
+        run_configured(
+            &device,
+            config.clone().with_host_budget(host_budget),
+            || workload.train::<Swapped>(&device, steps),
+        )
+    });
+    let payload = failed.expect_err("a quarter of the host bytes it needs cannot do");
+    match payload.downcast_ref::<burn_swap::SwapError>() {
+        Some(burn_swap::SwapError::HostFull {
+            bytes,
+            host,
+            host_budget: named,
+            budget: named_budget,
+            ..
+        }) => {
+            assert_eq!((*named, *named_budget), (host_budget, budget));
+            assert!(*host <= host_budget && host + bytes > host_budget);
+        }
+        other => panic!("expected HostFull, got {other:?}"),
+    }
+    let memory = burn_swap::memory(&device).unwrap();
+    assert_eq!((memory.resident_bytes, memory.host_bytes), (0, 0));
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}

@@ -60,6 +60,8 @@ fn env_errors_name_variable_and_value() {
         ("BURN_SWAP_PEERS", "256MiB@50XB/s"),
         ("BURN_SWAP_PEERS", "0.5@50GB/s"),
         ("BURN_SWAP_JITTER", "300us"),
+        ("BURN_SWAP_HOST_BUDGET", "0.5"),
+        ("BURN_SWAP_HOST_BUDGET", "lots"),
     ] {
         let err = SwapConfig::default()
             .with_vars(|name| (name == var).then(|| value.to_string()))
@@ -83,6 +85,7 @@ fn env_overrides_fields() {
             "BURN_SWAP_TRACE" => Some("0".into()),
             "BURN_SWAP_JITTER" => Some(" 250 ".into()),
             "BURN_SWAP_PEERS" => Some("256MiB@50GB/s, 1GiB@12.5GiB".into()),
+            "BURN_SWAP_HOST_BUDGET" => Some("8GiB".into()),
             _ => None,
         })
         .unwrap();
@@ -92,6 +95,16 @@ fn env_overrides_fields() {
     assert_eq!(config.policy, Policy::OffloadOnly);
     assert_eq!(config.compression, Compression::Auto { max_ratio: 0.5 });
     assert_eq!(config.transfer_jitter_micros, 250);
+    assert_eq!(config.host_budget, Some(8 << 30));
+    assert_eq!(
+        SwapConfig::default().with_host_budget(0).validate(),
+        Err(ConfigError::ZeroHostBudget)
+    );
+    let unlimited = SwapConfig::default()
+        .with_host_budget(1 << 20)
+        .with_vars(|name| (name == "BURN_SWAP_HOST_BUDGET").then(|| "unlimited".into()))
+        .unwrap();
+    assert_eq!(unlimited.host_budget, None);
     assert_eq!(
         config.peers,
         vec![

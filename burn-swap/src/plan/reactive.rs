@@ -31,15 +31,17 @@ pub struct VictimFacts {
     pub has_recipe: bool,
     /// It has no recipe yet, but the op that made it can still be replayed.
     pub rebuildable: bool,
+    /// Host memory can take its bytes under the host budget.
+    pub host_has_room: bool,
 }
 
-/// Whether a tensor may leave now to make room, and how: a contiguous one by offload, a
-/// strided one by recomputation when it has (or can get) a recipe; never one in use or in
-/// flight.
+/// Whether a tensor may leave now to make room, and how: a contiguous one by offload while
+/// the host has room for it, else (and a strided one) by recomputation when it has (or can
+/// get) a recipe; never one in use or in flight.
 pub fn leaves(facts: &VictimFacts) -> Option<Leave> {
     if !facts.resident || facts.in_use {
         None
-    } else if !facts.strided {
+    } else if !facts.strided && facts.host_has_room {
         Some(Leave::Offload)
     } else if facts.has_recipe || facts.rebuildable {
         Some(Leave::Recompute)
@@ -188,6 +190,7 @@ mod tests {
             strided: false,
             has_recipe: false,
             rebuildable: false,
+            host_has_room: true,
         }
     }
 
@@ -223,6 +226,20 @@ mod tests {
         ] {
             assert_eq!(leaves(&f), None);
         }
+    }
+
+    #[test]
+    fn a_full_host_leaves_recomputation_only() {
+        let full = VictimFacts {
+            host_has_room: false,
+            ..facts()
+        };
+        assert_eq!(leaves(&full), None, "no recipe and no room on the host");
+        let with_recipe = VictimFacts {
+            has_recipe: true,
+            ..full
+        };
+        assert_eq!(leaves(&with_recipe), Some(Leave::Recompute));
     }
 
     #[test]

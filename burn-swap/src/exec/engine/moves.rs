@@ -69,6 +69,15 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
+    /// Whether host memory can take `bytes` more under the host budget, counting the
+    /// offloads in flight at their full size.
+    pub(super) fn host_has_room(&self, bytes: u64) -> bool {
+        let books = self.residency.books();
+        self.config
+            .host_budget
+            .is_none_or(|budget| books.host + books.offloading + bytes <= budget)
+    }
+
     /// Whether the tensor is offloaded (its host copy whole).
     fn offloaded(&self, id: &TensorId) -> bool {
         matches!(
@@ -131,6 +140,17 @@ impl<B: BackendIr> Engine<B> {
             return Ok(());
         };
         let bytes = entry.bytes();
+        if !self.host_has_room(bytes) {
+            let books = self.residency.books();
+            return Err(SwapError::HostFull {
+                tensor: id.value(),
+                bytes,
+                host: books.host + books.offloading,
+                host_budget: self.config.host_budget.unwrap_or(u64::MAX),
+                budget: self.budget().unwrap_or(u64::MAX),
+                resident: books.resident,
+            });
+        }
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
         let start = Instant::now();
@@ -294,7 +314,10 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get(&id) else {
             return false;
         };
-        if !matches!(entry.state(), State::Resident) || entry.strided {
+        if !matches!(entry.state(), State::Resident)
+            || entry.strided
+            || !self.host_has_room(entry.bytes())
+        {
             return false;
         }
         let ir = entry.ir(id, TensorStatus::ReadOnly);

@@ -227,7 +227,12 @@ impl<B: BackendIr> Engine<B> {
                 freed += before.saturating_sub(self.resident());
             }
         }
-        if freed < deficit && (chosen.is_none() || result.is_ok()) {
+        if freed < deficit
+            && (chosen.is_none() || result.is_ok())
+            && let Some(error) = self.host_full(protect_inputs)
+        {
+            result = Err(error);
+        } else if freed < deficit && (chosen.is_none() || result.is_ok()) {
             let budget = self.budget().unwrap_or(u64::MAX);
             let resident = self.resident();
             result = Err(SwapError::NoRoom {
@@ -248,6 +253,32 @@ impl<B: BackendIr> Engine<B> {
         result
     }
 
+    /// When the host budget is what kept room from being made: the largest resident tensor
+    /// that could have been offloaded but for it, as the error that names both budgets.
+    fn host_full(&self, protect_inputs: bool) -> Option<SwapError> {
+        let host_budget = self.config.host_budget?;
+        let (id, bytes) = self
+            .residency
+            .iter()
+            .filter(|(id, e)| {
+                let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == *id))
+                    || self.op.protect.contains(id);
+                let offloadable = matches!(e.state(), State::Resident) && !e.strided && !in_use;
+                offloadable && !self.host_has_room(e.bytes())
+            })
+            .map(|(id, e)| (*id, e.bytes()))
+            .max_by_key(|&(id, bytes)| (bytes, std::cmp::Reverse(id.value())))?;
+        let books = self.residency.books();
+        Some(SwapError::HostFull {
+            tensor: id.value(),
+            bytes,
+            host: books.host + books.offloading,
+            host_budget,
+            budget: self.budget().unwrap_or(u64::MAX),
+            resident: books.resident,
+        })
+    }
+
     /// Moves one tensor off the device as the policy said: by offload, or by eviction (a
     /// strided one gets its recipe first).
     fn leave(&mut self, id: TensorId, leave: Leave) -> Result<(), SwapError> {
@@ -263,7 +294,11 @@ impl<B: BackendIr> Engine<B> {
                 let mut attempt = 1;
                 loop {
                     match self.offload(id) {
-                        Err(_) if attempt < super::TRANSFER_ATTEMPTS => attempt += 1,
+                        Err(SwapError::OffloadFailed { .. })
+                            if attempt < super::TRANSFER_ATTEMPTS =>
+                        {
+                            attempt += 1
+                        }
                         result => return result,
                     }
                 }
@@ -296,6 +331,7 @@ impl<B: BackendIr> Engine<B> {
                 strided: entry.strided,
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.can_rebuild(entry),
+                host_has_room: self.host_has_room(entry.bytes()),
             };
             let leave = reactive::leaves(&facts);
             if let Some(buffer) = entry.shared() {
