@@ -51,3 +51,90 @@ fn concurrent_ops_under_a_budget_keep_values() {
     assert!(report.peak_bytes <= budget, "{report}");
     assert!(report.offloads > 0, "{report}");
 }
+
+/// One device, four threads at once under a budget: a model trains on one; another
+/// evaluates (its own chain of ops, read back); a third makes tensors and hands them to
+/// short-lived threads that drop them; a fourth reconfigures the budget back and forth and
+/// reads the report. No deadlock (a watchdog fails the test after five minutes), training
+/// and evaluation bit-identical to Flex's, the counted peak within the larger budget.
+#[test]
+fn training_beside_readers_droppers_and_reconfiguration() {
+    use burn::backend::Autodiff;
+    use burn_swap::Policy;
+    use burn_swap_suite::models::MlpConfig;
+    use burn_swap_suite::workload::Workload;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let device = FlexDevice;
+    let workload = Workload::Mlp(MlpConfig::small());
+    let steps = 12;
+    let plain = workload.train::<Autodiff<Flex>>(&device, steps);
+    let evaluated: Vec<TensorData> = (0..4).map(|s| work::<Flex>(s, &device)).collect();
+
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    workload.train::<Autodiff<S>>(&device, 2);
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let (high, low) = (peak / 2, peak / 3);
+    let config = |budget| SwapConfig::budget_bytes(budget).with_policy(Policy::Planned);
+    burn_swap::configure(&device, config(high)).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+
+    let (done, watchdog) = mpsc::channel();
+    std::thread::spawn(move || {
+        let results = std::thread::scope(|scope| {
+            let trainer = scope.spawn(|| workload.train::<Autodiff<S>>(&FlexDevice, steps));
+            let evaluator = scope.spawn(|| {
+                (0..4)
+                    .map(|s| work::<S>(s, &FlexDevice))
+                    .collect::<Vec<_>>()
+            });
+            let dropper = scope.spawn(|| {
+                for i in 0..64 {
+                    let t = Tensor::<S, 1>::from_data(
+                        TensorData::new(vec![i as f32; 256], [256]),
+                        &FlexDevice,
+                    );
+                    let (give, take) = mpsc::channel::<Tensor<S, 1>>();
+                    let holder = std::thread::spawn(move || drop(take.recv()));
+                    give.send(t * 2.0).unwrap();
+                    holder.join().unwrap();
+                }
+            });
+            let reconfigurer = scope.spawn(|| {
+                let mut refused = 0;
+                for k in 0..20 {
+                    let budget = if k % 2 == 0 { low } else { high };
+                    // All or nothing: a budget that cannot be reached now is refused, and
+                    // the one in force stays.
+                    if burn_swap::configure(&FlexDevice, config(budget)).is_err() {
+                        refused += 1;
+                    }
+                    let _ = burn_swap::report(&FlexDevice);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                burn_swap::configure(&FlexDevice, config(high)).unwrap();
+                refused
+            });
+            dropper.join().unwrap();
+            let refused = reconfigurer.join().unwrap();
+            (trainer.join().unwrap(), evaluator.join().unwrap(), refused)
+        });
+        let _ = done.send(results);
+    });
+    let (trained, evaluated_swapped, refused) = watchdog
+        .recv_timeout(Duration::from_secs(300))
+        .expect("no result within five minutes: a deadlock, or a thread panicked");
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    trained.assert_same(&plain, "training beside other threads");
+    for (want, got) in evaluated.iter().zip(&evaluated_swapped) {
+        assert_eq!(&want.bytes[..], &got.bytes[..]);
+    }
+    assert!(report.peak_bytes <= high, "{report}");
+    assert!(report.offloads + report.recomputes > 0, "{report}");
+    println!("reconfigurations refused: {refused} of 20");
+}
