@@ -197,3 +197,86 @@ fn malformed_environment_fails_at_first_use_naming_variable_and_value() {
         }
     ));
 }
+
+/// Every `SwapConfig` method that takes a value, given a malformed, out-of-range or
+/// conflicting one: `configure` refuses it with a typed error whose message names the value
+/// (or the field), and the configuration in force stays.
+#[test]
+fn every_bad_configuration_value_is_a_typed_error_naming_it() {
+    use burn_swap::{Budget, Compression, PeerSpec};
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let _t = Tensor::<S, 1>::from_data(TensorData::new(vec![0f32; 4], [4]), &device);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let cases: Vec<(&str, SwapConfig, &str)> = vec![
+        ("budget_bytes(0)", SwapConfig::budget_bytes(0), "0 bytes"),
+        (
+            "budget_fraction(1.5)",
+            SwapConfig::budget_fraction(1.5),
+            "1.5",
+        ),
+        ("budget_fraction(0)", SwapConfig::budget_fraction(0.0), "0"),
+        (
+            "budget_fraction(-0.25)",
+            SwapConfig::budget_fraction(-0.25),
+            "-0.25",
+        ),
+        (
+            "budget_fraction(NaN)",
+            SwapConfig::budget_fraction(f64::NAN),
+            "NaN",
+        ),
+        (
+            "with_budget(DeviceFraction(inf))",
+            SwapConfig::default().with_budget(Budget::DeviceFraction(f64::INFINITY)),
+            "inf",
+        ),
+        (
+            "with_compression(On 0)",
+            SwapConfig::default().with_compression(Compression::On { max_ratio: 0.0 }),
+            "0",
+        ),
+        (
+            "with_compression(Auto 1.5)",
+            SwapConfig::default().with_compression(Compression::Auto { max_ratio: 1.5 }),
+            "1.5",
+        ),
+        (
+            "with_peers(zero capacity)",
+            SwapConfig::default().with_peers(vec![PeerSpec::simulated("p", 0, 1e9)]),
+            "0 bytes",
+        ),
+        (
+            "with_peers(NaN bandwidth)",
+            SwapConfig::default().with_peers(vec![PeerSpec::simulated("p", 1 << 20, f64::NAN)]),
+            "NaN",
+        ),
+        (
+            "with_peers(device and simulated)",
+            SwapConfig::default().with_peers(vec![
+                PeerSpec::device(1, 1 << 20),
+                PeerSpec::simulated("p", 1 << 20, 1e9),
+            ]),
+            "simulated",
+        ),
+        (
+            "with_host_budget(0)",
+            SwapConfig::default().with_host_budget(0),
+            "host budget of 0",
+        ),
+    ];
+    for (what, config, named) in cases {
+        let error = burn_swap::configure(&device, config)
+            .expect_err(what)
+            .to_string();
+        assert!(
+            error.contains(named),
+            "{what}: {error:?} does not name {named:?}"
+        );
+        assert_eq!(
+            burn_swap::report(&device).unwrap().budget_bytes,
+            None,
+            "{what}: the configuration in force changed"
+        );
+    }
+}
