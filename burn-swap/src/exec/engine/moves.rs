@@ -265,13 +265,7 @@ impl<B: BackendIr> Engine<B> {
         let nanos = start.elapsed().as_nanos() as u64;
         match written {
             Ok((handle, codec_nanos, on_device)) => {
-                self.install(handle, ir);
-                let cost = FetchCost {
-                    nanos,
-                    codec_nanos,
-                    on_device,
-                };
-                self.land_fetch(id, Ok(()), cost);
+                self.land_written(id, handle, ir, (nanos, codec_nanos, on_device));
                 self.events.fetches += 1;
                 Ok(())
             }
@@ -285,6 +279,26 @@ impl<B: BackendIr> Engine<B> {
                 })
             }
         }
+    }
+
+    /// A fetch whose bytes were written back: the handle installed under the tensor's id,
+    /// and the fetch booked with its cost (nanoseconds, of them decompressing, whether the
+    /// device decompressed).
+    fn land_written(
+        &mut self,
+        id: TensorId,
+        handle: B::Handle,
+        ir: TensorIr,
+        cost: (u64, u64, bool),
+    ) {
+        self.install(handle, ir);
+        let (nanos, codec_nanos, on_device) = cost;
+        let cost = FetchCost {
+            nanos,
+            codec_nanos,
+            on_device,
+        };
+        self.land_fetch(id, Ok(()), cost);
     }
 
     /// A fetch that failed: with its copy whole, the tensor is offloaded again (the next use
@@ -441,13 +455,7 @@ impl<B: BackendIr> Engine<B> {
                 let ir = entry.ir(id, TensorStatus::NotInit);
                 match result {
                     Ok(handle) => {
-                        self.install(handle, ir);
-                        let cost = FetchCost {
-                            nanos,
-                            codec_nanos,
-                            on_device,
-                        };
-                        self.land_fetch(id, Ok(()), cost);
+                        self.land_written(id, handle, ir, (nanos, codec_nanos, on_device));
                     }
                     Err(error) => self.fetch_failed(id, error, copy),
                 }
