@@ -117,6 +117,16 @@ pub(crate) fn take(hook: Hook) -> bool {
     }
 }
 
+/// The first of `hooks` that applies (`true`) and fails now, if any: a transfer point
+/// where several kinds of failure can happen passes each in turn.
+#[inline]
+pub(crate) fn take_first(hooks: &[(Hook, bool)]) -> Option<Hook> {
+    hooks
+        .iter()
+        .find(|&&(hook, applies)| applies && take(hook))
+        .map(|&(hook, _)| hook)
+}
+
 /// Fails `hook` at random, `per_million` passes in a million (0: never). No effect in
 /// release builds.
 pub fn set_rate(hook: Hook, per_million: u64) {

@@ -278,14 +278,12 @@ pub(crate) fn copy_out<B: BackendIr>(
     device: &B::Device,
 ) -> Result<(HostCopy, u64, bool), TransferError> {
     // A failed offload leaves the tensor resident: the device handle is only read.
-    let injected = [
+    let injected = faults::take_first(&[
         (Hook::OffloadRead, true),
         (Hook::Compress, compression.mode != Compression::Off),
         (Hook::PeerCopy, peers.is_some()),
-    ]
-    .into_iter()
-    .find(|&(hook, applies)| applies && faults::take(hook));
-    if let Some((hook, _)) = injected {
+    ]);
+    if let Some(hook) = injected {
         return Err(TransferError::Injected(hook.name()));
     }
     if let Some(pool) = peers {
@@ -401,14 +399,12 @@ pub(crate) fn write<B: BackendIr>(
     let start = Instant::now();
     let compressed = copy.compressed();
     let peers = matches!(copy, HostCopy::Peers(_));
-    let injected = [
+    let injected = faults::take_first(&[
         (Hook::Upload, true),
         (Hook::Decompress, compressed),
         (Hook::PeerCopy, peers),
-    ]
-    .into_iter()
-    .find(|&(hook, applies)| applies && faults::take(hook));
-    if let Some((hook, _)) = injected {
+    ]);
+    if let Some(hook) = injected {
         return Err((TransferError::Injected(hook.name()), Some(Box::new(copy))));
     }
     let elapsed = |start: Instant| {

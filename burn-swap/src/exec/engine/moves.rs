@@ -78,6 +78,19 @@ impl<B: BackendIr> Engine<B> {
             .is_none_or(|budget| books.host + books.offloading + bytes <= budget)
     }
 
+    /// The error of an offload of `id` (`bytes`) that the host budget refuses.
+    pub(super) fn host_full_for(&self, id: TensorId, bytes: u64) -> SwapError {
+        let books = self.residency.books();
+        SwapError::HostFull {
+            tensor: id.value(),
+            bytes,
+            host: books.host + books.offloading,
+            host_budget: self.config.host_budget.unwrap_or(u64::MAX),
+            budget: self.budget().unwrap_or(u64::MAX),
+            resident: books.resident,
+        }
+    }
+
     /// Whether the tensor is offloaded (its host copy whole).
     fn offloaded(&self, id: &TensorId) -> bool {
         matches!(
@@ -100,14 +113,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Settles transfers until the one of `id` has; an error when its fetch failed.
     pub(super) fn wait_for(&mut self, id: TensorId) -> Result<(), SwapError> {
-        while matches!(
-            self.residency.get(&id).map(|e| e.state()),
-            Some(State::Fetching)
-        ) {
-            if !self.settle_next() {
-                break;
-            }
-        }
+        self.settle_fetch_of(id);
         match self.residency.get(&id) {
             Some(entry) if !entry.state().on_device() => Err(SwapError::FetchFailed {
                 tensor: id.value(),
@@ -141,15 +147,7 @@ impl<B: BackendIr> Engine<B> {
         };
         let bytes = entry.bytes();
         if !self.host_has_room(bytes) {
-            let books = self.residency.books();
-            return Err(SwapError::HostFull {
-                tensor: id.value(),
-                bytes,
-                host: books.host + books.offloading,
-                host_budget: self.config.host_budget.unwrap_or(u64::MAX),
-                budget: self.budget().unwrap_or(u64::MAX),
-                resident: books.resident,
-            });
+            return Err(self.host_full_for(id, bytes));
         }
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();

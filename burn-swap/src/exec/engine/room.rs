@@ -227,15 +227,11 @@ impl<B: BackendIr> Engine<B> {
                 freed += before.saturating_sub(self.resident());
             }
         }
-        if freed < deficit
-            && (chosen.is_none() || result.is_ok())
-            && let Some(error) = self.host_full(protect_inputs)
-        {
-            result = Err(error);
-        } else if freed < deficit && (chosen.is_none() || result.is_ok()) {
+        if freed < deficit && (chosen.is_none() || result.is_ok()) {
+            // The host budget, when it is what kept room from being made, names both.
             let budget = self.budget().unwrap_or(u64::MAX);
             let resident = self.resident();
-            result = Err(SwapError::NoRoom {
+            result = Err(self.host_full(protect_inputs).unwrap_or(SwapError::NoRoom {
                 op: String::new(),
                 needed: deficit,
                 budget,
@@ -245,7 +241,7 @@ impl<B: BackendIr> Engine<B> {
                 // least what an earlier op of the run needed.
                 minimum_budget: (stuck + (deficit + budget).saturating_sub(resident))
                     .max(self.counters.minimum_budget),
-            });
+            }));
         } else if freed >= deficit {
             result = Ok(());
         }
@@ -256,7 +252,7 @@ impl<B: BackendIr> Engine<B> {
     /// When the host budget is what kept room from being made: the largest resident tensor
     /// that could have been offloaded but for it, as the error that names both budgets.
     fn host_full(&self, protect_inputs: bool) -> Option<SwapError> {
-        let host_budget = self.config.host_budget?;
+        self.config.host_budget?;
         let (id, bytes) = self
             .residency
             .iter()
@@ -268,15 +264,7 @@ impl<B: BackendIr> Engine<B> {
             })
             .map(|(id, e)| (*id, e.bytes()))
             .max_by_key(|&(id, bytes)| (bytes, std::cmp::Reverse(id.value())))?;
-        let books = self.residency.books();
-        Some(SwapError::HostFull {
-            tensor: id.value(),
-            bytes,
-            host: books.host + books.offloading,
-            host_budget,
-            budget: self.budget().unwrap_or(u64::MAX),
-            resident: books.resident,
-        })
+        Some(self.host_full_for(id, bytes))
     }
 
     /// Moves one tensor off the device as the policy said: by offload, or by eviction (a
