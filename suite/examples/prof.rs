@@ -4,7 +4,14 @@
 //! ```text
 //! prof flex|router|untraced|traced   # 20,000 × 17 tiny elementwise ops
 //! prof step-flex|step-swap           # 3 training steps of the benches' MLP
+//! prof lstm-flex|lstm-router|lstm-swap [steps]  # steps (3) of the op-bound LSTM, no budget
 //! ```
+//!
+//! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
+//! found, the op count).
+//!
+//! Two step counts give one step's steady cost (the difference over the extra steps),
+//! apart from the first steps' warm-up (initialisation, the period being found).
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -12,7 +19,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_suite::baseline::BareRouter;
-use burn_swap_suite::models::{Mlp, MlpConfig};
+use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
 use burn_swap_suite::train::{init_mlp, train_loop};
 
 fn tiny_ops<B: Backend>() {
@@ -41,8 +48,26 @@ fn steps<B: AutodiffBackend>() {
     std::hint::black_box(losses);
 }
 
+fn lstm_steps<B: AutodiffBackend>(steps: usize) {
+    let config = LstmNetConfig::op_bound();
+    let device = Default::default();
+    let model = burn_swap_suite::train::init_seeded::<B, _>(&device, 1, || config.init(&device));
+    let (_model, losses) = train_loop(
+        model,
+        steps,
+        1e-3,
+        |m: &LstmNet<B>, s| m.loss(&config, s, &device),
+        |_, _| {},
+    );
+    std::hint::black_box(losses);
+}
+
 fn main() {
     let device = FlexDevice;
+    let count = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     match std::env::args().nth(1).as_deref() {
         Some("flex") => tiny_ops::<Flex>(),
         Some("router") => tiny_ops::<BareRouter<Flex>>(),
@@ -53,6 +78,16 @@ fn main() {
         Some("traced") => tiny_ops::<Swap<Flex>>(),
         Some("step-flex") => steps::<Autodiff<Flex>>(),
         Some("step-swap") => steps::<Autodiff<Swap<Flex>>>(),
-        _ => eprintln!("usage: prof flex|router|untraced|traced|step-flex|step-swap"),
+        Some("lstm-flex") => lstm_steps::<Autodiff<Flex>>(count),
+        Some("lstm-router") => lstm_steps::<Autodiff<BareRouter<Flex>>>(count),
+        Some("lstm-swap") => {
+            lstm_steps::<Autodiff<Swap<Flex>>>(count);
+            if std::env::var_os("PROF_REPORT").is_some() {
+                eprintln!("{}", burn_swap::report(&device).unwrap());
+            }
+        }
+        _ => eprintln!(
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap"
+        ),
     }
 }

@@ -702,6 +702,20 @@ impl LstmNetConfig {
         }
     }
 
+    /// An LSTM whose ops cost next to nothing (16 features, hidden 32, 64 steps, batch 8):
+    /// a step is thousands of tiny ops, so that what it measures is the route each op takes
+    /// (the interception cost), not the arithmetic.
+    pub fn op_bound() -> Self {
+        Self {
+            input: 16,
+            hidden: 32,
+            seq: 64,
+            d_out: 4,
+            batch: 8,
+            seed: 11,
+        }
+    }
+
     /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
     pub fn init<B: Backend>(&self, device: &B::Device) -> LstmNet<B> {
         LstmNet {
