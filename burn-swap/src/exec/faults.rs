@@ -21,17 +21,21 @@ pub enum Hook {
     WorkerPanic,
     /// A copy to or from a peer (seed 000's transmitter).
     PeerCopy,
+    /// A peer's memory manager refusing a reservation (as a peer whose memory filled up
+    /// would): the piece goes to the host instead.
+    PeerReserve,
 }
 
 impl Hook {
     /// Every hook.
-    pub const ALL: [Hook; 6] = [
+    pub const ALL: [Hook; 7] = [
         Hook::OffloadRead,
         Hook::Compress,
         Hook::Upload,
         Hook::Decompress,
         Hook::WorkerPanic,
         Hook::PeerCopy,
+        Hook::PeerReserve,
     ];
 
     /// Its name in messages.
@@ -43,6 +47,7 @@ impl Hook {
             Hook::Decompress => "decompression",
             Hook::WorkerPanic => "worker panic",
             Hook::PeerCopy => "peer copy",
+            Hook::PeerReserve => "peer reservation",
         }
     }
 

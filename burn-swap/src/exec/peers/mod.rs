@@ -247,6 +247,9 @@ impl PeerPool {
 
     /// The memory manager: takes `bytes` of peer `peer`'s space, or says it is full.
     fn reserve(&self, peer: usize, bytes: u64) -> bool {
+        if crate::exec::faults::take(crate::exec::faults::Hook::PeerReserve) {
+            return false;
+        }
         let c = &self.counters[peer];
         let capacity = self.specs[peer].capacity_bytes;
         let taken = c
