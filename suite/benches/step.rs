@@ -10,29 +10,48 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
 use burn_swap_suite::train::{init_mlp, init_seeded};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-fn bench_backend<B: AutodiffBackend>(c: &mut Criterion, name: &str)
+/// Benchmarks one Adam step of `model` (its loss for step `n` from `loss_of`), each
+/// iteration a new batch.
+fn bench_training<B, M>(
+    c: &mut Criterion,
+    name: &str,
+    model: M,
+    lr: f64,
+    loss_of: impl Fn(&M, usize) -> Tensor<B, 1>,
+) where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+{
+    let mut model = Some(model);
+    let mut optimizer = AdamConfig::new().init::<B, M>();
+    let mut step = 0;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            let m = model.take().unwrap();
+            let loss = loss_of(&m, step);
+            let grads = GradientsParams::from_grads(loss.backward(), &m);
+            model = Some(optimizer.step(lr, m, grads));
+            step += 1;
+        })
+    });
+}
+
+fn bench_mlp<B: AutodiffBackend>(c: &mut Criterion, name: &str)
 where
     Mlp<B>: AutodiffModule<B>,
 {
     let config = MlpConfig::bench();
     let device = Default::default();
-    let mut model = Some(init_mlp::<B>(&config, &device, 1));
-    let mut optimizer = AdamConfig::new().init::<B, Mlp<B>>();
-    let mut step = 0;
-    c.bench_function(name, |b| {
-        b.iter(|| {
-            let m = model.take().unwrap();
-            let loss = m.loss(&config, step, &device);
-            let grads = GradientsParams::from_grads(loss.backward(), &m);
-            model = Some(optimizer.step(1e-4, m, grads));
-            step += 1;
-        })
+    let model = init_mlp::<B>(&config, &device, 1);
+    bench_training(c, name, model, 1e-4, |m: &Mlp<B>, step| {
+        m.loss(&config, step, &device)
     });
 }
 
@@ -42,17 +61,9 @@ where
 {
     let config = LstmNetConfig::op_bound();
     let device = Default::default();
-    let mut model = Some(init_seeded::<B, _>(&device, 1, || config.init(&device)));
-    let mut optimizer = AdamConfig::new().init::<B, LstmNet<B>>();
-    let mut step = 0;
-    c.bench_function(name, |b| {
-        b.iter(|| {
-            let m = model.take().unwrap();
-            let loss = m.loss(&config, step, &device);
-            let grads = GradientsParams::from_grads(loss.backward(), &m);
-            model = Some(optimizer.step(1e-3, m, grads));
-            step += 1;
-        })
+    let model = init_seeded::<B, _>(&device, 1, || config.init(&device));
+    bench_training(c, name, model, 1e-3, |m: &LstmNet<B>, step| {
+        m.loss(&config, step, &device)
     });
 }
 
@@ -60,10 +71,10 @@ fn step(c: &mut Criterion) {
     burn_swap::configure(&FlexDevice, SwapConfig::default()).unwrap();
     // Interleaved, so that drift of the machine shows as a difference between the two runs
     // of the same backend rather than as an overhead.
-    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_1");
-    bench_backend::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_1");
-    bench_backend::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_2");
-    bench_backend::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_2");
+    bench_mlp::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_1");
+    bench_mlp::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_1");
+    bench_mlp::<Autodiff<Flex>>(c, "mlp_step/autodiff_flex_2");
+    bench_mlp::<Autodiff<Swap<Flex>>>(c, "mlp_step/autodiff_swap_flex_2");
     bench_lstm::<Autodiff<Flex>>(c, "lstm_step/autodiff_flex_1");
     bench_lstm::<Autodiff<Swap<Flex>>>(c, "lstm_step/autodiff_swap_flex_1");
     bench_lstm::<Autodiff<Flex>>(c, "lstm_step/autodiff_flex_2");
