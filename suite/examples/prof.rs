@@ -20,7 +20,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_suite::baseline::BareRouter;
 use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
-use burn_swap_suite::train::{init_mlp, train_loop};
+use burn_swap_suite::train::{init_mlp, init_seeded, train_loop};
 
 fn tiny_ops<B: Backend>() {
     let device = Default::default();
@@ -51,7 +51,7 @@ fn steps<B: AutodiffBackend>() {
 fn lstm_steps<B: AutodiffBackend>(steps: usize) {
     let config = LstmNetConfig::op_bound();
     let device = Default::default();
-    let model = burn_swap_suite::train::init_seeded::<B, _>(&device, 1, || config.init(&device));
+    let model = init_seeded::<B, _>(&device, 1, || config.init(&device));
     let (_model, losses) = train_loop(
         model,
         steps,

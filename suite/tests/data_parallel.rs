@@ -88,19 +88,16 @@ where
 fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let device = FlexDevice;
     let expected = data_parallel::<Autodiff<Flex>>(&device);
-    expected[0].assert_same(
-        &Outcome {
-            losses: expected[0].losses.clone(),
-            params: expected[1].params.clone(),
-        },
-        "Flex: the two workers' models after the same averaged steps",
+    assert_eq!(
+        expected[0].params, expected[1].params,
+        "Flex: the two workers' models after the same averaged steps"
     );
     assert_ne!(
         expected[0].losses, expected[1].losses,
         "the workers train on different shards"
     );
 
-    // The unbudgeted peak of the same run through Swap, then half of it.
+    // The unbudgeted peak of the same run through Swap, then a half and a quarter of it.
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     let unbudgeted = data_parallel::<Autodiff<Swap<Flex>>>(&device);
