@@ -8,7 +8,9 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_suite::models::{
+    BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, TransformerConfig,
+};
 use burn_swap_suite::workload::Workload;
 
 type B = Autodiff<Swap<Flex>>;
@@ -72,6 +74,15 @@ fn plans_fit_and_predict_the_measured_peak() {
     check(Workload::Mlp(MlpConfig::small()));
     check(Workload::ConvNet(ConvNetConfig::small()));
     check(Workload::Transformer(TransformerConfig::small()));
+}
+
+/// The same on models whose tensors share buffers with views (batch norm's transposes and
+/// broadcasts, an LSTM's gate slices).
+#[test]
+fn plans_fit_on_models_with_views() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    check(Workload::BnCnn(BnCnnConfig::small()));
+    check(Workload::Lstm(LstmNetConfig::small()));
 }
 
 /// A plan speaks of one schedule's ops: when the loop's period changes (Adam's updates of
