@@ -33,6 +33,14 @@ pub struct Report {
     pub host_bytes: u64,
     /// Highest bytes in the host store.
     pub peak_host_bytes: u64,
+    /// Of `host_bytes`, those in pinned (page-locked) host memory: raw copies the backend
+    /// read into its pinned pool (CubeCL). Pinned memory is taken from the OS's unswappable
+    /// pages, so it is the part of the host store that can starve the machine.
+    #[serde(default)]
+    pub pinned_host_bytes: u64,
+    /// Highest pinned bytes in the host store.
+    #[serde(default)]
+    pub peak_pinned_host_bytes: u64,
     /// The bound on the host store (`SwapConfig::host_budget`), if any.
     #[serde(default)]
     pub host_budget_bytes: Option<u64>,
@@ -51,8 +59,7 @@ pub struct Report {
     /// Offloads that failed (the tensor stayed resident).
     pub failed_offloads: u64,
     /// Fetches that failed: each left the tensor offloaded with its copy whole, and its
-    /// next use fetched it again (a failure the backend's own write took the bytes with is
-    /// recomputed from a recipe, or is the op's `TensorLost`).
+    /// next use fetched it again.
     #[serde(default)]
     pub failed_fetches: u64,
     /// Ops whose outputs turned out larger than the room made for them before they ran (a
@@ -163,6 +170,9 @@ pub struct Memory {
     pub peak_bytes: u64,
     /// Bytes offloaded to host memory.
     pub host_bytes: u64,
+    /// Of `host_bytes`, those in pinned host memory (see [`Report::pinned_host_bytes`]).
+    #[serde(default)]
+    pub pinned_host_bytes: u64,
     /// The budget in force, `None` when unlimited.
     pub budget_bytes: Option<u64>,
 }
@@ -220,6 +230,8 @@ impl Report {
             peak_bytes: f.books.peak,
             host_bytes: f.books.host,
             peak_host_bytes: f.books.peak_host,
+            pinned_host_bytes: f.books.pinned,
+            peak_pinned_host_bytes: f.books.peak_pinned,
             offloads: c.offloads,
             offloaded_bytes: c.offloaded_bytes,
             offload_seconds: seconds(c.offload_nanos),
@@ -330,9 +342,17 @@ impl Report {
         let host_budget = self
             .host_budget_bytes
             .map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
+        let pinned = if self.peak_pinned_host_bytes > 0 {
+            format!(" ({} pinned)", format_bytes(self.peak_pinned_host_bytes))
+        } else {
+            String::new()
+        };
         row(
             "peak on host",
-            format!("{}{host_budget}", format_bytes(self.peak_host_bytes)),
+            format!(
+                "{}{host_budget}{pinned}",
+                format_bytes(self.peak_host_bytes)
+            ),
         );
     }
 

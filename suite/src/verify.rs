@@ -191,6 +191,24 @@ pub fn run_configured<D: DeviceOps>(
     (outcome, report)
 }
 
+/// Quiets the panics that fault injection raises on purpose (their message starts with
+/// "injected"; each is caught and survived); any other panic prints as usual.
+pub fn quiet_injected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let injected = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|m| m.starts_with("injected"));
+            if !injected {
+                default(info);
+            }
+        }));
+    });
+}
+
 /// What every budgeted run of the tests must show: losses and parameters bit-identical to
 /// `plain`, the counted peak within `budget`, tensors moved both ways. Panics naming `what`.
 pub fn assert_budgeted_run(

@@ -8,10 +8,11 @@
 
 use burn::backend::Autodiff;
 use burn_swap::unstable::CubeWgpu;
+use burn_swap::unstable::faults::{self, Hook};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
 use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
+use burn_swap_suite::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
 use cubecl::wgpu::WgpuDevice;
 
 type Plain = Autodiff<CubeWgpu>;
@@ -119,6 +120,73 @@ fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
         },
         Compression::On { max_ratio: 0.9 },
     );
+}
+
+/// A write back that the backend fails after taking the bytes (as CubeCL's allocation
+/// panics when the device is out of memory) loses nothing: burn-swap lent the backend the
+/// host copy's bytes and kept the copy, so the tensor stays offloaded, whole, and its next
+/// use fetches it again, on the op's path (reactive) and the receive worker's (planned).
+/// Reads that find the pinned pool exhausted (CubeCL's fallback to pageable memory) go on
+/// the same way. The report counts the host copies in pinned memory (wgpu's mapped buffers)
+/// apart.
+#[test]
+fn a_backend_write_that_fails_after_taking_the_bytes_loses_nothing() {
+    if !adapter() {
+        return;
+    }
+    quiet_injected_panics();
+    let device = WgpuDevice::DefaultDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let config = MlpConfig::small();
+    let plain = train_mlp::<Plain>(&config, &device, STEPS);
+    let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
+        train_mlp::<Swapped>(&config, &device, STEPS)
+    });
+    let budget = unbudgeted.peak_bytes / 3;
+    for policy in [Policy::Reactive, Policy::OffloadOnly] {
+        let what = format!(
+            "{} at 1/3, one backend write in four failing",
+            policy.name()
+        );
+        faults::clear();
+        faults::seed(7);
+        let hooks = [Hook::BackendWrite, Hook::PinnedPool];
+        let before = hooks.map(faults::injected);
+        for hook in hooks {
+            faults::set_rate(hook, 250_000);
+        }
+        let (swapped, report) = run_configured(
+            &device,
+            SwapConfig::budget_bytes(budget).with_policy(policy),
+            || train_mlp::<Swapped>(&config, &device, STEPS),
+        );
+        faults::clear();
+        let [writes, pools] = [0, 1].map(|i| faults::injected(hooks[i]) - before[i]);
+        assert_budgeted_run(&what, &plain, &swapped, &report, budget);
+        assert!(
+            writes > 0 && pools > 0,
+            "{what}: {writes}, {pools}\n{report}"
+        );
+        // Every failed write left its tensor offloaded and was counted, but for a prefetch
+        // whose tensor Burn dropped while it was in flight (on the receive worker only).
+        let counted = report.failed_fetches;
+        match policy {
+            Policy::Reactive => assert_eq!(counted, writes, "{what}\n{report}"),
+            _ => assert!(counted > 0 && counted <= writes, "{what}\n{report}"),
+        }
+        assert!(
+            report.peak_pinned_host_bytes > 0
+                && report.peak_pinned_host_bytes <= report.peak_host_bytes,
+            "{what}: pinned host bytes\n{report:?}"
+        );
+        let memory = burn_swap::memory(&device).unwrap();
+        assert_eq!(
+            (memory.host_bytes, memory.pinned_host_bytes),
+            (0, 0),
+            "{what}: left on the host"
+        );
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
 
 /// Op costs are device time on an asynchronous backend: under a budget, the profiled

@@ -1,6 +1,6 @@
 //! Nothing lost under faults: failures injected at every transfer point (reading a tensor
-//! off the device, compression, the write back, decompression, a transfer worker's job
-//! panicking, peer copies) leave each tensor whole where it was, so training stays
+//! off the device, host allocation, compression, the write back, decompression, a transfer
+//! worker's job panicking, peer copies and reservations) leave each tensor whole where it was, so training stays
 //! bit-identical to the unwrapped backend and the budget holds. Faults are injected in
 //! debug builds only (the tests' profile); the hooks are process-wide, so every test here
 //! holds the device lock.
@@ -15,7 +15,7 @@ use burn_swap::unstable::faults::{self, Hook};
 use burn_swap::{Compression, PeerSpec, Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{BnCnnConfig, Mlp, MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{Outcome, init_mlp, parameters};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
+use burn_swap_suite::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
 use burn_swap_suite::workload::Workload;
 
 type Plain = Autodiff<Flex>;
@@ -82,24 +82,6 @@ fn training_survives_random_faults_for_a_thousand_steps() {
     soak(1000, 10_000);
 }
 
-/// Quiets the panics injected on the transfer workers (each is caught and survived); any
-/// other panic prints as usual.
-fn quiet_injected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let injected = info
-                .payload()
-                .downcast_ref::<&str>()
-                .is_some_and(|m| m.starts_with("injected"));
-            if !injected {
-                default(info);
-            }
-        }));
-    });
-}
-
 /// Random faults at every hook, `per_million` passes in a million each.
 fn soak(steps: usize, per_million: u64) {
     quiet_injected_panics();
@@ -161,8 +143,13 @@ fn soak(steps: usize, per_million: u64) {
         .map(|(h, n)| (h.name(), n))
         .collect();
     println!("{steps} steps per run: faults survived per hook: {by_hook:?}");
+    // Every hook but the pinned pool's: Flex reads into no pinned memory
+    // (`suite/tests/cube.rs` injects it on wgpu).
     for (name, n) in &by_hook {
-        assert!(*n > 0, "no {name} fault was injected: {by_hook:?}");
+        assert!(
+            *n > 0 || *name == Hook::PinnedPool.name(),
+            "no {name} fault was injected: {by_hook:?}"
+        );
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }

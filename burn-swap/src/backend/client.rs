@@ -235,6 +235,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
             resident_bytes: books.resident,
             peak_bytes: books.peak,
             host_bytes: books.host,
+            pinned_host_bytes: books.pinned,
             budget_bytes: engine.budget(),
         }
     }

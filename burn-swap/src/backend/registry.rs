@@ -152,6 +152,7 @@ mod tests {
                 resident_bytes: self.0,
                 peak_bytes: self.0,
                 host_bytes: 0,
+                pinned_host_bytes: 0,
                 budget_bytes: None,
             }
         }

@@ -10,6 +10,19 @@
 
 use burn_std::Bytes;
 
+use super::CodecError;
+
+/// `n` zeroed elements of `T`, or the typed error when host memory cannot hold them (the
+/// allocation is tried, not assumed: a full host is an error, not an abort).
+fn zeroed<T: bytemuck::Zeroable + Clone>(n: usize) -> Result<Vec<T>, CodecError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| CodecError::HostAlloc {
+        bytes: n.saturating_mul(size_of::<T>()),
+    })?;
+    v.resize(n, T::zeroed());
+    Ok(v)
+}
+
 /// Tensors of at least this many bytes are split over threads.
 const PARALLEL_BYTES: usize = 4 << 20;
 
@@ -46,10 +59,10 @@ fn is_zero<const W: usize>(e: &[u8]) -> bool {
     }
 }
 
-fn compress_part<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
+fn compress_part<const W: usize>(bytes: &[u8]) -> Result<(Vec<u32>, Vec<u8>), CodecError> {
     let n = bytes.len() / W;
-    let mut masks = vec![0u32; n.div_ceil(32)];
-    let mut out = vec![0u8; n * W];
+    let mut masks = zeroed::<u32>(n.div_ceil(32))?;
+    let mut out = zeroed::<u8>(n * W)?;
     let mut pos = 0;
     for (group, mask) in bytes.chunks(32 * W).zip(masks.iter_mut()) {
         let mut m = 0u32;
@@ -63,7 +76,7 @@ fn compress_part<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
         *mask = m;
     }
     out.truncate(pos);
-    (masks, out)
+    Ok((masks, out))
 }
 
 fn decompress_part<const W: usize>(masks: &[u32], values: &[u8], out: &mut [u8]) {
@@ -94,7 +107,7 @@ fn decompress_part<const W: usize>(masks: &[u32], values: &[u8], out: &mut [u8])
     }
 }
 
-fn compress_w<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
+fn compress_w<const W: usize>(bytes: &[u8]) -> Result<(Vec<u32>, Vec<u8>), CodecError> {
     let n = bytes.len() / W;
     let threads = threads_for(bytes.len());
     if threads == 1 {
@@ -112,15 +125,23 @@ fn compress_w<const W: usize>(bytes: &[u8]) -> (Vec<u32>, Vec<u8>) {
         handles
             .into_iter()
             .map(|h| h.join().expect("a codec thread does not panic"))
-            .collect()
-    });
-    let mut masks = Vec::with_capacity(n.div_ceil(32));
-    let mut values = Vec::with_capacity(results.iter().map(|r| r.1.len()).sum());
+            .collect::<Result<_, _>>()
+    })?;
+    let mut masks = zeroed::<u32>(0)?;
+    let mut values = zeroed::<u8>(0)?;
+    let value_bytes = results.iter().map(|r| r.1.len()).sum();
+    let fail = |bytes| CodecError::HostAlloc { bytes };
+    masks
+        .try_reserve_exact(n.div_ceil(32))
+        .map_err(|_| fail(4 * n.div_ceil(32)))?;
+    values
+        .try_reserve_exact(value_bytes)
+        .map_err(|_| fail(value_bytes))?;
     for (m, v) in results {
         masks.extend_from_slice(&m);
         values.extend_from_slice(&v);
     }
-    (masks, values)
+    Ok((masks, values))
 }
 
 /// Decompresses into a buffer of elements of `T` (`W` bytes), so that the result is aligned
@@ -129,13 +150,13 @@ fn decompress_w<T: bytemuck::Pod + Send + Sync, const W: usize>(
     masks: &[u32],
     values: &[u8],
     n: usize,
-) -> Bytes {
-    let mut elems = vec![T::zeroed(); n];
+) -> Result<Bytes, CodecError> {
+    let mut elems = zeroed::<T>(n)?;
     let out: &mut [u8] = bytemuck::cast_slice_mut(&mut elems);
     let threads = threads_for(n * W);
     if threads == 1 {
         decompress_part::<W>(masks, values, out);
-        return Bytes::from_elems(elems);
+        return Ok(Bytes::from_elems(elems));
     }
     let parts = split(n, threads);
     std::thread::scope(|scope| {
@@ -151,12 +172,13 @@ fn decompress_w<T: bytemuck::Pod + Send + Sync, const W: usize>(
             scope.spawn(move || decompress_part::<W>(words, vals, mine));
         }
     });
-    Bytes::from_elems(elems)
+    Ok(Bytes::from_elems(elems))
 }
 
 /// Compresses `bytes` of elements of `w` bytes (1, 2, 4 or 8) into a bitmask and the
 /// nonzero elements' bytes.
-pub fn compress(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
+/// Fails only when host memory cannot hold the result.
+pub fn compress(bytes: &[u8], w: usize) -> Result<(Vec<u32>, Vec<u8>), CodecError> {
     match w {
         1 => compress_w::<1>(bytes),
         2 => compress_w::<2>(bytes),
@@ -167,8 +189,8 @@ pub fn compress(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
 }
 
 /// Decompresses `n` elements of `w` bytes; the caller has checked that the bitmask's bits
-/// match the values.
-pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Bytes {
+/// match the values. Fails only when host memory cannot hold the result.
+pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Result<Bytes, CodecError> {
     match w {
         1 => decompress_w::<u8, 1>(masks, values, n),
         2 => decompress_w::<u16, 2>(masks, values, n),
@@ -180,11 +202,26 @@ pub fn decompress(masks: &[u32], values: &[u8], n: usize, w: usize) -> Bytes {
 
 /// One pass without threads, for the tests that compare it with the split one.
 #[cfg(test)]
-pub fn compress_part_for_test(bytes: &[u8], w: usize) -> (Vec<u32>, Vec<u8>) {
+pub fn compress_part_for_test(bytes: &[u8], w: usize) -> Result<(Vec<u32>, Vec<u8>), CodecError> {
     match w {
         1 => compress_part::<1>(bytes),
         2 => compress_part::<2>(bytes),
         4 => compress_part::<4>(bytes),
         _ => compress_part::<8>(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An allocation host memory cannot hold is the typed error naming the bytes, not an
+    /// abort.
+    #[test]
+    fn a_refused_host_allocation_is_a_typed_error() {
+        let n = usize::MAX / 4;
+        match super::zeroed::<u32>(n) {
+            Err(super::CodecError::HostAlloc { bytes }) => assert_eq!(bytes, usize::MAX - 3),
+            other => panic!("expected HostAlloc, got {:?}", other.map(|v| v.len())),
+        }
+        assert_eq!(super::zeroed::<u16>(3).unwrap(), vec![0; 3]);
     }
 }

@@ -76,6 +76,12 @@ pub enum CodecError {
     /// A compressed form whose bitmask and values disagree.
     #[error("corrupt compressed tensor: {0}")]
     Corrupt(String),
+    /// Host memory could not hold the result (an allocation of `bytes` failed).
+    #[error("host memory could not hold {bytes} bytes")]
+    HostAlloc {
+        /// Bytes asked for.
+        bytes: usize,
+    },
 }
 
 /// The element width of a dtype the codec handles: 1, 2, 4 or 8 bytes.
@@ -100,7 +106,7 @@ pub fn compress(data: &TensorData) -> Result<Compressed, CodecError> {
             width: w,
         });
     }
-    let (bitmask, values) = cpu::compress(&data.bytes, w);
+    let (bitmask, values) = cpu::compress(&data.bytes, w)?;
     Ok(Compressed {
         shape: data.shape.to_vec(),
         dtype: data.dtype,
@@ -126,7 +132,7 @@ pub fn decompress(c: &Compressed) -> Result<TensorData, CodecError> {
             c.values.len()
         )));
     }
-    let bytes = cpu::decompress(&c.bitmask, &c.values, n, w);
+    let bytes = cpu::decompress(&c.bitmask, &c.values, n, w)?;
     Ok(TensorData::from_bytes(bytes, c.shape.clone(), c.dtype))
 }
 

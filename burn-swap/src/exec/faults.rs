@@ -11,10 +11,27 @@
 pub enum Hook {
     /// Reading a tensor off the device (the copy into host memory), on any thread.
     OffloadRead,
+    /// Allocating host memory for a copy: the buffer an offload reads into, or the one a
+    /// compressed or split copy is decoded into on its way back (as a full host would refuse
+    /// it; burn-swap's own host buffers are allocated fallibly, so the real failure is the
+    /// same typed error).
+    HostAlloc,
+    /// The backend's pinned pool exhausted: CubeCL then reads into pageable memory instead
+    /// (cubecl-cuda's `reserve_cpu`), which is not a failure but a slower copy of another
+    /// kind; the hook makes a read that got pinned bytes hand over pageable ones, so that
+    /// the rest of the path (the books' pinned count, a staged upload) sees the fallback.
+    /// Applies where reads give pinned memory (CubeCL backends; not Flex).
+    PinnedPool,
     /// Compressing the bytes before they leave (seed 002's codec).
     Compress,
-    /// Writing a copy back to the device.
+    /// Writing a copy back to the device, failing before the inner backend has the bytes.
     Upload,
+    /// The inner backend's own write (`from_data`) panicking after it took the bytes (as a
+    /// device out of memory makes CubeCL's allocation panic). Applies wherever burn-swap
+    /// keeps the copy while the backend writes: bytes decoded from a compressed or split
+    /// copy, and raw bytes lent to a backend that copies them to the device. (Flex adopts
+    /// raw bytes as its tensor's storage, a write that cannot fail: no hook there.)
+    BackendWrite,
     /// Decompressing a copy before (or while) it is written back.
     Decompress,
     /// A transfer worker's job panicking midway (as a worker thread dying would).
@@ -28,10 +45,13 @@ pub enum Hook {
 
 impl Hook {
     /// Every hook.
-    pub const ALL: [Hook; 7] = [
+    pub const ALL: [Hook; 10] = [
         Hook::OffloadRead,
+        Hook::HostAlloc,
+        Hook::PinnedPool,
         Hook::Compress,
         Hook::Upload,
+        Hook::BackendWrite,
         Hook::Decompress,
         Hook::WorkerPanic,
         Hook::PeerCopy,
@@ -42,8 +62,11 @@ impl Hook {
     pub fn name(self) -> &'static str {
         match self {
             Hook::OffloadRead => "offload read",
+            Hook::HostAlloc => "host allocation",
+            Hook::PinnedPool => "pinned pool",
             Hook::Compress => "compression",
             Hook::Upload => "upload",
+            Hook::BackendWrite => "backend write",
             Hook::Decompress => "decompression",
             Hook::WorkerPanic => "worker panic",
             Hook::PeerCopy => "peer copy",

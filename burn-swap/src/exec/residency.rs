@@ -126,6 +126,20 @@ impl HostCopy {
         }
     }
 
+    /// Of [`Self::bytes`], those in pinned (page-locked) host memory: a raw copy that the
+    /// backend read into its pinned pool (CubeCL's CUDA staging pool, wgpu's mapped buffers);
+    /// the codec's and the peers' host bytes are ordinary pageable memory.
+    pub fn pinned_bytes(&self) -> u64 {
+        match self {
+            HostCopy::Raw(data)
+                if data.bytes.property() == burn_std::AllocationProperty::Pinned =>
+            {
+                data.bytes.len() as u64
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether it is zero-value compressed.
     pub fn compressed(&self) -> bool {
         match self {
@@ -267,6 +281,10 @@ pub(crate) struct Books {
     pub peak: u64,
     /// Highest `host` since the last reset.
     pub peak_host: u64,
+    /// Of `host`, the bytes in pinned host memory ([`HostCopy::pinned_bytes`]).
+    pub pinned: u64,
+    /// Highest `pinned` since the last reset.
+    pub peak_pinned: u64,
 }
 
 impl Books {
@@ -281,15 +299,23 @@ impl Books {
         self.note_peak(self.resident);
     }
 
-    fn add_host(&mut self, bytes: u64) {
-        self.host += bytes;
+    fn add_host(&mut self, copy: &HostCopy) {
+        self.host += copy.bytes();
         self.peak_host = self.peak_host.max(self.host);
+        self.pinned += copy.pinned_bytes();
+        self.peak_pinned = self.peak_pinned.max(self.pinned);
+    }
+
+    fn remove_host(&mut self, copy: &HostCopy) {
+        self.host -= copy.bytes();
+        self.pinned -= copy.pinned_bytes();
     }
 
     /// Starts a new measurement: the peaks from the current values.
     pub fn reset_peaks(&mut self) {
         self.peak = self.resident;
         self.peak_host = self.host;
+        self.peak_pinned = self.pinned;
     }
 }
 
@@ -383,7 +409,7 @@ impl Residency {
     /// Takes an entry that left the table off the books.
     fn unbook(&mut self, entry: &Entry) {
         match &entry.state {
-            State::Offloaded(copy) => self.books.host -= copy.bytes(),
+            State::Offloaded(copy) => self.books.remove_host(copy),
             State::Evicted | State::Lost => {}
             State::Offloading => {
                 self.books.offloading -= entry.own();
@@ -563,7 +589,7 @@ impl Residency {
             State::Resident => {}
             _ => return Err(copy),
         }
-        self.books.add_host(copy.bytes());
+        self.books.add_host(&copy);
         entry.state = State::Offloaded(Box::new(copy));
         self.leave_device(id);
         Ok(())
@@ -579,7 +605,7 @@ impl Residency {
         let State::Offloaded(copy) = core::mem::replace(&mut entry.state, State::Fetching) else {
             return None;
         };
-        self.books.host -= copy.bytes();
+        self.books.remove_host(&copy);
         self.books.add_resident(entry.bytes);
         Some(copy)
     }
@@ -590,7 +616,7 @@ impl Residency {
             && matches!(entry.state, State::Fetching)
         {
             self.books.resident -= entry.bytes;
-            self.books.add_host(copy.bytes());
+            self.books.add_host(&copy);
             entry.state = State::Offloaded(Box::new(copy));
         }
     }

@@ -243,9 +243,24 @@ fn read<B: BackendIr>(
         return Err(TransferError::Dtype(dtype));
     };
     match result {
-        Some(Ok(data)) => Ok(data),
+        Some(Ok(data)) => Ok(pinned_pool_fallback(data)),
         Some(Err(error)) => Err(error.into()),
         None => Err(TransferError::CannotBlock),
+    }
+}
+
+/// A read's bytes as the backend gives them when its pinned pool is exhausted (see
+/// [`Hook::PinnedPool`]): pageable, the pinned ones released. Injected in tests only.
+fn pinned_pool_fallback(data: TensorData) -> TensorData {
+    let pinned = data.bytes.property() == burn_std::AllocationProperty::Pinned;
+    if !(pinned && faults::take(Hook::PinnedPool)) {
+        return data;
+    }
+    let bytes = burn_std::Bytes::from_bytes_vec(data.bytes.to_vec());
+    TensorData {
+        bytes,
+        shape: data.shape,
+        dtype: data.dtype,
     }
 }
 
@@ -280,6 +295,7 @@ pub(crate) fn copy_out<B: BackendIr>(
     // A failed offload leaves the tensor resident: the device handle is only read.
     let injected = faults::take_first(&[
         (Hook::OffloadRead, true),
+        (Hook::HostAlloc, true),
         (Hook::Compress, compression.mode != Compression::Off),
         (Hook::PeerCopy, peers.is_some()),
     ]);
@@ -384,8 +400,8 @@ pub(crate) fn device_route<B: BackendIr>(
 /// and whether the device decompressed it.
 pub(crate) type Written<B> = (<B as BackendIr>::Handle, u64, bool);
 
-/// A write back that failed, with the copy when it is still whole: every failure leaves it
-/// whole but a panic inside the inner backend's own write of raw bytes, which took them.
+/// A write back that failed, with the copy. It is `None` only if a backend that adopts the
+/// bytes it is given (Flex, whose write cannot fail) panicked in its write all the same.
 pub(crate) type WriteFailed = (TransferError, Option<Box<HostCopy>>);
 
 /// Writes a copy back to the device (decompressed where needed) and, with `sync`, waits
@@ -401,6 +417,8 @@ pub(crate) fn write<B: BackendIr>(
     let peers = matches!(copy, HostCopy::Peers(_));
     let injected = faults::take_first(&[
         (Hook::Upload, true),
+        // Decoding a compressed or split copy allocates the bytes it decodes into.
+        (Hook::HostAlloc, compressed || peers),
         (Hook::Decompress, compressed),
         (Hook::PeerCopy, peers),
     ]);
@@ -423,10 +441,16 @@ pub(crate) fn write<B: BackendIr>(
         Some(Ok(handle)) => (handle, elapsed(start), compressed, Some(copy)),
         Some(Err(error)) => return Err((error, Some(Box::new(copy)))),
         None => {
-            // The host route: raw bytes go to the backend as they are (it takes them);
-            // others are decoded into new bytes, the copy kept until they are written.
+            // The host route. Raw bytes go to a backend that adopts them as its storage
+            // (Flex: its write cannot fail) as they are; any other backend copies them to
+            // the device and is lent them, the copy kept until they are written. Compressed
+            // and split copies are decoded into new bytes, the copy kept likewise.
             let (data, kept) = match copy {
-                HostCopy::Raw(data) => (data, None),
+                HostCopy::Raw(data) if adopts_bytes::<B>() => (data, None),
+                HostCopy::Raw(data) => {
+                    let (lent, kept) = lend(data);
+                    (lent, Some(HostCopy::Raw(kept)))
+                }
                 other => match other.to_data() {
                     Ok(data) => (data, Some(other)),
                     Err(error) => return Err((error.into(), Some(Box::new(other)))),
@@ -434,6 +458,11 @@ pub(crate) fn write<B: BackendIr>(
             };
             let codec_nanos = elapsed(start);
             let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if kept.is_some() && faults::take(Hook::BackendWrite) {
+                    // As a backend that took the bytes and then failed would.
+                    drop(data);
+                    panic!("injected backend write failure");
+                }
                 from_data::<B>(data, device)
             }));
             match written {
@@ -446,6 +475,38 @@ pub(crate) fn write<B: BackendIr>(
         return Err((error.into(), kept.map(Box::new)));
     }
     Ok((handle, codec_nanos, on_device))
+}
+
+/// Whether the inner backend's `from_data` adopts the bytes it is given as its tensor's
+/// storage (Flex: an `Arc` around them, nothing that can fail), rather than copying them to
+/// the device (CubeCL backends, fused backends, any other).
+fn adopts_bytes<B: BackendIr>() -> bool {
+    use core::any::TypeId;
+    TypeId::of::<B::FloatTensorPrimitive>() == TypeId::of::<burn::backend::flex::FlexTensor>()
+}
+
+/// Host bytes that several owners share without a copy (`burn_std::Bytes` is `Send`).
+struct Owned(burn_std::Bytes);
+
+impl AsRef<[u8]> for Owned {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// `data` twice over the same host bytes, without a copy: one to lend the backend's write,
+/// one to keep until it succeeded. The bytes keep their allocation property, so CubeCL still
+/// uploads pinned bytes by DMA without staging them; a backend that wanted to write into its
+/// share would get its own copy (copy on write).
+fn lend(data: TensorData) -> (TensorData, TensorData) {
+    let property = data.bytes.property();
+    let owner = bytes::Bytes::from_owner(Owned(data.bytes));
+    let share = |owner: bytes::Bytes| TensorData {
+        bytes: burn_std::Bytes::from_shared(owner, property),
+        shape: data.shape.clone(),
+        dtype: data.dtype,
+    };
+    (share(owner.clone()), share(owner))
 }
 
 /// A tensor made on the device from host bytes, as a handle.
@@ -699,5 +760,37 @@ impl<B: BackendIr> Drop for Transfers<B> {
         for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn_backend::TensorData;
+    use burn_std::AllocationProperty;
+
+    /// A lent copy and the kept one read the same bytes without a copy, keep the allocation
+    /// property, and the kept one outlives the lent one (as when the backend's write drops
+    /// what it took and fails).
+    #[test]
+    fn a_lent_copy_leaves_the_kept_one_whole() {
+        let data = TensorData::new(vec![1.5f32, -0.0, 3.25, 7.0], [2, 2]);
+        let expected = data.clone();
+        let property = data.bytes.property();
+        let (lent, kept) = super::lend(data);
+        assert_eq!(lent.bytes.as_ptr(), kept.bytes.as_ptr(), "no copy");
+        assert_eq!(lent.bytes.property(), property);
+        assert_eq!(kept.bytes.property(), property);
+        assert_ne!(property, AllocationProperty::Pinned);
+        drop(lent);
+        assert_eq!(kept, expected);
+        // Lent again (a retry), it is still the same bytes.
+        let (again, kept) = super::lend(kept);
+        drop(kept);
+        assert_eq!(again, expected);
+    }
+
+    #[test]
+    fn flex_adopts_the_bytes_it_is_given() {
+        assert!(super::adopts_bytes::<burn::backend::Flex>());
     }
 }

@@ -247,8 +247,8 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Fetches an offloaded tensor on this thread (the caller made room), decompressing it
-    /// when it was compressed. A failed fetch leaves it offloaded, its copy whole (unless the
-    /// backend's own write took the bytes: see [`transfer::write`]).
+    /// when it was compressed. A failed fetch leaves it offloaded, its copy whole (see
+    /// [`transfer::write`]).
     pub(super) fn fetch(&mut self, id: TensorId) -> Result<(), SwapError> {
         let Some(copy) = self.residency.begin_fetch(&id) else {
             return Ok(());
