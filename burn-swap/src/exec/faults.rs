@@ -34,7 +34,8 @@ pub enum Hook {
     BackendWrite,
     /// Decompressing a copy before (or while) it is written back.
     Decompress,
-    /// A transfer worker's job panicking midway (as a worker thread dying would).
+    /// A transfer worker panicking, before its job's copy or after the job's result was
+    /// made (in the worker's bookkeeping): as a worker thread dying would.
     WorkerPanic,
     /// A copy to or from a peer (seed 000's transmitter).
     PeerCopy,

@@ -534,9 +534,55 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
 /// What both workers share with the engine: the jitter setting and the allocator figures.
 type Shared = (Arc<AtomicU64>, Arc<WorkerMemory>);
 
+/// A job of a transfer worker.
+trait Job<B: BackendIr>: Send + 'static {
+    /// The tensor it moves.
+    fn id(&self) -> TensorId;
+    /// What the engine is told of a job that a panic took before it could report.
+    fn lost(id: TensorId, error: TransferError) -> Done<B>;
+}
+
+impl<B: BackendIr> Job<B> for OffloadJob<B> {
+    fn id(&self) -> TensorId {
+        self.id
+    }
+
+    /// An offload only reads the device copy: the tensor stays resident.
+    fn lost(id: TensorId, error: TransferError) -> Done<B> {
+        Done::Offloaded {
+            id,
+            result: Err(error),
+            nanos: 0,
+            codec_nanos: 0,
+            on_device: false,
+        }
+    }
+}
+
+impl<B: BackendIr> Job<B> for FetchJob<B> {
+    fn id(&self) -> TensorId {
+        self.id
+    }
+
+    /// The copy went with the job (the engine recomputes the tensor from its recipe, or its
+    /// use fails with `TensorLost`); [`receive_job`] catches every panic that could take it.
+    fn lost(id: TensorId, error: TransferError) -> Done<B> {
+        Done::Fetched {
+            id,
+            result: Err(error),
+            copy: None,
+            nanos: 0,
+            codec_nanos: 0,
+            on_device: false,
+        }
+    }
+}
+
 /// A worker thread named `name`: does each job of `jobs` with `work` and reports it on
-/// `done`, until either queue closes.
-fn spawn_worker<J: Send + 'static, B: BackendIr>(
+/// `done`, until either queue closes. A panic that escapes a job is reported as that job's
+/// failure and the worker goes on: a worker never dies with a job in flight, which would
+/// leave the engine waiting for it forever.
+fn spawn_worker<J: Job<B>, B: BackendIr>(
     name: &str,
     jobs: mpsc::Receiver<J>,
     done: mpsc::Sender<Done<B>>,
@@ -546,11 +592,25 @@ fn spawn_worker<J: Send + 'static, B: BackendIr>(
         .name(name.into())
         .spawn(move || {
             for job in jobs {
-                if done.send(work(job)).is_err() {
+                let id = job.id();
+                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(job)))
+                    .unwrap_or_else(|panic| J::lost(id, panic_message(panic)));
+                if done.send(report).is_err() {
                     return;
                 }
             }
         })
+}
+
+/// A worker's bookkeeping after a job (the allocator's figures, the jitter of the ordering
+/// test): a panic there is caught, and the job's result is reported all the same.
+fn after_job(bookkeeping: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if faults::take(Hook::WorkerPanic) {
+            panic!("injected worker panic after the job");
+        }
+        bookkeeping()
+    }));
 }
 
 /// The send worker's job: a tensor copied off the device, compressed where it pays.
@@ -571,10 +631,12 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
         Ok((copy, codec_nanos, on_device)) => (Ok(copy), codec_nanos, on_device),
         Err(e) => (Err(e), 0, false),
     };
-    if let Some(usage) = super::allocator_usage::<B>(&device) {
-        WorkerMemory::store(&memory.send, usage);
-    }
-    pause(jitter, id.value());
+    after_job(|| {
+        if let Some(usage) = super::allocator_usage::<B>(&device) {
+            WorkerMemory::store(&memory.send, usage);
+        }
+        pause(jitter, id.value());
+    });
     Done::Offloaded {
         id,
         result,
@@ -609,10 +671,12 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
         write::<B>(&device, copy, sync)
     }))
     .unwrap_or_else(|panic| Err((panic_message(panic), slot.take().map(Box::new))));
-    if let Some(usage) = super::allocator_usage::<B>(&device) {
-        WorkerMemory::store(&memory.receive, usage);
-    }
-    pause(jitter, id.value() ^ RECEIVE_KEY);
+    after_job(|| {
+        if let Some(usage) = super::allocator_usage::<B>(&device) {
+            WorkerMemory::store(&memory.receive, usage);
+        }
+        pause(jitter, id.value() ^ RECEIVE_KEY);
+    });
     let nanos = start.elapsed().as_nanos() as u64;
     match result {
         Ok((handle, codec_nanos, on_device)) => Done::Fetched {
@@ -787,6 +851,50 @@ mod tests {
         let (again, kept) = super::lend(kept);
         drop(kept);
         assert_eq!(again, expected);
+    }
+
+    /// A panic that escapes a job is that job's failure, reported; the worker goes on with
+    /// the next job (a dead worker would leave the engine waiting for it forever).
+    #[test]
+    fn a_worker_survives_a_panic_that_escapes_its_job() {
+        use super::{Done, FetchJob, HostCopy};
+        use burn::backend::Flex;
+        use burn::backend::flex::FlexDevice;
+        let (jobs, queue) = std::sync::mpsc::channel::<FetchJob<Flex>>();
+        let (done, reports) = std::sync::mpsc::channel::<Done<Flex>>();
+        let worker = super::spawn_worker("test-worker", queue, done, |job: FetchJob<Flex>| {
+            if job.id.value() == 1 {
+                panic!("injected escape");
+            }
+            <FetchJob<Flex> as super::Job<Flex>>::lost(
+                job.id,
+                super::TransferError::Injected("test"),
+            )
+        })
+        .unwrap();
+        for id in [1, 2] {
+            let data = TensorData::new(vec![1.0f32; 4], [4]);
+            jobs.send(FetchJob {
+                id: burn_ir::TensorId::new(id),
+                copy: HostCopy::Raw(data),
+                device: FlexDevice,
+                sync: false,
+            })
+            .unwrap();
+        }
+        drop(jobs);
+        let first = reports.recv().unwrap();
+        assert!(
+            matches!(&first, Done::Fetched { id, result: Err(super::TransferError::Panicked(m)), .. }
+                if id.value() == 1 && m == "injected escape"),
+            "the escaped panic is the job's failure"
+        );
+        assert_eq!(
+            reports.recv().unwrap().id().value(),
+            2,
+            "the worker went on"
+        );
+        worker.join().unwrap();
     }
 
     #[test]
