@@ -62,7 +62,8 @@ Q_NATIVE = {"q_from_data", "quantize_dynamic", "dequantize", "q_reshape", "q_exp
             "q_swap_dims", "q_permute", "q_flip", "q_select", "q_slice", "q_gather"}
 UNROUTED = {"rfft", "irfft"} | Q_NATIVE
 
-HAND_WRITTEN = {"float_into_data", "int_into_data", "bool_into_data", "quantize", "q_into_data", "q_device", "q_to_device"}
+HAND_WRITTEN = {"float_into_data", "int_into_data", "bool_into_data", "quantize", "q_into_data", "q_device", "q_to_device",
+                "float_transpose", "int_transpose", "bool_transpose"}
 
 def strip_comments(text):
     text = re.sub(r"//[^\n]*", "", text)
@@ -309,7 +310,25 @@ def forward(trait, name, generics, params, ret, where):
         return f"{head} {{\n        let out = {call};\n        {struct} {{ {fields} }}\n    }}"
     return f"{head} {{\n        {call}\n    }}"
 
+# Burn defines a transpose as the swap of the last two dimensions (the trait's default, which
+# burn-router leaves in place; Flex's own override is that same view). Routed as that IR op,
+# the view a transpose makes is an ordinary one: it shares its source's buffer, and under a
+# budget it can leave and be made again from its source. (Run natively, it had no recipe and
+# could never leave.)
+def transpose(kind, prim):
+    return (f"    fn {kind}_transpose(tensor: {prim}<Self>) -> {prim}<Self> {{\n"
+            "        // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).\n"
+            "        let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();\n"
+            "        if ndims < 2 {\n"
+            "            return tensor;\n"
+            "        }\n"
+            f"        <R<I> as {kind.capitalize()}TensorOps<R<I>>>::{kind}_swap_dims(tensor, ndims - 2, ndims - 1)\n"
+            "    }")
+
 HAND = {
+    "float_transpose": transpose("float", "FloatTensor"),
+    "int_transpose": transpose("int", "IntTensor"),
+    "bool_transpose": transpose("bool", "BoolTensor"),
     "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
     "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.tensor.client.clone());\n        let tensor = op.ir(tensor);\n        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))\n    }",
     "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.tensor.client.device()\n    }",

@@ -1,5 +1,5 @@
-//! Buffers, not tensors: a view (transposed, permuted, flipped, expanded, sliced, reshaped,
-//! unfolded) shares the buffer of the tensor it was made from, and the books count that
+//! Buffers, not tensors: a view (transposed, swapped, permuted, flipped, expanded, sliced,
+//! reshaped, unfolded) shares the buffer of the tensor it was made from, and the books count that
 //! buffer once, for as long as one of them holds it. Under a budget, a shared buffer leaves
 //! whole (its dense holders by offload, its strided ones by recomputation), and everything
 //! computed from the views is the plain backend's, bit for bit.
@@ -86,12 +86,14 @@ fn program<B: Backend>(device: &B::Device) -> Vec<f32> {
     let bf = b.clone().flip([1]);
     let a_rows = a.clone().reshape([96, 24]);
     let col = b.clone().slice([0..48, 5..6]).expand([48, 48]);
+    // Burn's transpose (the swap of the last two dimensions) makes a view like the others.
+    let bt = b.clone().transpose();
     // Unrelated work that needs the room those hold.
     let mut filler = Tensor::<B, 2>::random([48, 48], Distribution::Default, device) * 0.0;
     for i in 0..6 {
         filler = filler + matrix::<B>(48, 48, device).sin() * (i as f32);
     }
-    let out = at.matmul(bf) + col * filler.tanh();
+    let out = at.matmul(bf) + col * filler.tanh() - bt * 0.25;
     let mut values: Vec<f32> = out.into_data().to_vec().unwrap();
     values.extend(a_rows.sum_dim(1).into_data().to_vec::<f32>().unwrap());
     values.extend(b.mean().into_data().to_vec::<f32>().unwrap());

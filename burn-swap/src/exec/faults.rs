@@ -75,6 +75,7 @@ impl Hook {
         }
     }
 
+    #[cfg(debug_assertions)]
     fn index(self) -> usize {
         self as usize
     }

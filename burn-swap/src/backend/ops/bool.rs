@@ -124,13 +124,12 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_transpose(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("bool_transpose", tensor.client.clone());
-        let tensor = op.ir(tensor);
-        op.run(|ctx| {
-            let tensor = ctx.bool(tensor);
-            let out = <I as BoolTensorOps<I>>::bool_transpose(tensor);
-            ctx.bool_out(out)
-        })
+        // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
+        let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
+        if ndims < 2 {
+            return tensor;
+        }
+        <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn bool_swap_dims(tensor: BoolTensor<Self>, dim1: usize, dim2: usize) -> BoolTensor<Self> {
         <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, dim1, dim2)

@@ -120,13 +120,12 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         <R<I> as FloatTensorOps<R<I>>>::float_recip(tensor)
     }
     fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("float_transpose", tensor.client.clone());
-        let tensor = op.ir(tensor);
-        op.run(|ctx| {
-            let tensor = ctx.float(tensor);
-            let out = <I as FloatTensorOps<I>>::float_transpose(tensor);
-            ctx.float_out(out)
-        })
+        // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
+        let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
+        if ndims < 2 {
+            return tensor;
+        }
+        <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn float_swap_dims(tensor: FloatTensor<Self>, dim1: usize, dim2: usize) -> FloatTensor<Self> {
         <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, dim1, dim2)

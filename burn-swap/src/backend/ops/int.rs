@@ -285,13 +285,12 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_abs(tensor)
     }
     fn int_transpose(tensor: IntTensor<Self>) -> IntTensor<Self> {
-        let mut op = NativeOp::new("int_transpose", tensor.client.clone());
-        let tensor = op.ir(tensor);
-        op.run(|ctx| {
-            let tensor = ctx.int(tensor);
-            let out = <I as IntTensorOps<I>>::int_transpose(tensor);
-            ctx.int_out(out)
-        })
+        // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
+        let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
+        if ndims < 2 {
+            return tensor;
+        }
+        <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn int_swap_dims(tensor: IntTensor<Self>, dim1: usize, dim2: usize) -> IntTensor<Self> {
         <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, dim1, dim2)
