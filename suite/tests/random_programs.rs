@@ -1,6 +1,6 @@
 //! Property tests: random programs of tensor ops and views (transposes, flips, permutes,
 //! slices, expands, narrows and cats, broadcasts against reductions, matmuls, elementwise
-//! ops, drops) give through `Swap<Flex>` the bits they give on `Flex`, with no budget and
+//! ops, native ops on views, drops) give through `Swap<Flex>` the bits they give on `Flex`, with no budget and
 //! under a random budget between the smallest the unbudgeted run's report names and its
 //! peak, under each policy; the counted peak stays within the budget (and, in these debug
 //! builds, the engine checks the budget after every op).
@@ -37,7 +37,7 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
         let y = pool[pick(b)].clone();
         let dim = c as usize % 2;
         let row = c as usize % N;
-        let out = match op % 14 {
+        let out = match op % 18 {
             0 => x + y,
             1 => x * y,
             2 => x.matmul(y) / N as f32,
@@ -55,7 +55,12 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
                 pool.remove(pick(a));
                 continue;
             }
-            _ => x.exp().clamp(-4.0, 4.0) - y.sum_dim(dim),
+            13 => x.exp().clamp(-4.0, 4.0) - y.sum_dim(dim),
+            14 => x.transpose().matmul(y) / N as f32,
+            // Native ops (run on the inner backend) on views and on dense tensors.
+            15 => burn::tensor::activation::softmax(x, dim),
+            16 => x.transpose().flip([dim as isize]) * y,
+            _ => burn::tensor::activation::relu(x.transpose()) - y.permute([1, 0]),
         };
         pool.push(out);
         if pool.len() > 10 {

@@ -419,7 +419,36 @@ impl<B: BackendIr> Engine<B> {
                 self.recorder.input(t, bytes);
             }
         }
+        input_bytes -= self.remade_in_an_input();
         (input_bytes, absent_bytes)
+    }
+
+    /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made
+    /// again from its recipe) whose recipe is a view of another input of the same op shares
+    /// that input's buffer once made again, as it did before it left (`x + x.transpose()`
+    /// with `x` offloaded: one buffer, not two).
+    fn remade_in_an_input(&self) -> u64 {
+        let inputs = &self.op.inputs;
+        let mut twice = 0;
+        for (k, (id, _)) in inputs.iter().enumerate() {
+            if inputs[..k].iter().any(|(i, _)| i == id) {
+                continue;
+            }
+            let Some(entry) = self.residency.get(id) else {
+                continue;
+            };
+            if entry.state().on_device() || !entry.strided || entry.shared().is_some() {
+                continue;
+            }
+            let of_an_input = entry.recipe.as_ref().is_some_and(|r| {
+                matches!(r.inputs[..], [source] if source != *id
+                    && inputs.iter().any(|(i, _)| *i == source))
+            });
+            if of_an_input {
+                twice += entry.bytes();
+            }
+        }
+        twice
     }
 
     /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
