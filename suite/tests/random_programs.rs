@@ -1,6 +1,6 @@
 //! Property tests: random programs of tensor ops and views (transposes, flips, permutes,
 //! slices, expands, narrows and cats, broadcasts against reductions, matmuls, elementwise
-//! ops, native ops on views, drops) give through `Swap<Flex>` the bits they give on `Flex`, with no budget and
+//! ops, native ops on views, reshapes of views, slice assignments, masked fills, drops) give through `Swap<Flex>` the bits they give on `Flex`, with no budget and
 //! under a random budget between the smallest the unbudgeted run's report names and its
 //! peak, under each policy; the counted peak stays within the budget (and, in these debug
 //! builds, the engine checks the budget after every op).
@@ -37,7 +37,7 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
         let y = pool[pick(b)].clone();
         let dim = c as usize % 2;
         let row = c as usize % N;
-        let out = match op % 18 {
+        let out = match op % 21 {
             0 => x + y,
             1 => x * y,
             2 => x.matmul(y) / N as f32,
@@ -60,7 +60,11 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
             // Native ops (run on the inner backend) on views and on dense tensors.
             15 => burn::tensor::activation::softmax(x, dim),
             16 => x.transpose().flip([dim as isize]) * y,
-            _ => burn::tensor::activation::relu(x.transpose()) - y.permute([1, 0]),
+            17 => burn::tensor::activation::relu(x.transpose()) - y.permute([1, 0]),
+            // A reshape of a view (a copy), an assignment into a slice, a masked fill.
+            18 => x.reshape([N / 2, 2 * N]).swap_dims(0, 1).reshape([N, N]),
+            19 => x.slice_assign([0..N / 2, 0..N], y.slice([N / 2..N, 0..N])),
+            _ => x.mask_fill(y.greater_elem(0.0), 0.5),
         };
         pool.push(out);
         if pool.len() > 10 {
