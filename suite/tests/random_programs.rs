@@ -1,9 +1,10 @@
 //! Property tests: random programs of tensor ops and views (transposes, flips, permutes,
 //! slices, expands, narrows and cats, broadcasts against reductions, matmuls, elementwise
-//! ops, native ops on views, reshapes of views, slice assignments, masked fills, drops) give through `Swap<Flex>` the bits they give on `Flex`, with no budget and
-//! under a random budget between the smallest the unbudgeted run's report names and its
-//! peak, under each policy; the counted peak stays within the budget (and, in these debug
-//! builds, the engine checks the budget after every op).
+//! ops, native ops on views, reshapes of views, slice assignments, masked fills, drops) give
+//! through `Swap<Flex>` the bits they give on `Flex`, with no budget and under a random
+//! budget between the smallest the unbudgeted run's report names and its peak, under each
+//! policy, and again with faults at every transfer point; the counted peak stays within the
+//! budget (and, in these debug builds, the engine checks the budget after every op).
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
@@ -81,6 +82,69 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(any::<Step>(), 4..48)
 }
 
+/// One case: the program through `Swap<Flex>` unbudgeted, then at a budget `fraction` of
+/// the way from the minimum its report names to its peak under policy `policy`; with
+/// `stress`, offloads are compressed, transfers jittered and 2% of the passes through every
+/// fault hook fail (faults exist in debug builds, the tests' profile).
+fn check(
+    program: &[Step],
+    fraction: f64,
+    policy: usize,
+    stress: bool,
+) -> Result<(), TestCaseError> {
+    use burn_swap::unstable::faults::{self, Hook};
+    let device = FlexDevice;
+    let plain = run::<Flex>(program, &device);
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    prop_assert_eq!(&run::<S>(program, &device), &plain, "unbudgeted");
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let (minimum, peak) = (unbudgeted.minimum_budget_bytes, unbudgeted.peak_bytes);
+    prop_assert!(minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
+    let budget = minimum + ((peak - minimum) as f64 * fraction) as u64;
+    let policy = Policy::ALL[policy];
+    // Recomputation pins its recipes' inputs on top of the minimum (see the book).
+    let budget = if policy == Policy::RecomputeOnly {
+        budget.max(peak / 2)
+    } else {
+        budget
+    };
+    let mut config = SwapConfig::budget_bytes(budget).with_policy(policy);
+    if stress {
+        config = config
+            .with_compression(burn_swap::Compression::On { max_ratio: 1.0 })
+            .with_transfer_jitter(20);
+        burn_swap_suite::verify::quiet_injected_panics();
+        for hook in Hook::ALL {
+            faults::set_rate(hook, 20_000);
+        }
+    }
+    burn_swap::configure(&device, config).unwrap();
+    burn_swap::reset_counters(&device);
+    let swapped = std::panic::catch_unwind(|| run::<S>(program, &device));
+    faults::clear();
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let swapped = swapped.map_err(|_| {
+        TestCaseError::fail(format!(
+            "{} at {budget} of {peak} bytes failed\n{report}",
+            policy.name()
+        ))
+    })?;
+    prop_assert_eq!(&swapped, &plain, "{} at {} bytes", policy.name(), budget);
+    prop_assert!(
+        report.peak_bytes <= budget,
+        "peak over the budget\n{}",
+        report
+    );
+    if budget < peak {
+        // Something had to leave for the run to stay under its peak.
+        prop_assert!(report.offloads + report.recomputes > 0, "{}", report);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -90,32 +154,17 @@ proptest! {
         fraction in 0.0f64..1.0,
         policy in 0usize..4,
     ) {
-        let device = FlexDevice;
-        let plain = run::<Flex>(&program, &device);
-        let _guard = burn_swap_suite::swap_device_lock();
-        burn_swap::configure(&device, SwapConfig::default()).unwrap();
-        burn_swap::reset_counters(&device);
-        prop_assert_eq!(&run::<S>(&program, &device), &plain, "unbudgeted");
-        let unbudgeted = burn_swap::report(&device).unwrap();
-        let (minimum, peak) = (unbudgeted.minimum_budget_bytes, unbudgeted.peak_bytes);
-        prop_assert!(minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
-        let budget = minimum + ((peak - minimum) as f64 * fraction) as u64;
-        let policy = Policy::ALL[policy];
-        // Recomputation pins its recipes' inputs on top of the minimum (see the book).
-        let budget = if policy == Policy::RecomputeOnly { budget.max(peak / 2) } else { budget };
-        burn_swap::configure(&device, SwapConfig::budget_bytes(budget).with_policy(policy)).unwrap();
-        burn_swap::reset_counters(&device);
-        let swapped = std::panic::catch_unwind(|| run::<S>(&program, &device));
-        let report = burn_swap::report(&device).unwrap();
-        burn_swap::configure(&device, SwapConfig::default()).unwrap();
-        let swapped = swapped.map_err(|_| {
-            TestCaseError::fail(format!("{} at {budget} of {peak} bytes failed\n{report}", policy.name()))
-        })?;
-        prop_assert_eq!(&swapped, &plain, "{} at {} bytes", policy.name(), budget);
-        prop_assert!(report.peak_bytes <= budget, "peak over the budget\n{}", report);
-        if budget < peak {
-            // Something had to leave for the run to stay under its peak.
-            prop_assert!(report.offloads + report.recomputes > 0, "{}", report);
-        }
+        check(&program, fraction, policy, false)?;
+    }
+
+    /// The same under faults at every transfer point, with compression and jitter: a failed
+    /// transfer leaves each tensor (and each view's buffer) whole.
+    #[test]
+    fn random_programs_survive_faults_at_every_transfer_point(
+        program in steps(),
+        fraction in 0.0f64..1.0,
+        policy in 0usize..4,
+    ) {
+        check(&program, fraction, policy, true)?;
     }
 }
