@@ -1,6 +1,7 @@
 //! Property tests: random programs of tensor ops and views (transposes, flips, permutes,
 //! slices, expands, narrows and cats, broadcasts against reductions, matmuls, elementwise
-//! ops, native ops on views, reshapes of views, slice assignments, masked fills, drops) give
+//! ops, native ops on views, reshapes of views, slice assignments, masked fills, gathers,
+//! selects, sorts, 3-D expands, drops) give
 //! through `Swap<Flex>` the bits they give on `Flex`, with no budget and under a random
 //! budget between the smallest the unbudgeted run's report names and its peak, under each
 //! policy, and again with faults at every transfer point; the counted peak stays within the
@@ -38,7 +39,7 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
         let y = pool[pick(b)].clone();
         let dim = c as usize % 2;
         let row = c as usize % N;
-        let out = match op % 21 {
+        let out = match op % 25 {
             0 => x + y,
             1 => x * y,
             2 => x.matmul(y) / N as f32,
@@ -65,7 +66,21 @@ fn run<B: Backend>(program: &[Step], device: &B::Device) -> Vec<u32> {
             // A reshape of a view (a copy), an assignment into a slice, a masked fill.
             18 => x.reshape([N / 2, 2 * N]).swap_dims(0, 1).reshape([N, N]),
             19 => x.slice_assign([0..N / 2, 0..N], y.slice([N / 2..N, 0..N])),
-            _ => x.mask_fill(y.greater_elem(0.0), 0.5),
+            20 => x.mask_fill(y.greater_elem(0.0), 0.5),
+            // Int tensors (an argmax, an arange: native), gathers and selects by them, a sort
+            // (native), a 3-D expand of a view reduced back.
+            21 => x.gather(1, y.argmax(1).repeat_dim(1, N)),
+            22 => x.sort(dim),
+            23 => {
+                let rows = Tensor::<B, 1, burn::tensor::Int>::arange(0..N as i64, device);
+                x.select(0, rows.flip([0]))
+            }
+            _ => x
+                .transpose()
+                .unsqueeze_dim::<3>(0)
+                .expand([2, N, N])
+                .sum_dim(0)
+                .squeeze_dim::<2>(0),
         };
         pool.push(out);
         if pool.len() > 10 {
@@ -139,8 +154,13 @@ fn check(
         report
     );
     if budget < peak {
-        // Something had to leave for the run to stay under its peak.
-        prop_assert!(report.offloads + report.recomputes > 0, "{}", report);
+        // Something had to leave for the run to stay under its peak (a tensor evicted and
+        // never needed again is neither fetched nor recomputed).
+        prop_assert!(
+            report.offloads + report.recomputes + report.evictions > 0,
+            "{}",
+            report
+        );
     }
     Ok(())
 }

@@ -43,7 +43,7 @@ use burn_router::{Runner, RunnerClient};
 use super::bytes_of;
 use super::counters::Counters;
 use super::layout::{self, Layout};
-use super::residency::{Dims, Entry, Recipe, Residency};
+use super::residency::{Dims, Entry, Recipe, Remake, Residency};
 use super::transfer::Transfers;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
@@ -145,6 +145,11 @@ struct OpScratch {
     input_buffers: Vec<(TensorId, usize)>,
     /// The shared buffers already counted among its inputs.
     seen_buffers: Vec<u32>,
+    /// Bytes the op's inputs could need on top of what they hold now, were they moved off the
+    /// device and brought back under a budget: holders of one buffer that would come back
+    /// as buffers of their own (see [`Engine::apart_once_back`]). Counted towards the
+    /// report's minimum budget, not towards the op's room now.
+    apart_bytes: u64,
     /// Its outputs' bytes that no room was made for, as views of its inputs.
     unreserved: u64,
     /// For a view op of one input: that input (what a strided output is made from).
@@ -388,6 +393,8 @@ impl<B: BackendIr> Engine<B> {
         self.op.inputs_strided = false;
         self.op.strided_shapes.clear();
         self.op.seen_buffers.clear();
+        self.op.apart_bytes = 0;
+        let mut shared_twice = false;
         let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
@@ -403,6 +410,8 @@ impl<B: BackendIr> Engine<B> {
                         if !self.op.seen_buffers.contains(&buffer) {
                             self.op.seen_buffers.push(buffer);
                             input_bytes += self.residency.counted(entry);
+                        } else if !seen {
+                            shared_twice = true;
                         }
                     } else if !seen {
                         input_bytes += entry.bytes();
@@ -420,7 +429,39 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         input_bytes -= self.remade_in_an_input();
+        if shared_twice {
+            self.op.apart_bytes = self.apart_once_back().saturating_sub(input_bytes);
+        }
         (input_bytes, absent_bytes)
+    }
+
+    /// What the op's inputs would hold once moved off the device under a budget and brought
+    /// back, when several of them hold one buffer now: a dense holder is fetched into a
+    /// buffer of its own, a strided one is made again in its source's buffer, which is one
+    /// of the op's inputs (then not counted again) or another buffer that must be there.
+    /// The smallest budget a run can have must allow for that.
+    fn apart_once_back(&self) -> u64 {
+        let inputs = &self.op.inputs;
+        let is_input = |source: &TensorId| inputs.iter().any(|(i, _)| i == source);
+        let mut bytes = 0;
+        for (k, (id, _)) in inputs.iter().enumerate() {
+            if inputs[..k].iter().any(|(i, _)| i == id) {
+                continue;
+            }
+            let Some(entry) = self.residency.get(id) else {
+                continue;
+            };
+            let made_from_an_input = entry.strided
+                && (matches!(entry.view_source, Some(Remake::From(s)) if s != *id && is_input(&s))
+                    || entry
+                        .recipe
+                        .as_ref()
+                        .is_some_and(|r| matches!(r.inputs[..], [s] if s != *id && is_input(&s))));
+            if !made_from_an_input {
+                bytes += self.residency.counted(entry);
+            }
+        }
+        bytes
     }
 
     /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made

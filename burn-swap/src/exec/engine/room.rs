@@ -21,7 +21,7 @@ impl<B: BackendIr> Engine<B> {
     ) -> Result<(), SwapError> {
         let needed = input_bytes + output_bytes;
         self.counters.largest_op = self.counters.largest_op.max(needed);
-        self.note_minimum(needed);
+        self.note_minimum(needed + self.op.apart_bytes);
         if let Some(budget) = self.budget()
             && needed > budget
         {
