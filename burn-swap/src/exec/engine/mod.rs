@@ -394,7 +394,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.strided_shapes.clear();
         self.op.seen_buffers.clear();
         self.op.apart_bytes = 0;
-        let mut shared_twice = false;
+        let (mut shared_twice, mut any_absent) = (false, false);
         let (mut input_bytes, mut absent_bytes) = (0, 0);
         for t in inputs {
             let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
@@ -416,6 +416,7 @@ impl<B: BackendIr> Engine<B> {
                     } else if !seen {
                         input_bytes += entry.bytes();
                         if !entry.state().on_device() {
+                            any_absent = true;
                             // Fetches in flight are counted already but must be waited for.
                             absent_bytes += entry.bytes();
                         }
@@ -428,7 +429,9 @@ impl<B: BackendIr> Engine<B> {
                 self.recorder.input(t, bytes);
             }
         }
-        input_bytes -= self.remade_in_an_input();
+        if any_absent {
+            input_bytes -= self.remade_in_an_input();
+        }
         if shared_twice {
             self.op.apart_bytes = self.apart_once_back().saturating_sub(input_bytes);
         }
