@@ -438,33 +438,42 @@ impl<B: BackendIr> Engine<B> {
         (input_bytes, absent_bytes)
     }
 
+    /// The op's distinct inputs that are in the books, each with its entry and whether it
+    /// is a strided view made again, in that input's buffer, from another of the op's
+    /// inputs: by its recipe, or (with no budget yet) from the source its view op names.
+    fn distinct_inputs(&self) -> impl Iterator<Item = (&Entry, bool, bool)> {
+        let inputs = &self.op.inputs;
+        let is_input =
+            move |id: TensorId, s: TensorId| s != id && inputs.iter().any(|(i, _)| *i == s);
+        inputs.iter().enumerate().filter_map(move |(k, (id, _))| {
+            if inputs[..k].iter().any(|(i, _)| i == id) {
+                return None;
+            }
+            let entry = self.residency.get(id)?;
+            let from_recipe = entry
+                .recipe
+                .as_ref()
+                .is_some_and(|r| matches!(r.inputs[..], [s] if is_input(*id, s)));
+            let from_source =
+                matches!(entry.view_source, Some(Remake::From(s)) if is_input(*id, s));
+            Some((
+                entry,
+                entry.strided && from_recipe,
+                entry.strided && from_source,
+            ))
+        })
+    }
+
     /// What the op's inputs would hold once moved off the device under a budget and brought
     /// back, when several of them hold one buffer now: a dense holder is fetched into a
     /// buffer of its own, a strided one is made again in its source's buffer, which is one
     /// of the op's inputs (then not counted again) or another buffer that must be there.
     /// The smallest budget a run can have must allow for that.
     fn apart_once_back(&self) -> u64 {
-        let inputs = &self.op.inputs;
-        let is_input = |source: &TensorId| inputs.iter().any(|(i, _)| i == source);
-        let mut bytes = 0;
-        for (k, (id, _)) in inputs.iter().enumerate() {
-            if inputs[..k].iter().any(|(i, _)| i == id) {
-                continue;
-            }
-            let Some(entry) = self.residency.get(id) else {
-                continue;
-            };
-            let made_from_an_input = entry.strided
-                && (matches!(entry.view_source, Some(Remake::From(s)) if s != *id && is_input(&s))
-                    || entry
-                        .recipe
-                        .as_ref()
-                        .is_some_and(|r| matches!(r.inputs[..], [s] if s != *id && is_input(&s))));
-            if !made_from_an_input {
-                bytes += self.residency.counted(entry);
-            }
-        }
-        bytes
+        self.distinct_inputs()
+            .filter(|(_, by_recipe, by_source)| !(*by_recipe || *by_source))
+            .map(|(entry, ..)| self.residency.counted(entry))
+            .sum()
     }
 
     /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made
@@ -472,27 +481,12 @@ impl<B: BackendIr> Engine<B> {
     /// that input's buffer once made again, as it did before it left (`x + x.transpose()`
     /// with `x` offloaded: one buffer, not two).
     fn remade_in_an_input(&self) -> u64 {
-        let inputs = &self.op.inputs;
-        let mut twice = 0;
-        for (k, (id, _)) in inputs.iter().enumerate() {
-            if inputs[..k].iter().any(|(i, _)| i == id) {
-                continue;
-            }
-            let Some(entry) = self.residency.get(id) else {
-                continue;
-            };
-            if entry.state().on_device() || !entry.strided || entry.shared().is_some() {
-                continue;
-            }
-            let of_an_input = entry.recipe.as_ref().is_some_and(|r| {
-                matches!(r.inputs[..], [source] if source != *id
-                    && inputs.iter().any(|(i, _)| *i == source))
-            });
-            if of_an_input {
-                twice += entry.bytes();
-            }
-        }
-        twice
+        self.distinct_inputs()
+            .filter(|(entry, by_recipe, _)| {
+                *by_recipe && !entry.state().on_device() && entry.shared().is_none()
+            })
+            .map(|(entry, ..)| entry.bytes())
+            .sum()
     }
 
     /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
