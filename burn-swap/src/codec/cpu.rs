@@ -12,13 +12,20 @@ use burn_std::Bytes;
 
 use super::CodecError;
 
-/// `n` zeroed elements of `T`, or the typed error when host memory cannot hold them (the
-/// allocation is tried, not assumed: a full host is an error, not an abort).
-fn zeroed<T: bytemuck::Zeroable + Clone>(n: usize) -> Result<Vec<T>, CodecError> {
+/// An empty vector with room for `n` elements of `T`, or the typed error when host memory
+/// cannot hold them (the allocation is tried, not assumed: a full host is an error, not an
+/// abort).
+fn reserved<T>(n: usize) -> Result<Vec<T>, CodecError> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| CodecError::HostAlloc {
         bytes: n.saturating_mul(size_of::<T>()),
     })?;
+    Ok(v)
+}
+
+/// `n` zeroed elements of `T` (see [`reserved`]).
+fn zeroed<T: bytemuck::Zeroable + Clone>(n: usize) -> Result<Vec<T>, CodecError> {
+    let mut v = reserved(n)?;
     v.resize(n, T::zeroed());
     Ok(v)
 }
@@ -127,16 +134,8 @@ fn compress_w<const W: usize>(bytes: &[u8]) -> Result<(Vec<u32>, Vec<u8>), Codec
             .map(|h| h.join().expect("a codec thread does not panic"))
             .collect::<Result<_, _>>()
     })?;
-    let mut masks = zeroed::<u32>(0)?;
-    let mut values = zeroed::<u8>(0)?;
-    let value_bytes = results.iter().map(|r| r.1.len()).sum();
-    let fail = |bytes| CodecError::HostAlloc { bytes };
-    masks
-        .try_reserve_exact(n.div_ceil(32))
-        .map_err(|_| fail(4 * n.div_ceil(32)))?;
-    values
-        .try_reserve_exact(value_bytes)
-        .map_err(|_| fail(value_bytes))?;
+    let mut masks = reserved::<u32>(n.div_ceil(32))?;
+    let mut values = reserved::<u8>(results.iter().map(|r| r.1.len()).sum())?;
     for (m, v) in results {
         masks.extend_from_slice(&m);
         values.extend_from_slice(&v);
