@@ -68,13 +68,14 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
-    // Two strided views made without a budget, of tensors they consumed, keep no op to be
-    // replayed from: they can neither be offloaded (a fetch would not restore their layout)
-    // nor recomputed, and each holds its source's buffer.
+    // Two strided views made without a budget keep no op to be replayed from, and share
+    // their sources' buffers with them: they can neither be offloaded (a copy of the buffer
+    // would leave the source behind, a fetch of their values would not restore their layout)
+    // nor recomputed, so neither buffer can leave.
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
     let y = Tensor::<S, 2>::from_data(TensorData::new(vec![2.0f32; 256], [16, 16]), &device);
-    let view = x.swap_dims(0, 1);
-    let consumed = y.swap_dims(0, 1);
+    let view = x.clone().swap_dims(0, 1);
+    let consumed = y.clone().swap_dims(0, 1);
     assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 2048);
     burn_swap::configure(&device, SwapConfig::budget_bytes(2560)).unwrap();
 
@@ -100,7 +101,7 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     burn_swap::configure(&device, SwapConfig::budget_bytes(3072)).unwrap();
     let more = Tensor::<S, 1>::from_data(TensorData::new(vec![0.5f32; 256], [256]), &device);
     assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 3072);
-    drop((view, consumed, more));
+    drop((x, y, view, consumed, more));
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
 

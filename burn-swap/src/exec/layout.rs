@@ -5,13 +5,16 @@
 //! sliced one, or an elementwise result that kept such a layout) would come back with another
 //! layout, and some kernels give other bits on another layout (Flex's matmul does: its
 //! summation order follows the strides). So the engine tracks, per tensor, whether its layout
-//! is strided, and offloads only tensors that are dense. Under a budget, a strided tensor made
-//! by a replayable op gets a recipe, and leaves by recomputation: a replayed view op makes the
-//! same view again, from a source that is itself dense and may be offloaded meanwhile.
+//! is strided, and offloads a tensor's values only when it is dense. Under a budget, a
+//! strided tensor made by a replayable op gets a recipe, and leaves by recomputation: a
+//! replayed view op makes the same view again, from a source that is itself dense and may be
+//! offloaded meanwhile. A strided tensor with a buffer of its own (a native op's permuted
+//! output, a view whose source is gone) leaves, where the backend allows it ([`storage`]),
+//! by an offload of its whole buffer, and comes back as the same view of it.
 //!
 //! Two sources, the first that answers wins:
 //!
-//! - **The backend's word** ([`dense`]): Burn's CPU backend (Flex) and its CubeCL backends
+//! - **The backend's word** ([`probe`]): Burn's CPU backend (Flex) and its CubeCL backends
 //!   tell each tensor's strides and offset, so an output that a view-like op (or an
 //!   elementwise op on a strided input) may have left strided is looked at after the op ran.
 //!   Most are dense: reductions, broadcasts and most elementwise kernels write fresh
@@ -76,10 +79,12 @@ pub(crate) struct Probe {
     pub buffer_bytes: u64,
 }
 
-/// Whether the backend holds the tensor of `handle` dense ([`Probe::dense`]); `None` when it
-/// cannot tell.
-pub(crate) fn dense<B: BackendIr>(handle: &B::Handle, shape: &Shape, dtype: DType) -> Option<bool> {
-    probe::<B>(handle, shape, dtype).map(|p| p.dense)
+/// Whether a strided tensor with a buffer of its own, as `probe` found it, can leave by an
+/// offload of that buffer ([`storage`]) on the backend `teller` names. The buffer may be
+/// larger than the tensor (a native op's output cut from a larger result): it moves whole,
+/// and frees on the device all it held.
+pub(crate) fn restorable(teller: Teller, probe: &Probe) -> bool {
+    teller == Teller::Flex && !probe.dense
 }
 
 /// Where the backend holds the tensor of `handle` ([`Probe`]); `None` when it cannot tell.
@@ -119,6 +124,110 @@ fn probe_primitive<T: 'static>(tensor: &T) -> Option<Probe> {
         return Some(probe);
     }
     None
+}
+
+/// A strided tensor's layout while its buffer is off the device (Flex's: its shape, its
+/// strides in elements and the offset of its first element in the buffer).
+pub(crate) struct Kept {
+    layout: burn::backend::flex::Layout,
+    /// The dense tensor over the whole buffer that went off the device.
+    whole: Shape,
+}
+
+/// The buffer of a strided tensor as a dense one-dimensional tensor over all of it, and the
+/// layout that makes the tensor again from that buffer ([`restore`]): an offload of the
+/// buffer brings back the same view, element for element and stride for stride, so that every
+/// kernel sees what it saw. `None` when the backend cannot tell (only Flex does, so far: a
+/// CubeCL tensor's strided views leave by recomputation).
+pub(crate) fn storage<B: BackendIr>(
+    handle: &B::Handle,
+    shape: &Shape,
+    dtype: DType,
+) -> Option<(B::Handle, Shape, Kept)> {
+    use burn::backend::flex::{FlexTensor, Layout as FlexLayout};
+    let handle = TensorHandle {
+        handle: handle.clone(),
+        shape: shape.clone(),
+    };
+    let relaid = |flex: &FlexTensor| -> Option<(FlexTensor, Shape, Kept)> {
+        let width = dtype.size();
+        let buffer = flex.bytes().len();
+        if width == 0 || buffer % width != 0 {
+            return None;
+        }
+        let whole = Shape::new([buffer / width]);
+        let dense = FlexTensor::from_arc(
+            flex.data_arc(),
+            FlexLayout::contiguous(whole.clone()),
+            flex.dtype(),
+        );
+        let kept = Kept {
+            layout: flex.layout().clone(),
+            whole: whole.clone(),
+        };
+        Some((dense, whole, kept))
+    };
+    if dtype.is_float() {
+        let (t, whole, kept) = relaid(as_flex(&B::float_tensor(handle))?)?;
+        Some((B::float_tensor_handle(from_flex(t)?), whole, kept))
+    } else if dtype.is_int() {
+        let (t, whole, kept) = relaid(as_flex(&B::int_tensor(handle))?)?;
+        Some((B::int_tensor_handle(from_flex(t)?), whole, kept))
+    } else if dtype.is_bool() {
+        let (t, whole, kept) = relaid(as_flex(&B::bool_tensor(handle))?)?;
+        Some((B::bool_tensor_handle(from_flex(t)?), whole, kept))
+    } else {
+        None
+    }
+}
+
+/// The tensor of `kept` made again over a buffer that came back (`handle`: the dense
+/// one-dimensional tensor [`storage`] sent, written back); `handle` itself when the backend
+/// is not the one that kept the layout.
+pub(crate) fn restore<B: BackendIr>(handle: B::Handle, dtype: DType, kept: Kept) -> B::Handle {
+    let handle = TensorHandle {
+        handle,
+        shape: kept.whole,
+    };
+    let relaid = |t: burn::backend::flex::FlexTensor| t.with_layout(kept.layout);
+    if dtype.is_float() {
+        let t = B::float_tensor(handle);
+        match into_flex(t) {
+            Ok(flex) => B::float_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
+            Err(t) => B::float_tensor_handle(t),
+        }
+    } else if dtype.is_int() {
+        let t = B::int_tensor(handle);
+        match into_flex(t) {
+            Ok(flex) => B::int_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
+            Err(t) => B::int_tensor_handle(t),
+        }
+    } else {
+        let t = B::bool_tensor(handle);
+        match into_flex(t) {
+            Ok(flex) => B::bool_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
+            Err(t) => B::bool_tensor_handle(t),
+        }
+    }
+}
+
+fn as_flex<T: 'static>(tensor: &T) -> Option<&burn::backend::flex::FlexTensor> {
+    (tensor as &dyn Any).downcast_ref()
+}
+
+/// A Flex tensor as the primitive type `T`, when `T` is Flex's.
+fn from_flex<T: 'static>(tensor: burn::backend::flex::FlexTensor) -> Option<T> {
+    let boxed: Box<dyn Any> = Box::new(tensor);
+    boxed.downcast::<T>().ok().map(|t| *t)
+}
+
+/// A primitive of type `T` as Flex's tensor, when `T` is Flex's; itself otherwise.
+fn into_flex<T: 'static>(tensor: T) -> Result<burn::backend::flex::FlexTensor, T> {
+    let boxed: Box<dyn Any> = Box::new(tensor);
+    match boxed.downcast::<burn::backend::flex::FlexTensor>() {
+        Ok(flex) => Ok(*flex),
+        Err(boxed) => Err(*boxed.downcast::<T>().expect("the type it was boxed as")),
+    }
 }
 
 /// Which backend tells the layouts ([`probe`]), found from its types before any tensor
@@ -196,4 +305,70 @@ pub(crate) fn replayable(op: &OperationIr) -> bool {
             | OperationIr::Custom(_)
             | OperationIr::Drop(_)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::Flex;
+    use burn::backend::flex::FlexTensor;
+    use burn_backend::TensorData;
+    use burn_backend::ops::FloatTensorOps;
+    use burn_ir::BackendIr;
+
+    use super::*;
+
+    /// A strided tensor's buffer leaves as a dense one-dimensional tensor and comes back as
+    /// the same view: same strides, same offset, same values (a flipped slice of a transposed
+    /// matrix, and an expanded row whose buffer is smaller than the tensor).
+    #[test]
+    fn a_strided_tensor_comes_back_as_the_same_view_of_its_buffer() {
+        let values: Vec<f32> = (0..24).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let matrix = FlexTensor::from_data(TensorData::new(values, [4, 6]));
+        let views = [
+            matrix.transpose(0, 1).narrow(0, 1, 4).layout().flip(&[1]),
+            matrix.narrow(0, 2, 1).layout().clone(),
+        ];
+        let expanded = {
+            let row = matrix.narrow(0, 2, 1);
+            let layout = burn::backend::flex::Layout::new(
+                Shape::new([3, 6]),
+                vec![0, 1],
+                row.layout().start_offset(),
+            );
+            row.with_layout(layout)
+        };
+        let tensors = [
+            matrix.clone().with_layout(views[0].clone()),
+            matrix.clone().with_layout(views[1].clone()),
+            expanded,
+        ];
+        for tensor in tensors {
+            let (shape, dtype) = (tensor.layout().shape().clone(), tensor.dtype());
+            let handle = <Flex as BackendIr>::float_tensor_handle(tensor.clone());
+            let probe = probe::<Flex>(&handle, &shape, dtype).unwrap();
+            assert!(restorable(Teller::Flex, &probe));
+            let (whole, whole_shape, kept) = storage::<Flex>(&handle, &shape, dtype).unwrap();
+            // Off the device and back, as values of a dense tensor.
+            let data =
+                Flex::float_into_data(<Flex as BackendIr>::float_tensor(burn_ir::TensorHandle {
+                    handle: whole,
+                    shape: whole_shape,
+                }));
+            let data = burn_std::reader::try_read_sync(data).unwrap().unwrap();
+            let back = <Flex as BackendIr>::float_tensor_handle(FlexTensor::from_data(data));
+            let back = <Flex as BackendIr>::float_tensor(burn_ir::TensorHandle {
+                handle: restore::<Flex>(back, dtype, kept),
+                shape: shape.clone(),
+            });
+            assert_eq!(back.layout(), tensor.layout());
+            assert_eq!(back.clone().into_data(), tensor.clone().into_data());
+        }
+        let dense = <Flex as BackendIr>::float_tensor_handle(matrix);
+        let probe = probe::<Flex>(&dense, &Shape::new([4, 6]), DType::F32).unwrap();
+        assert!(
+            !restorable(Teller::Flex, &probe),
+            "a dense tensor offloads its values"
+        );
+        assert!(!restorable(Teller::None, &probe));
+    }
 }

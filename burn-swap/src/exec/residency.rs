@@ -190,8 +190,8 @@ pub(crate) struct Entry {
     pub pins: u32,
     /// Burn is done with it (dropped or consumed it); only recipes keep it.
     pub orphan: bool,
-    /// Its layout may be strided: a fetch would not restore it, so it is never offloaded
-    /// (see `exec::layout`).
+    /// Its layout may be strided: a fetch of its values would not restore it, so it is
+    /// offloaded only when [`Entry::restorable`] (see `exec::layout`).
     pub strided: bool,
     /// For a strided tensor under a budget: the op that made it, to become its recipe if it
     /// must leave while its inputs are still there.
@@ -199,6 +199,12 @@ pub(crate) struct Entry {
     /// For a strided tensor made by a view op: what it could be made again from, under a
     /// budget (the report's minimum budget counts it as able to leave while it can).
     pub view_source: Option<Remake>,
+    /// For a strided tensor with a buffer of its own: the backend can copy that buffer off
+    /// the device and make the same view of it again when it comes back (`exec::layout::
+    /// storage`), so that it may leave by offload like a dense one.
+    pub restorable: bool,
+    /// While such a tensor's buffer is off the device: the layout that makes it again.
+    pub kept_layout: Option<Box<crate::exec::layout::Kept>>,
     /// The shared buffer it holds on the device (0: a buffer of its own, counted as `bytes`).
     buffer: u32,
 }
@@ -226,6 +232,8 @@ impl Entry {
             strided: false,
             view_op: None,
             view_source: None,
+            restorable: false,
+            kept_layout: None,
             buffer: 0,
         }
     }

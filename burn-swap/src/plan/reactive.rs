@@ -27,6 +27,9 @@ pub struct VictimFacts {
     pub in_use: bool,
     /// Its layout may be strided, so that a fetch would not restore it bit for bit.
     pub strided: bool,
+    /// Strided, but its buffer is its own and the backend makes the same view of it again
+    /// after an offload.
+    pub restorable: bool,
     /// It has a recipe.
     pub has_recipe: bool,
     /// It has no recipe yet, but the op that made it can still be replayed.
@@ -35,13 +38,14 @@ pub struct VictimFacts {
     pub host_has_room: bool,
 }
 
-/// Whether a tensor may leave now to make room, and how: a contiguous one by offload while
-/// the host has room for it, else (and a strided one) by recomputation when it has (or can
-/// get) a recipe; never one in use or in flight.
+/// Whether a tensor may leave now to make room, and how: a contiguous one (or a strided one
+/// whose layout comes back with its buffer) by offload while the host has room for it, else
+/// (and any other strided one) by recomputation when it has (or can get) a recipe; never
+/// one in use or in flight.
 pub fn leaves(facts: &VictimFacts) -> Option<Leave> {
     if !facts.resident || facts.in_use {
         None
-    } else if !facts.strided && facts.host_has_room {
+    } else if (!facts.strided || facts.restorable) && facts.host_has_room {
         Some(Leave::Offload)
     } else if facts.has_recipe || facts.rebuildable {
         Some(Leave::Recompute)
@@ -188,6 +192,7 @@ mod tests {
             resident: true,
             in_use: false,
             strided: false,
+            restorable: false,
             has_recipe: false,
             rebuildable: false,
             host_has_room: true,
@@ -214,6 +219,21 @@ mod tests {
         ] {
             assert_eq!(leaves(&f), Some(Leave::Recompute));
         }
+        let restorable = VictimFacts {
+            restorable: true,
+            has_recipe: true,
+            ..strided
+        };
+        assert_eq!(
+            leaves(&restorable),
+            Some(Leave::Offload),
+            "its layout comes back"
+        );
+        let full = VictimFacts {
+            host_has_room: false,
+            ..restorable
+        };
+        assert_eq!(leaves(&full), Some(Leave::Recompute));
         for f in [
             VictimFacts {
                 in_use: true,

@@ -272,9 +272,14 @@ impl<B: BackendIr> Engine<B> {
         &mut self,
         tensor: &TensorIr,
     ) -> Option<Result<TensorData, crate::codec::CodecError>> {
-        let State::Offloaded(copy) = self.residency.get(&tensor.id)?.state() else {
+        let entry = self.residency.get(&tensor.id)?;
+        let State::Offloaded(copy) = entry.state() else {
             return None;
         };
+        if entry.kept_layout.is_some() {
+            // The copy is of a strided tensor's whole buffer: read once it is back.
+            return None;
+        }
         let last =
             tensor.status == TensorStatus::ReadWrite && !self.residency.is_pinned(&tensor.id);
         if !last {

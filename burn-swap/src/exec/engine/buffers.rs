@@ -93,7 +93,7 @@ impl<B: BackendIr> Engine<B> {
         self.make_room(resident - budget, protect_inputs)
     }
 
-    /// Whether an output that may be strided is: the backend's word (see [`layout::dense`]);
+    /// Whether an output that may be strided is: the backend's word (see [`layout::probe`]);
     /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
     /// layout keeps a strided input's only in an output of that input's shape (a reduction,
     /// a broadcast or a matmul writes a fresh buffer).

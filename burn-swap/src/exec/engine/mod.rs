@@ -619,7 +619,11 @@ impl<B: BackendIr> Engine<B> {
                     self.residency
                         .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
                 }
-                None => self.residency.admit(id, entry),
+                None => {
+                    entry.restorable =
+                        entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p));
+                    self.residency.admit(id, entry)
+                }
             }
         }
         self.op.outputs = outputs;

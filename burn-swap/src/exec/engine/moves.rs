@@ -5,12 +5,14 @@
 
 use std::time::Instant;
 
+use burn_backend::{DType, Shape};
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::RunnerClient;
 
 use super::Engine;
 use crate::config::Compression;
 use crate::error::SwapError;
+use crate::exec::layout;
 use crate::exec::residency::{HostCopy, State};
 use crate::exec::transfer::{self, Done, TransferError};
 use crate::plan::compression;
@@ -152,13 +154,17 @@ impl<B: BackendIr> Engine<B> {
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        // Read-only, so that a failed copy leaves the device handle in place.
-        let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
+        let Some((handle, shape, dtype)) = self.offload_source(id) else {
+            return Err(SwapError::OffloadFailed {
+                tensor: id.value(),
+                bytes,
+                reason: "it is a strided view whose layout would not come back".into(),
+            });
+        };
         let result = transfer::copy_out::<B>(
             handle,
-            ir.shape.clone(),
-            ir.dtype,
+            shape,
+            dtype,
             &compression,
             self.peers.as_ref(),
             &self.runner.device(),
@@ -289,7 +295,16 @@ impl<B: BackendIr> Engine<B> {
         ir: TensorIr,
         cost: (u64, u64, bool),
     ) {
-        self.install(handle, ir);
+        // A strided tensor's buffer came back: the same view of it is made again.
+        let (handle, view) = match self
+            .residency
+            .get_mut(&id)
+            .and_then(|e| e.kept_layout.take())
+        {
+            Some(kept) => (layout::restore::<B>(handle, ir.dtype, *kept), true),
+            None => (handle, false),
+        };
+        self.install(handle, ir, view);
         let (nanos, codec_nanos, on_device) = cost;
         let cost = FetchCost {
             nanos,
@@ -319,6 +334,29 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
+    /// What an offload of `id` reads: the tensor itself (read-only, so that a failed copy
+    /// leaves the device handle in place) or, for a strided one whose layout comes back with
+    /// its buffer, that buffer as a dense tensor, the layout kept in the books until the
+    /// fetch lands. `None` when it may not leave by offload (any other strided tensor: its
+    /// values would come back in another layout, and some kernels give other bits on it).
+    fn offload_source(&mut self, id: TensorId) -> Option<(B::Handle, Shape, DType)> {
+        let entry = self.residency.get(&id)?;
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        if !entry.strided {
+            return Some((handle, ir.shape, ir.dtype));
+        }
+        if !entry.restorable || entry.shared().is_some() {
+            return None;
+        }
+        let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;
+        if !self.host_has_room(crate::exec::bytes_of(&shape, ir.dtype)) {
+            return None;
+        }
+        self.residency.get_mut(&id)?.kept_layout = Some(Box::new(kept));
+        Some((whole, shape, ir.dtype))
+    }
+
     /// Starts offloading a resident tensor on the send worker: it stays usable, and its device
     /// copy goes when the copy has completed. Offloads on this thread when the worker cannot
     /// take it; `false` when the tensor may not leave by offload.
@@ -326,23 +364,18 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get(&id) else {
             return false;
         };
-        if !matches!(entry.state(), State::Resident)
-            || entry.strided
-            || !self.host_has_room(entry.bytes())
-        {
+        if !matches!(entry.state(), State::Resident) || !self.host_has_room(entry.bytes()) {
             return false;
         }
-        let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
+        let Some((handle, shape, dtype)) = self.offload_source(id) else {
+            return false;
+        };
         let route = transfer::Route {
             compression: self.compression_policy(),
             device: self.runner.device(),
             peers: self.peers.clone(),
         };
-        if !self
-            .transfers
-            .offload(id, handle, ir.shape, ir.dtype, route)
-        {
+        if !self.transfers.offload(id, handle, shape, dtype, route) {
             return self.offload(id).is_ok();
         }
         self.residency.begin_offload(&id);
@@ -462,8 +495,10 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Puts a fetched handle in the handle container under the tensor's id: registered
-    /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes.
-    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr) {
+    /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes; a strided
+    /// `view` (a reshape would copy it dense) by the identity permutation, which keeps its
+    /// layout.
+    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr, view: bool) {
         let fresh = self
             .runner
             .register_tensor(handle, out.shape.clone(), out.dtype, self.runner.clone())
@@ -473,7 +508,12 @@ impl<B: BackendIr> Engine<B> {
             ..fresh
         };
         let dtype = out.dtype;
-        let reshape = burn_ir::BaseOperationIr::Reshape(burn_ir::ShapeOpIr { input, out });
+        let reshape = if view {
+            let axes = (0..out.shape.num_dims()).collect();
+            burn_ir::BaseOperationIr::Permute(burn_ir::PermuteOpIr { input, out, axes })
+        } else {
+            burn_ir::BaseOperationIr::Reshape(burn_ir::ShapeOpIr { input, out })
+        };
         self.runner.register_op(if dtype.is_float() {
             OperationIr::BaseFloat(reshape)
         } else if dtype.is_int() {

@@ -42,7 +42,8 @@ impl<B: BackendIr> Engine<B> {
     pub fn native_output(&mut self, handle: B::Handle, shape: Shape, dtype: DType) -> TensorId {
         // A native op may keep its input's layout (a transpose makes a view): the backend
         // says, else it is taken as strided when an input was.
-        let strided = match crate::exec::layout::dense::<B>(&handle, &shape, dtype) {
+        let probe = crate::exec::layout::probe::<B>(&handle, &shape, dtype);
+        let strided = match probe.map(|p| p.dense) {
             Some(dense) => !dense,
             // A quantized tensor stays resident: burn-router's runner cannot put a quantized
             // handle back under its id (`register_tensor_data_id` is `todo!()` for QFloat),
@@ -58,6 +59,8 @@ impl<B: BackendIr> Engine<B> {
         self.op.native_out += bytes_of(&shape, dtype);
         let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
         entry.strided = strided;
+        entry.restorable =
+            strided && probe.is_some_and(|p| crate::exec::layout::restorable(self.teller, &p));
         if strided {
             self.strided_live.push(id);
         }

@@ -77,6 +77,7 @@ impl<B: BackendIr> Engine<B> {
             .filter_map(|id| self.residency.get(id))
             .filter(|e| {
                 e.state().on_device()
+                    && !(e.restorable && e.shared().is_none())
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
                     && match e.view_source {
@@ -317,6 +318,7 @@ impl<B: BackendIr> Engine<B> {
                 resident: matches!(entry.state(), State::Resident),
                 in_use,
                 strided: entry.strided,
+                restorable: entry.restorable && entry.shared().is_none(),
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.can_rebuild(entry),
                 host_has_room: self.host_has_room(entry.bytes()),
