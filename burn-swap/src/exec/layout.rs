@@ -152,7 +152,7 @@ pub(crate) fn storage<B: BackendIr>(
     let relaid = |flex: &FlexTensor| -> Option<(FlexTensor, Shape, Kept)> {
         let width = dtype.size();
         let buffer = flex.bytes().len();
-        if width == 0 || buffer % width != 0 {
+        if width == 0 || !buffer.is_multiple_of(width) {
             return None;
         }
         let whole = Shape::new([buffer / width]);
