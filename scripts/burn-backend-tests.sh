@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Burn's own backend tests (crates/burn-backend-tests of Burn v0.21: about 1,400 tensor op
 # tests and 480 autodiff tests, each autodiff test also under balanced checkpointing) through
-# `Swap<Flex>` and `Autodiff<Swap<Flex>>`.
+# `Swap<Flex>` and `Autodiff<Swap<Flex>>`; with `--no-default-features --features
+# std,quantization,cube`, through `Swap` over CubeCL's wgpu runtime (a Vulkan driver needed:
+# mesa-vulkan-drivers' software one will do).
 #
 #   scripts/burn-backend-tests.sh BURN_CHECKOUT [cargo test arguments...]
 #
@@ -29,6 +31,7 @@ rm -rf "$dest"
 mkdir -p "$dest/src" "$dest/tests/common"
 cp -r "$src/tensor" "$src/autodiff" "$dest/tests/"
 cp "$src/tensor.rs" "$src/autodiff.rs" "$src/tensor_f16.rs" "$dest/tests/"
+cp "$src/common/tensor.rs" "$dest/tests/common/"
 here="$repo/scripts/burn-backend-tests"
 cp "$here/backend.rs" "$here/backend_ad.rs" "$here/autodiff.rs" "$dest/tests/common/"
 sed "s|@BURN_SWAP@|$repo/burn-swap|" "$here/Cargo.toml.in" > "$dest/Cargo.toml"

@@ -1,5 +1,5 @@
 // burn-swap's stand-in for burn-backend-tests' `tests/common/autodiff.rs`: the autodiff
-// tests on `Autodiff<Swap<Flex>>`, then again with Burn's balanced checkpointing.
+// tests on `Autodiff<Swap<B>>`, then again with Burn's balanced checkpointing.
 
 pub use super::*;
 
@@ -7,8 +7,8 @@ pub struct AutodiffDevice;
 
 impl AutodiffDevice {
     #[allow(clippy::new_ret_no_self)]
-    pub fn new() -> burn::backend::flex::FlexDevice {
-        burn::backend::flex::FlexDevice
+    pub fn new() -> super::TestDevice {
+        Default::default()
     }
 }
 
@@ -29,8 +29,8 @@ mod checkpointing {
 
     impl AutodiffDevice {
         #[allow(clippy::new_ret_no_self)]
-        pub fn new() -> burn::backend::flex::FlexDevice {
-            burn::backend::flex::FlexDevice
+        pub fn new() -> super::TestDevice {
+            Default::default()
         }
     }
 

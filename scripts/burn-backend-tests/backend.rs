@@ -1,19 +1,25 @@
 // burn-swap's stand-in for burn-backend-tests' `tests/common/backend.rs`: the backend under
-// test is `burn_swap::Swap<burn::backend::Flex>`; its budget and policy come from the `BURN_SWAP_*` variables.
+// test is `Swap<B>`, `B` Flex or, with the `cube` feature, CubeCL's wgpu runtime; its budget
+// and policy come from the `BURN_SWAP_*` variables.
 use ctor::ctor;
 
 use super::{FloatElem, IntElem};
 
-pub type TestBackend = burn_swap::Swap<burn::backend::Flex>;
-
-/// The backend the autodiff tests' checkpointed variant wraps.
-#[allow(unused)]
+/// The backend the tests run on, and the one the autodiff tests' checkpointed variant wraps.
+#[cfg(not(feature = "cube"))]
 pub type Inner = burn_swap::Swap<burn::backend::Flex>;
+#[cfg(feature = "cube")]
+pub type Inner = burn_swap::Swap<burn_swap::unstable::CubeWgpu>;
+
+pub type TestBackend = Inner;
+
+/// The device of the backend under test.
+pub type TestDevice = <Inner as burn_tensor::backend::BackendTypes>::Device;
 
 #[ctor]
 fn init_device_settings() {
     burn_tensor::set_default_dtypes::<TestBackend>(
-        &burn::backend::flex::FlexDevice,
+        &TestDevice::default(),
         <FloatElem as burn_tensor::Element>::dtype(),
         <IntElem as burn_tensor::Element>::dtype(),
     )
@@ -33,12 +39,10 @@ pub mod prelude {
 #[allow(unused)]
 pub use prelude::*;
 
-/// `Swap<Flex>`'s default quantization scheme (Flex's), for the tests that ask the dispatch
-/// backend for its own.
+/// The inner backend's default quantization scheme (`Swap`'s), for the tests that ask the
+/// dispatch backend for its own.
 #[allow(unused)]
-pub fn default_quant_scheme(
-    _device: &burn::backend::flex::FlexDevice,
-) -> burn_tensor::quantization::QuantScheme {
+pub fn default_quant_scheme(_device: &TestDevice) -> burn_tensor::quantization::QuantScheme {
     use burn_tensor::quantization::QTensorPrimitive;
     <burn_tensor::ops::QuantizedTensor<Inner> as QTensorPrimitive>::default_scheme()
 }

@@ -69,13 +69,14 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     // Two strided views made without a budget keep no op to be replayed from, and share
-    // their sources' buffers with them: they can neither be offloaded (a copy of the buffer
-    // would leave the source behind, a fetch of their values would not restore their layout)
-    // nor recomputed, so neither buffer can leave.
+    // their sources' buffers with them: a column of a 16 x 16 matrix can neither be
+    // offloaded (its values would come back in another layout, and a copy of the whole
+    // buffer for its sake would be sixteen times its size) nor recomputed, so neither buffer
+    // can leave.
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
     let y = Tensor::<S, 2>::from_data(TensorData::new(vec![2.0f32; 256], [16, 16]), &device);
-    let view = x.clone().swap_dims(0, 1);
-    let consumed = y.clone().swap_dims(0, 1);
+    let view = x.clone().slice([0..16, 0..1]);
+    let consumed = y.clone().slice([0..16, 3..4]);
     assert_eq!(burn_swap::memory(&device).unwrap().resident_bytes, 2048);
     burn_swap::configure(&device, SwapConfig::budget_bytes(2560)).unwrap();
 
@@ -112,10 +113,11 @@ fn a_refused_configuration_leaves_the_previous_one_in_force() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    // A contiguous tensor (it can leave) and a strided view of it made without a budget (it
-    // cannot): 1 KiB each.
+    // A contiguous tensor and a strided view of it made without a budget (a column: it can
+    // neither be recomputed nor take a copy of the buffer, sixteen times its size, with it),
+    // holding one buffer of 1 KiB that cannot leave.
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
-    let view = x.clone().swap_dims(0, 1);
+    let view = x.clone().slice([0..16, 5..6]);
     burn_swap::configure(&device, SwapConfig::budget_bytes(1 << 20)).unwrap();
     let refused = burn_swap::configure(&device, SwapConfig::budget_bytes(512));
     assert!(

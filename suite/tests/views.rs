@@ -1,8 +1,9 @@
 //! Buffers, not tensors: a view (transposed, swapped, permuted, flipped, expanded, sliced,
 //! reshaped, unfolded) shares the buffer of the tensor it was made from, and the books count that
 //! buffer once, for as long as one of them holds it. Under a budget, a shared buffer leaves
-//! whole (its dense holders by offload, its strided ones by recomputation), and everything
-//! computed from the views is the plain backend's, bit for bit.
+//! whole (its dense holders by offload, its strided ones by recomputation or, when they keep
+//! no op to replay, by an offload of the buffer with their layout), and everything computed
+//! from the views is the plain backend's, bit for bit.
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
@@ -178,4 +179,50 @@ fn a_recomputed_view_can_leave_again() {
         report.recomputes >= 2,
         "the view left more than once\n{report}"
     );
+}
+
+/// Views made before any budget was set keep no op to be replayed: a transposed view that
+/// shares a live matrix's buffer, and a permuted view of a matrix it consumed. Under a budget
+/// set afterwards, room for new work is made by offloading their buffers with their layouts
+/// (the shared one once for its dense holder and once, as a copy of its own, for the view);
+/// each comes back as the same view, and what is computed from it is Flex's, bit for bit.
+#[test]
+fn views_made_before_the_budget_leave_with_their_layout() {
+    fn run<B: Backend>(device: &B::Device, budget: impl Fn()) -> Vec<u32> {
+        let x = matrix::<B>(32, 32, device);
+        let shared = x.clone().swap_dims(0, 1);
+        let own = matrix::<B>(32, 32, device).permute([1, 0]).flip([0]);
+        budget();
+        // 4 KiB each: an op (two inputs, one output) fills the budget but for 1 KiB, so the
+        // views not in it must leave.
+        let work: Vec<Tensor<B, 2>> = (0..3)
+            .map(|k| matrix::<B>(32, 32, device) * k as f32)
+            .collect();
+        let mut out = Vec::new();
+        for w in work {
+            let y = shared.clone().matmul(w.clone()) + own.clone().matmul(w) - x.clone();
+            out.extend(
+                y.into_data()
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+        }
+        out
+    }
+    let device = FlexDevice;
+    let plain = run::<Flex>(&device, || ());
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::reset_counters(&device);
+    let budget = 3 * 4096 + 1024;
+    let swapped = run::<S>(&device, || {
+        burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap()
+    });
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_eq!(swapped, plain);
+    assert!(report.peak_bytes <= budget, "{report}");
+    assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
 }

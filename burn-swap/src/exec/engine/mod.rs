@@ -611,19 +611,20 @@ impl<B: BackendIr> Engine<B> {
                 self.strided_live.push(id);
                 entry.view_source = self.op.view_source;
             }
+            entry.restorable =
+                entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p));
             match probe
                 .filter(|_| shares)
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
+                    // A view of a buffer others hold comes back with a copy of it of its own:
+                    // only when that copy is not much larger than the view.
+                    entry.restorable &= layout::copied_apart(buffer_bytes, bytes);
                     self.residency
                         .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
                 }
-                None => {
-                    entry.restorable =
-                        entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p));
-                    self.residency.admit(id, entry)
-                }
+                None => self.residency.admit(id, entry),
             }
         }
         self.op.outputs = outputs;

@@ -346,7 +346,7 @@ impl<B: BackendIr> Engine<B> {
         if !entry.strided {
             return Some((handle, ir.shape, ir.dtype));
         }
-        if !entry.restorable || entry.shared().is_some() {
+        if !entry.restorable {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;

@@ -77,7 +77,7 @@ impl<B: BackendIr> Engine<B> {
             .filter_map(|id| self.residency.get(id))
             .filter(|e| {
                 e.state().on_device()
-                    && !(e.restorable && e.shared().is_none())
+                    && !e.restorable
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
                     && match e.view_source {
@@ -207,8 +207,13 @@ impl<B: BackendIr> Engine<B> {
                     // A shared buffer leaves with every tensor that holds it.
                     Some(buffer) => {
                         for holder in self.holders(buffer) {
-                            let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
-                            let leave = if strided {
+                            // A strided holder is made again in its source's buffer when it
+                            // can be; one that cannot takes a copy of the buffer with it.
+                            let remade = self.residency.get(&holder).is_some_and(|e| {
+                                e.strided
+                                    && (e.recipe.is_some() || self.can_rebuild(e) || !e.restorable)
+                            });
+                            let leave = if remade {
                                 Leave::Recompute
                             } else {
                                 Leave::Offload
@@ -318,7 +323,7 @@ impl<B: BackendIr> Engine<B> {
                 resident: matches!(entry.state(), State::Resident),
                 in_use,
                 strided: entry.strided,
-                restorable: entry.restorable && entry.shared().is_none(),
+                restorable: entry.restorable,
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.can_rebuild(entry),
                 host_has_room: self.host_has_room(entry.bytes()),
