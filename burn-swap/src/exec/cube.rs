@@ -84,6 +84,62 @@ pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<super::layout::Probe> {
     }))
 }
 
+/// [`super::layout::storage`] of a CubeCL tensor: its handle as a dense one-dimensional
+/// tensor of its element type over the bytes the handle covers (no copy: the same handle),
+/// its metadata (shape and strides from the handle's first byte), and the dense tensor's
+/// shape. `None` for a quantized tensor, or a handle
+/// that is not a whole number of elements.
+pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, Shape)> {
+    each_runtime!(|R| as_cube::<R, T>(tensor).and_then(|t| {
+        let width = t.dtype.size();
+        // The bytes the tensor may index: its handle's, less the offsets of a slice (the
+        // memory under the handle may be larger, and belong to others).
+        let size = t.handle.size_in_used() as usize;
+        if width == 0 || !size.is_multiple_of(width) || t.qparams.is_some() {
+            return None;
+        }
+        let whole = Shape::new([size / width]);
+        let dense = CubeTensor::<R>::new_contiguous(
+            t.client.clone(),
+            t.device.clone(),
+            whole.clone(),
+            t.handle.clone(),
+            t.dtype,
+        );
+        let dense: Box<dyn Any> = Box::new(dense);
+        Some((*dense.downcast::<T>().ok()?, (*t.meta).clone(), whole))
+    }))
+}
+
+/// [`super::layout::restore`] of a CubeCL tensor: the dense tensor over a handle that came
+/// back, given the shape and strides `meta` over it; `tensor` itself when it is not a CubeCL
+/// one.
+pub(crate) fn restore<T: 'static>(tensor: T, meta: burn_std::Metadata) -> T {
+    let mut boxed: Box<dyn Any> = Box::new(tensor);
+    #[cfg(feature = "cuda")]
+    {
+        boxed = match boxed.downcast::<CubeTensor<cubecl::cuda::CudaRuntime>>() {
+            Ok(mut t) => {
+                t.meta = Box::new(meta.clone());
+                t
+            }
+            Err(other) => other,
+        };
+    }
+    #[cfg(feature = "wgpu")]
+    {
+        boxed = match boxed.downcast::<CubeTensor<cubecl::wgpu::WgpuRuntime>>() {
+            Ok(mut t) => {
+                t.meta = Box::new(meta.clone());
+                t
+            }
+            Err(other) => other,
+        };
+    }
+    let _ = meta;
+    *boxed.downcast::<T>().expect("the type it was boxed as")
+}
+
 /// The id CubeCL gives a memory handle, read from its `Debug`.
 fn memory_id(memory: &impl core::fmt::Debug) -> Option<usize> {
     let text = format!("{memory:?}");
@@ -155,8 +211,11 @@ pub(crate) fn compress_offload<B: Backend>(
     if policy.mode == Compression::Off || !device_codec_dtype(dtype) {
         return None;
     }
+    // The kernels read the handle as the tensor's values in order: only a tensor laid out
+    // row-major over a handle of exactly its size (a broadcast one is "contiguous" over a
+    // smaller handle; its values go through the backend's read).
     each_runtime!(|R| as_cube::<R, _>(tensor)
-        .filter(|t| t.is_contiguous() && t.dtype == dtype)
+        .filter(|t| t.is_contiguous() && t.is_contiguous_buffer() && t.dtype == dtype)
         .map(|t| compress_cube(t, shape, dtype, policy)))
 }
 

@@ -83,8 +83,8 @@ pub(crate) struct Probe {
 /// offload of that buffer ([`storage`]) on the backend `teller` names. The buffer may be
 /// larger than the tensor (a native op's output cut from a larger result): it moves whole,
 /// and frees on the device all it held.
-pub(crate) fn restorable(teller: Teller, probe: &Probe) -> bool {
-    teller == Teller::Flex && !probe.dense
+pub(crate) fn restorable(teller: Teller, probe: &Probe, dtype: DType) -> bool {
+    !probe.dense && !matches!(dtype, DType::QFloat(_)) && teller != Teller::None
 }
 
 /// Whether a strided view of `bytes` in a buffer of `buffer_bytes` that other tensors hold
@@ -135,30 +135,53 @@ fn probe_primitive<T: 'static>(tensor: &T) -> Option<Probe> {
     None
 }
 
-/// A strided tensor's layout while its buffer is off the device (Flex's: its shape, its
-/// strides in elements and the offset of its first element in the buffer).
+/// A strided tensor's layout while its buffer is off the device: Flex's (shape, strides in
+/// elements, offset of the first element in the buffer) or a CubeCL tensor's metadata (shape
+/// and strides over its handle).
 pub(crate) struct Kept {
-    layout: burn::backend::flex::Layout,
+    layout: KeptLayout,
     /// The dense tensor over the whole buffer that went off the device.
     whole: Shape,
+}
+
+enum KeptLayout {
+    Flex(burn::backend::flex::Layout),
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    Cube(burn_std::Metadata),
 }
 
 /// The buffer of a strided tensor as a dense one-dimensional tensor over all of it, and the
 /// layout that makes the tensor again from that buffer ([`restore`]): an offload of the
 /// buffer brings back the same view, element for element and stride for stride, so that every
-/// kernel sees what it saw. `None` when the backend cannot tell (only Flex does, so far: a
-/// CubeCL tensor's strided views leave by recomputation).
+/// kernel sees what it saw. `None` when the backend cannot tell (Burn's fused backends), and
+/// for quantized tensors.
 pub(crate) fn storage<B: BackendIr>(
     handle: &B::Handle,
     shape: &Shape,
     dtype: DType,
 ) -> Option<(B::Handle, Shape, Kept)> {
-    use burn::backend::flex::{FlexTensor, Layout as FlexLayout};
     let handle = TensorHandle {
         handle: handle.clone(),
         shape: shape.clone(),
     };
-    let relaid = |flex: &FlexTensor| -> Option<(FlexTensor, Shape, Kept)> {
+    if dtype.is_float() {
+        let (t, kept) = relaid(&B::float_tensor(handle), dtype)?;
+        Some((B::float_tensor_handle(t), kept.whole.clone(), kept))
+    } else if dtype.is_int() {
+        let (t, kept) = relaid(&B::int_tensor(handle), dtype)?;
+        Some((B::int_tensor_handle(t), kept.whole.clone(), kept))
+    } else if dtype.is_bool() {
+        let (t, kept) = relaid(&B::bool_tensor(handle), dtype)?;
+        Some((B::bool_tensor_handle(t), kept.whole.clone(), kept))
+    } else {
+        None
+    }
+}
+
+/// [`storage`] of one primitive: the dense tensor over its buffer, and its layout.
+fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
+    use burn::backend::flex::{FlexTensor, Layout as FlexLayout};
+    if let Some(flex) = as_flex(tensor) {
         let width = dtype.size();
         let buffer = flex.bytes().len();
         if width == 0 || !buffer.is_multiple_of(width) {
@@ -171,52 +194,49 @@ pub(crate) fn storage<B: BackendIr>(
             flex.dtype(),
         );
         let kept = Kept {
-            layout: flex.layout().clone(),
-            whole: whole.clone(),
+            layout: KeptLayout::Flex(flex.layout().clone()),
+            whole,
         };
-        Some((dense, whole, kept))
-    };
-    if dtype.is_float() {
-        let (t, whole, kept) = relaid(as_flex(&B::float_tensor(handle))?)?;
-        Some((B::float_tensor_handle(from_flex(t)?), whole, kept))
-    } else if dtype.is_int() {
-        let (t, whole, kept) = relaid(as_flex(&B::int_tensor(handle))?)?;
-        Some((B::int_tensor_handle(from_flex(t)?), whole, kept))
-    } else if dtype.is_bool() {
-        let (t, whole, kept) = relaid(as_flex(&B::bool_tensor(handle))?)?;
-        Some((B::bool_tensor_handle(from_flex(t)?), whole, kept))
-    } else {
-        None
+        return Some((from_flex(dense)?, kept));
     }
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    if let Some((dense, meta, whole)) = super::cube::storage(tensor) {
+        let kept = Kept {
+            layout: KeptLayout::Cube(meta),
+            whole,
+        };
+        return Some((dense, kept));
+    }
+    let _ = dtype;
+    None
 }
 
 /// The tensor of `kept` made again over a buffer that came back (`handle`: the dense
-/// one-dimensional tensor [`storage`] sent, written back); `handle` itself when the backend
-/// is not the one that kept the layout.
+/// one-dimensional tensor [`storage`] sent, written back).
 pub(crate) fn restore<B: BackendIr>(handle: B::Handle, dtype: DType, kept: Kept) -> B::Handle {
+    let Kept { layout, whole } = kept;
     let handle = TensorHandle {
         handle,
-        shape: kept.whole,
+        shape: whole,
     };
-    let relaid = |t: burn::backend::flex::FlexTensor| t.with_layout(kept.layout);
     if dtype.is_float() {
-        let t = B::float_tensor(handle);
-        match into_flex(t) {
-            Ok(flex) => B::float_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
-            Err(t) => B::float_tensor_handle(t),
-        }
+        B::float_tensor_handle(relay(B::float_tensor(handle), layout))
     } else if dtype.is_int() {
-        let t = B::int_tensor(handle);
-        match into_flex(t) {
-            Ok(flex) => B::int_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
-            Err(t) => B::int_tensor_handle(t),
-        }
+        B::int_tensor_handle(relay(B::int_tensor(handle), layout))
     } else {
-        let t = B::bool_tensor(handle);
-        match into_flex(t) {
-            Ok(flex) => B::bool_tensor_handle(from_flex(relaid(flex)).expect("the same type")),
-            Err(t) => B::bool_tensor_handle(t),
-        }
+        B::bool_tensor_handle(relay(B::bool_tensor(handle), layout))
+    }
+}
+
+/// [`restore`] of one primitive.
+fn relay<T: 'static>(tensor: T, layout: KeptLayout) -> T {
+    match layout {
+        KeptLayout::Flex(layout) => match into_flex(tensor) {
+            Ok(flex) => from_flex(flex.with_layout(layout)).expect("the type it came as"),
+            Err(tensor) => tensor,
+        },
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        KeptLayout::Cube(meta) => super::cube::restore(tensor, meta),
     }
 }
 
@@ -355,7 +375,7 @@ mod tests {
             let (shape, dtype) = (tensor.layout().shape().clone(), tensor.dtype());
             let handle = <Flex as BackendIr>::float_tensor_handle(tensor.clone());
             let probe = probe::<Flex>(&handle, &shape, dtype).unwrap();
-            assert!(restorable(Teller::Flex, &probe));
+            assert!(restorable(Teller::Flex, &probe, dtype));
             let (whole, whole_shape, kept) = storage::<Flex>(&handle, &shape, dtype).unwrap();
             // Off the device and back, as values of a dense tensor.
             let data =
@@ -375,9 +395,9 @@ mod tests {
         let dense = <Flex as BackendIr>::float_tensor_handle(matrix);
         let probe = probe::<Flex>(&dense, &Shape::new([4, 6]), DType::F32).unwrap();
         assert!(
-            !restorable(Teller::Flex, &probe),
+            !restorable(Teller::Flex, &probe, DType::F32),
             "a dense tensor offloads its values"
         );
-        assert!(!restorable(Teller::None, &probe));
+        assert!(!restorable(Teller::None, &probe, DType::F32));
     }
 }

@@ -342,7 +342,10 @@ impl<B: BackendIr> Engine<B> {
             kind == Layout::Inherit,
             view_op,
         );
-        let room = if self.op.unreserved == 0 {
+        // An output taken for a view that copied, or one counted in a shared buffer larger
+        // than the room made for it, may have put the device over the budget: made good now.
+        let room = if self.op.unreserved == 0 && self.budget().is_none_or(|b| self.resident() <= b)
+        {
             Ok(())
         } else {
             self.settle_views()
@@ -612,7 +615,7 @@ impl<B: BackendIr> Engine<B> {
                 entry.view_source = self.op.view_source;
             }
             entry.restorable =
-                entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p));
+                entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p, dtype));
             match probe
                 .filter(|_| shares)
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
@@ -679,8 +682,10 @@ impl<B: BackendIr> Engine<B> {
         }
         if let Some(budget) = self.budget() {
             let resident = self.resident();
+            // Not while unwinding: a tensor dropped then runs this in a destructor, where a
+            // second panic would abort the process.
             assert!(
-                resident <= budget,
+                resident <= budget || std::thread::panicking(),
                 "burn-swap: {resident} bytes resident after op {} under a budget of {budget}",
                 self.now
             );

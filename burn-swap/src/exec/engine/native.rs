@@ -59,8 +59,8 @@ impl<B: BackendIr> Engine<B> {
         self.op.native_out += bytes_of(&shape, dtype);
         let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
         entry.strided = strided;
-        entry.restorable =
-            strided && probe.is_some_and(|p| crate::exec::layout::restorable(self.teller, &p));
+        entry.restorable = strided
+            && probe.is_some_and(|p| crate::exec::layout::restorable(self.teller, &p, dtype));
         if strided {
             self.strided_live.push(id);
         }
