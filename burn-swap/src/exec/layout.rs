@@ -87,15 +87,6 @@ pub(crate) fn restorable(teller: Teller, probe: &Probe, dtype: DType) -> bool {
     !probe.dense && !matches!(dtype, DType::QFloat(_)) && teller != Teller::None
 }
 
-/// Whether a strided view of `bytes` in a buffer of `buffer_bytes` that other tensors hold
-/// too may leave by an offload of that buffer ([`storage`]): it comes back with a copy of the
-/// buffer of its own (counted at the view's bytes, as a fetched holder is), so only when the
-/// copy is at most twice the view (a transposed or permuted view of a whole buffer, a slice
-/// of half of it), never a row of a large matrix.
-pub(crate) fn copied_apart(buffer_bytes: u64, bytes: u64) -> bool {
-    buffer_bytes <= 2 * bytes
-}
-
 /// Where the backend holds the tensor of `handle` ([`Probe`]); `None` when it cannot tell.
 pub(crate) fn probe<B: BackendIr>(
     handle: &B::Handle,

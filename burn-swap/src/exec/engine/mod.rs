@@ -621,9 +621,6 @@ impl<B: BackendIr> Engine<B> {
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
-                    // A view of a buffer others hold comes back with a copy of it of its own:
-                    // only when that copy is not much larger than the view.
-                    entry.restorable &= layout::copied_apart(buffer_bytes, bytes);
                     self.residency
                         .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
                 }

@@ -346,7 +346,7 @@ impl<B: BackendIr> Engine<B> {
         if !entry.strided {
             return Some((handle, ir.shape, ir.dtype));
         }
-        if !entry.restorable {
+        if !self.leaves_with_layout(entry) {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;
