@@ -307,11 +307,17 @@ fn check_with(
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
+    // A previous case may have left tensors behind (see below): counted in this run's peak.
+    let before = burn_swap::memory(&device).map_or(0, |m| m.resident_bytes);
     prop_assert_eq!(&swapped(), &plain, "unbudgeted");
     let unbudgeted = burn_swap::report(&device).unwrap();
     let (minimum, peak) = (unbudgeted.minimum_budget_bytes, unbudgeted.peak_bytes);
     prop_assert!(minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
-    let budget = minimum + ((peak - minimum) as f64 * fraction) as u64;
+    // What the unbudgeted run left behind (Burn's autodiff may keep a tensor of a graph
+    // alive past its backward pass) is on the device before the budgeted run starts, and
+    // may share a buffer with a view no budget can move: the budget makes room for it.
+    let left = unbudgeted.resident_bytes;
+    let budget = minimum + left + ((peak - minimum) as f64 * fraction) as u64;
     let policy = Policy::ALL[policy];
     // Recomputation pins its recipes' inputs on top of the minimum (see the book).
     let budget = if policy == Policy::RecomputeOnly {
@@ -347,7 +353,9 @@ fn check_with(
         "peak over the budget\n{}",
         report
     );
-    if budget < peak {
+    // Without a budget this run would reach the unbudgeted run's peak; when tensors were left
+    // behind, Burn may let go of them at any step, and that peak says less.
+    if budget < peak && before == 0 && left == 0 {
         // Something had to leave for the run to stay under its peak (a tensor evicted and
         // never needed again is neither fetched nor recomputed).
         prop_assert!(
