@@ -239,15 +239,31 @@ fn the_host_budget_holds_and_a_full_host_is_a_typed_error() {
     });
     let needed = free.peak_host_bytes;
 
+    // Below what the run took freely: it trains bit for bit within both budgets, or (when
+    // what could leave otherwise ran out: the free run's host peak varies with how the
+    // transfers fall, 8% between a quiet and a loaded machine) fails with the typed error
+    // naming both; the host budget holds either way.
     let host_budget = needed * 9 / 10;
-    let (swapped, report) = run_configured(
-        &device,
-        config.clone().with_host_budget(host_budget),
-        || workload.train::<Swapped>(&device, steps),
-    );
-    assert_budgeted_run("host budget 90%", &plain, &swapped, &report, budget);
-    assert!(report.peak_host_bytes <= host_budget, "{report}");
-    assert_eq!(report.host_budget_bytes, Some(host_budget));
+    let run = std::panic::catch_unwind(|| {
+        run_configured(
+            &device,
+            config.clone().with_host_budget(host_budget),
+            || workload.train::<Swapped>(&device, steps),
+        )
+    });
+    match run {
+        Ok((swapped, report)) => {
+            assert_budgeted_run("host budget 90%", &plain, &swapped, &report, budget);
+            assert!(report.peak_host_bytes <= host_budget, "{report}");
+            assert_eq!(report.host_budget_bytes, Some(host_budget));
+        }
+        Err(payload) => match payload.downcast_ref::<burn_swap::SwapError>() {
+            Some(burn_swap::SwapError::HostFull { host, .. }) => {
+                assert!(*host <= host_budget)
+            }
+            other => panic!("expected success or HostFull at 90%, got {other:?}"),
+        },
+    }
 
     let host_budget = needed / 4;
     let failed = std::panic::catch_unwind(|| {
