@@ -5,6 +5,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::backend::DeviceOps;
+use burn::tensor::{Tensor, TensorData};
 use burn_ir::BackendIr;
 use burn_swap::{
     AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, Swap, SwapConfig,
@@ -416,4 +417,57 @@ mod tests {
         assert_eq!(loss_gap(&a, &outcome(vec![1.0, 2.5, 2.75])), 0.5);
         assert!(loss_gap(&a, &outcome(vec![1.0])).is_nan());
     }
+}
+
+/// Views made before any budget was set, of matrices they consumed (a transpose, and a
+/// flipped permutation, doubled): they keep no op to be replayed. Then `budget()` runs, and
+/// three matmuls read them, each beside a new matrix and a dense one made before: with every
+/// matrix 4 KiB, under [`VIEWS_BUDGET`] the tensors an op does not read must leave. Returns
+/// the bits of what it computed.
+pub fn views_made_before_a_budget<B: Backend>(device: &B::Device, budget: impl Fn()) -> Vec<u32> {
+    let matrix = |k: usize| -> Tensor<B, 2> {
+        let values: Vec<f32> = (0..32 * 32)
+            .map(|i| ((i * 37 + k * 11) % 101) as f32 / 7.0 - 5.0)
+            .collect();
+        Tensor::from_data(TensorData::new(values, [32, 32]), device)
+    };
+    let x = matrix(0);
+    let transposed = matrix(5).swap_dims(0, 1);
+    let flipped = matrix(1).permute([1, 0]).flip([0]) * 2.0;
+    budget();
+    let mut out = Vec::new();
+    for k in 0..3 {
+        let w = matrix(k + 2);
+        let y = transposed.clone().matmul(w.clone()) + flipped.clone().matmul(w) - x.clone();
+        let values = y.into_data().to_vec::<f32>().expect("f32 values");
+        out.extend(values.iter().map(|v| v.to_bits()));
+    }
+    out
+}
+
+/// The budget [`views_made_before_a_budget`] runs under: one op's inputs and output, and
+/// 1 KiB.
+pub const VIEWS_BUDGET: u64 = 3 * 4096 + 1024;
+
+/// Runs [`views_made_before_a_budget`] on `I` and through `Swap<I>` under [`VIEWS_BUDGET`]
+/// set after the views were made (with `config` on top of it): bit for bit, the counted
+/// peak from the budget on within it, the views moved by offload only. (The caller holds
+/// [`crate::swap_device_lock`].)
+pub fn check_views_made_before_a_budget<I>(device: &I::Device, config: SwapConfig)
+where
+    I: BackendIr + Backend,
+{
+    let plain = views_made_before_a_budget::<I>(device, || ());
+    burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
+    burn_swap::reset_counters(device);
+    let swapped = views_made_before_a_budget::<Swap<I>>(device, || {
+        burn_swap::configure(device, config.clone()).expect("a valid configuration");
+        // The peak from here on: the budget's.
+        burn_swap::reset_counters(device);
+    });
+    let report = burn_swap::report(device).expect("the device ran under Swap");
+    burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
+    assert_eq!(swapped, plain);
+    assert!(report.peak_bytes <= VIEWS_BUDGET, "{report}");
+    assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
 }

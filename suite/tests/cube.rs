@@ -260,58 +260,17 @@ fn a_large_matmul_is_profiled_at_its_device_time() {
 
 /// Strided tensors with no op to replay on a CubeCL backend: views made before any budget was
 /// set of matrices they consumed (a transpose, and a flipped permutation: CubeCL copies a
-/// flip, so the latter is a strided result of its own). Under a budget
-/// set afterwards they leave by an offload of their handle's bytes, with device compression
-/// when it pays, and come back with their shape and strides: bit for bit, offloads only.
+/// flip, so the latter is a strided result of its own). Under a budget set afterwards they
+/// leave by an offload of their handle's bytes, with device compression when it pays, and
+/// come back with their shape and strides: bit for bit, offloads only.
 #[test]
 fn strided_tensors_leave_with_their_layout_on_cubecl() {
-    use burn::tensor::{Tensor, TensorData, backend::Backend};
+    use burn_swap_suite::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
     if !adapter() {
         return;
     }
-    fn run<B: Backend>(device: &B::Device, budget: impl Fn()) -> Vec<u32> {
-        let matrix = |k: usize| -> Tensor<B, 2> {
-            let values: Vec<f32> = (0..32 * 32)
-                .map(|i| ((i * 37 + k * 11) % 101) as f32 / 7.0 - 5.0)
-                .collect();
-            Tensor::from_data(TensorData::new(values, [32, 32]), device)
-        };
-        let x = matrix(0);
-        let shared = matrix(5).swap_dims(0, 1);
-        let own = matrix(1).permute([1, 0]).flip([0]) * 2.0;
-        budget();
-        // 4 KiB each: an op (two inputs, one output) fills the budget but for 1 KiB, so the
-        // tensors not in it must leave.
-        let mut out = Vec::new();
-        for k in 0..3 {
-            let w = matrix(k + 2);
-            let y = shared.clone().matmul(w.clone()) + own.clone().matmul(w) - x.clone();
-            out.extend(
-                y.into_data()
-                    .to_vec::<f32>()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits()),
-            );
-        }
-        out
-    }
-    let device = WgpuDevice::DefaultDevice;
-    let plain = run::<CubeWgpu>(&device, || ());
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::reset_counters(&device);
-    let budget = 3 * 4096 + 1024;
-    let swapped = run::<Swap<CubeWgpu>>(&device, || {
-        let config =
-            SwapConfig::budget_bytes(budget).with_compression(Compression::On { max_ratio: 1.0 });
-        burn_swap::configure(&device, config).unwrap();
-        // The peak from here on: the budget's.
-        burn_swap::reset_counters(&device);
-    });
-    let report = burn_swap::report(&device).unwrap();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert_eq!(swapped, plain);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
+    let config =
+        SwapConfig::budget_bytes(VIEWS_BUDGET).with_compression(Compression::On { max_ratio: 1.0 });
+    check_views_made_before_a_budget::<CubeWgpu>(&WgpuDevice::DefaultDevice, config);
 }

@@ -187,43 +187,7 @@ fn a_recomputed_view_can_leave_again() {
 /// same view, and what is computed from it is Flex's, bit for bit.
 #[test]
 fn views_made_before_the_budget_leave_with_their_layout() {
-    fn run<B: Backend>(device: &B::Device, budget: impl Fn()) -> Vec<u32> {
-        let x = matrix::<B>(32, 32, device);
-        let shared = matrix::<B>(32, 32, device).swap_dims(0, 1);
-        let own = matrix::<B>(32, 32, device).permute([1, 0]).flip([0]);
-        budget();
-        // 4 KiB each: an op (two inputs, one output) fills the budget but for 1 KiB, so the
-        // views not in it must leave.
-        let work: Vec<Tensor<B, 2>> = (0..3)
-            .map(|k| matrix::<B>(32, 32, device) * k as f32)
-            .collect();
-        let mut out = Vec::new();
-        for w in work {
-            let y = shared.clone().matmul(w.clone()) + own.clone().matmul(w) - x.clone();
-            out.extend(
-                y.into_data()
-                    .to_vec::<f32>()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits()),
-            );
-        }
-        out
-    }
-    let device = FlexDevice;
-    let plain = run::<Flex>(&device, || ());
+    use burn_swap_suite::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
     let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::reset_counters(&device);
-    let budget = 3 * 4096 + 1024;
-    let swapped = run::<S>(&device, || {
-        burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
-        // The peak from here on: the budget's.
-        burn_swap::reset_counters(&device);
-    });
-    let report = burn_swap::report(&device).unwrap();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert_eq!(swapped, plain);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
+    check_views_made_before_a_budget::<Flex>(&FlexDevice, SwapConfig::budget_bytes(VIEWS_BUDGET));
 }
