@@ -393,32 +393,6 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn models_are_selected_by_name_in_their_order() {
-        let picked = select_models(small_models(), "lstm, mlp").unwrap();
-        let names: Vec<&str> = picked.iter().map(|m| m.name()).collect();
-        assert_eq!(names, ["mlp", "lstm"]);
-        let error = select_models(small_models(), "mlp,gru").unwrap_err();
-        assert!(error.contains("\"gru\""), "{error}");
-    }
-
-    #[test]
-    fn the_loss_gap_is_the_largest_step_difference() {
-        let outcome = |losses: Vec<f32>| Outcome {
-            losses,
-            params: Vec::new(),
-        };
-        let a = outcome(vec![1.0, 2.0, 3.0]);
-        assert_eq!(loss_gap(&a, &a), 0.0);
-        assert_eq!(loss_gap(&a, &outcome(vec![1.0, 2.5, 2.75])), 0.5);
-        assert!(loss_gap(&a, &outcome(vec![1.0])).is_nan());
-    }
-}
-
 /// Views made before any budget was set, of matrices they consumed (a transpose, and a
 /// flipped permutation, doubled): they keep no op to be replayed. Then `budget()` runs, and
 /// three matmuls read them, each beside a new matrix and a dense one made before: with every
@@ -470,4 +444,30 @@ where
     assert_eq!(swapped, plain);
     assert!(report.peak_bytes <= VIEWS_BUDGET, "{report}");
     assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_are_selected_by_name_in_their_order() {
+        let picked = select_models(small_models(), "lstm, mlp").unwrap();
+        let names: Vec<&str> = picked.iter().map(|m| m.name()).collect();
+        assert_eq!(names, ["mlp", "lstm"]);
+        let error = select_models(small_models(), "mlp,gru").unwrap_err();
+        assert!(error.contains("\"gru\""), "{error}");
+    }
+
+    #[test]
+    fn the_loss_gap_is_the_largest_step_difference() {
+        let outcome = |losses: Vec<f32>| Outcome {
+            losses,
+            params: Vec::new(),
+        };
+        let a = outcome(vec![1.0, 2.0, 3.0]);
+        assert_eq!(loss_gap(&a, &a), 0.0);
+        assert_eq!(loss_gap(&a, &outcome(vec![1.0, 2.5, 2.75])), 0.5);
+        assert!(loss_gap(&a, &outcome(vec![1.0])).is_nan());
+    }
 }
