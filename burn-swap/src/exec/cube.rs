@@ -115,28 +115,21 @@ pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, 
 /// back, given the shape and strides `meta` over it; `tensor` itself when it is not a CubeCL
 /// one.
 pub(crate) fn restore<T: 'static>(tensor: T, meta: burn_std::Metadata) -> T {
-    let mut boxed: Box<dyn Any> = Box::new(tensor);
+    /// `boxed` with `meta` when it is the tensor of runtime `R`; as it was otherwise.
+    fn relaid<R: CubeRuntime>(boxed: Box<dyn Any>, meta: &burn_std::Metadata) -> Box<dyn Any> {
+        match boxed.downcast::<CubeTensor<R>>() {
+            Ok(mut t) => {
+                t.meta = Box::new(meta.clone());
+                t
+            }
+            Err(other) => other,
+        }
+    }
+    let boxed: Box<dyn Any> = Box::new(tensor);
     #[cfg(feature = "cuda")]
-    {
-        boxed = match boxed.downcast::<CubeTensor<cubecl::cuda::CudaRuntime>>() {
-            Ok(mut t) => {
-                t.meta = Box::new(meta.clone());
-                t
-            }
-            Err(other) => other,
-        };
-    }
+    let boxed = relaid::<cubecl::cuda::CudaRuntime>(boxed, &meta);
     #[cfg(feature = "wgpu")]
-    {
-        boxed = match boxed.downcast::<CubeTensor<cubecl::wgpu::WgpuRuntime>>() {
-            Ok(mut t) => {
-                t.meta = Box::new(meta.clone());
-                t
-            }
-            Err(other) => other,
-        };
-    }
-    let _ = meta;
+    let boxed = relaid::<cubecl::wgpu::WgpuRuntime>(boxed, &meta);
     *boxed.downcast::<T>().expect("the type it was boxed as")
 }
 

@@ -198,7 +198,6 @@ fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
         };
         return Some((dense, kept));
     }
-    let _ = dtype;
     None
 }
 

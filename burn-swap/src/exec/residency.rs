@@ -244,6 +244,16 @@ impl Entry {
         self.bytes
     }
 
+    /// Whether, strided, it may leave by an offload of its buffer with its layout: the
+    /// backend can make the view again ([`Entry::restorable`]) and the buffer is its own. Not
+    /// a holder of a shared buffer (even its last one on the device): a copy of its own comes
+    /// back apart from the other holders, and Flex and CubeCL write in place into a buffer
+    /// only one tensor holds, with other kernels and other bits than out of place (found by
+    /// the random training programs: NaN signs changed).
+    pub fn leaves_with_layout(&self) -> bool {
+        self.restorable && self.shared().is_none()
+    }
+
     /// The shared buffer it holds on the device, if any.
     pub fn shared(&self) -> Option<u32> {
         (self.buffer != 0).then_some(self.buffer)

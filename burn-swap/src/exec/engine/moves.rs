@@ -346,7 +346,7 @@ impl<B: BackendIr> Engine<B> {
         if !entry.strided {
             return Some((handle, ir.shape, ir.dtype));
         }
-        if !self.leaves_with_layout(entry) {
+        if !entry.leaves_with_layout() {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;

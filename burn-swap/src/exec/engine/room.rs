@@ -77,7 +77,7 @@ impl<B: BackendIr> Engine<B> {
             .filter_map(|id| self.residency.get(id))
             .filter(|e| {
                 e.state().on_device()
-                    && !self.leaves_with_layout(e)
+                    && !e.leaves_with_layout()
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
                     && match e.view_source {
@@ -97,16 +97,6 @@ impl<B: BackendIr> Engine<B> {
             })
             .sum();
         self.counters.minimum_budget = self.counters.minimum_budget.max(needed + stuck);
-    }
-
-    /// Whether a strided tensor may leave by an offload of its buffer with its layout: the
-    /// backend can make the view again ([`Entry::restorable`]) and the buffer is its own. Not
-    /// a holder of a shared buffer (even its last one on the device): a copy of its own comes
-    /// back apart from the other holders, and Flex and CubeCL write in place into a buffer
-    /// only one tensor holds, with other kernels and other bits than out of place (found by
-    /// the random training programs: NaN signs changed).
-    pub(super) fn leaves_with_layout(&self, entry: &crate::exec::residency::Entry) -> bool {
-        entry.restorable && entry.shared().is_none()
     }
 
     /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
@@ -217,12 +207,8 @@ impl<B: BackendIr> Engine<B> {
                     // A shared buffer leaves with every tensor that holds it.
                     Some(buffer) => {
                         for holder in self.holders(buffer) {
-                            // A strided holder is made again in its source's buffer.
-                            let remade = self
-                                .residency
-                                .get(&holder)
-                                .is_some_and(|e| e.strided && !self.leaves_with_layout(e));
-                            let leave = if remade {
+                            let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
+                            let leave = if strided {
                                 Leave::Recompute
                             } else {
                                 Leave::Offload
@@ -332,7 +318,7 @@ impl<B: BackendIr> Engine<B> {
                 resident: matches!(entry.state(), State::Resident),
                 in_use,
                 strided: entry.strided,
-                restorable: self.leaves_with_layout(entry),
+                restorable: entry.leaves_with_layout(),
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.can_rebuild(entry),
                 host_has_room: self.host_has_room(entry.bytes()),
