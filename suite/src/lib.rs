@@ -36,3 +36,23 @@ pub fn swap_device_lock() -> MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
 }
+
+/// Whether CubeCL's wgpu runtime finds an adapter for `device`. Without one the caller's test
+/// says `SKIPPED` and passes, unless `BURN_SWAP_REQUIRE_KERNELS=1` (set by `.ci/run`), where
+/// this panics: CI never passes a GPU-path test that did not run.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_adapter(device: &cubecl::wgpu::WgpuDevice) -> bool {
+    use cubecl::Runtime;
+    let found = std::panic::catch_unwind(|| {
+        cubecl::wgpu::WgpuRuntime::client(device);
+    })
+    .is_ok();
+    if !found {
+        assert!(
+            std::env::var("BURN_SWAP_REQUIRE_KERNELS").as_deref() != Ok("1"),
+            "no wgpu adapter for {device:?}, and BURN_SWAP_REQUIRE_KERNELS=1"
+        );
+        eprintln!("SKIPPED: no wgpu adapter for {device:?} (install mesa-vulkan-drivers)");
+    }
+    found
+}

@@ -22,19 +22,7 @@ const STEPS: usize = 6;
 
 /// Whether a wgpu adapter exists (else the tests are skipped, or fail when required).
 fn adapter() -> bool {
-    use cubecl::Runtime;
-    let found = std::panic::catch_unwind(|| {
-        cubecl::wgpu::WgpuRuntime::client(&WgpuDevice::DefaultDevice);
-    })
-    .is_ok();
-    if !found {
-        assert!(
-            std::env::var("BURN_SWAP_REQUIRE_KERNELS").as_deref() != Ok("1"),
-            "no wgpu adapter, and BURN_SWAP_REQUIRE_KERNELS=1"
-        );
-        eprintln!("SKIPPED: no wgpu adapter (install mesa-vulkan-drivers)");
-    }
-    found
+    burn_swap_suite::wgpu_adapter(&WgpuDevice::DefaultDevice)
 }
 
 fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) {
@@ -273,4 +261,79 @@ fn strided_tensors_leave_with_their_layout_on_cubecl() {
     let config =
         SwapConfig::budget_bytes(VIEWS_BUDGET).with_compression(Compression::On { max_ratio: 1.0 });
     check_views_made_before_a_budget::<CubeWgpu>(&WgpuDevice::DefaultDevice, config);
+}
+
+/// Each device has an engine and a budget of its own, as each GPU of a multi-GPU server
+/// (data parallelism gives each worker one): two wgpu devices (the default and the CPU
+/// device; on a software Vulkan driver both are the one adapter, each with a client and an
+/// allocator of its own) train at once on two threads, one at half and one at a quarter of
+/// its own unbudgeted peak. Each is bit-identical to the unwrapped run on its device, each
+/// holds its own budget, and each device's report counts only its own moves.
+#[test]
+fn two_devices_keep_budgets_of_their_own() {
+    let devices = [WgpuDevice::DefaultDevice, WgpuDevice::Cpu];
+    if !devices.iter().all(burn_swap_suite::wgpu_adapter) {
+        return;
+    }
+    let _guard = burn_swap_suite::swap_device_lock();
+    let config = MlpConfig::small();
+    let both = |swap: bool| -> Vec<Outcome> {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = devices
+                .iter()
+                .map(|device| {
+                    scope.spawn(move || {
+                        if swap {
+                            train_mlp::<Swapped>(&config, device, STEPS)
+                        } else {
+                            train_mlp::<Plain>(&config, device, STEPS)
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        })
+    };
+    let plain = both(false);
+
+    for device in &devices {
+        burn_swap::configure(device, SwapConfig::default()).unwrap();
+        burn_swap::restart_trace(device);
+        burn_swap::reset_counters(device);
+    }
+    assert_eq!(both(true), plain, "unbudgeted");
+    let peaks = devices
+        .each_ref()
+        .map(|device| burn_swap::report(device).unwrap().peak_bytes);
+
+    let budgets = [peaks[0] / 2, peaks[1] / 4];
+    for (device, budget) in devices.iter().zip(budgets) {
+        burn_swap::configure(device, SwapConfig::budget_bytes(budget)).unwrap();
+        burn_swap::restart_trace(device);
+        burn_swap::reset_counters(device);
+    }
+    let outcomes = both(true);
+    for (i, device) in devices.iter().enumerate() {
+        let report = burn_swap::report(device).unwrap();
+        assert_budgeted_run(
+            &format!("{device:?} at {} of its peak {}", budgets[i], peaks[i]),
+            &plain[i],
+            &outcomes[i],
+            &report,
+            budgets[i],
+        );
+        // The budget binds on each device by its own measure: a quarter moves more.
+        if i == 1 {
+            let half = burn_swap::report(&devices[0]).unwrap();
+            assert!(
+                report.peak_bytes < half.peak_bytes,
+                "the quarter-budget device peaks lower: {} vs {}",
+                report.peak_bytes,
+                half.peak_bytes
+            );
+        }
+    }
+    for device in &devices {
+        burn_swap::configure(device, SwapConfig::default()).unwrap();
+    }
 }

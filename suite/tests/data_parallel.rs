@@ -6,9 +6,11 @@
 //! for bit, the two workers' models stay equal, and the device's counted peak stays within
 //! the budget.
 //!
-//! On the CPU both workers share one device (`FlexDevice`), hence one engine and one budget;
-//! on GPUs each worker has a device of its own and each device its own budget (the book's
-//! *Peer-GPU offload* page works the sizes out for an 8-GPU server).
+//! On `Flex` both workers share one device (`FlexDevice`), hence one engine and one budget.
+//! On GPUs each worker has a device of its own and each device its own engine and budget
+//! (`tests/cube.rs::two_devices_keep_budgets_of_their_own` shows that on two wgpu devices;
+//! CubeCL's wgpu runtime has no device-to-device collective for Burn's all-reduce). The
+//! book's *Peer-GPU offload* page works the sizes out for an 8-GPU server.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -61,16 +63,19 @@ fn worker<B: AutodiffBackend>(rank: usize, mut model: Mlp<B>, device: &B::Device
     }
 }
 
-/// Both workers from one initial model; their outcomes in rank order.
-fn data_parallel<B: AutodiffBackend>(device: &B::Device) -> Vec<Outcome>
+/// Both workers from one initial model made on the first device, worker `rank` on
+/// `devices[rank]`; their outcomes in rank order.
+fn data_parallel<B: AutodiffBackend>(devices: &[B::Device; WORKERS]) -> Vec<Outcome>
 where
     Mlp<B>: Send,
 {
     burn_collective::reset_collective::<B::InnerBackend>();
-    let model = init_mlp::<B>(&config(), device, 17);
+    let model = init_mlp::<B>(&config(), &devices[0], 17);
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..WORKERS)
-            .map(|rank| {
+        let workers: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(rank, device)| {
                 // Each worker's copy gets autodiff nodes of its own (as Burn's DDP learner
                 // does): clones would share the parameters' graph across the threads.
                 let model = model.clone().fork(device);
@@ -87,7 +92,8 @@ where
 #[test]
 fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let device = FlexDevice;
-    let expected = data_parallel::<Autodiff<Flex>>(&device);
+    let devices = [device; WORKERS];
+    let expected = data_parallel::<Autodiff<Flex>>(&devices);
     assert_eq!(
         expected[0].params, expected[1].params,
         "Flex: the two workers' models after the same averaged steps"
@@ -100,7 +106,7 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     // The unbudgeted peak of the same run through Swap, then a half and a quarter of it.
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
-    let unbudgeted = data_parallel::<Autodiff<Swap<Flex>>>(&device);
+    let unbudgeted = data_parallel::<Autodiff<Swap<Flex>>>(&devices);
     for (rank, (want, got)) in expected.iter().zip(&unbudgeted).enumerate() {
         want.assert_same(got, &format!("no budget, worker {rank}"));
     }
@@ -115,7 +121,7 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
         let swap = SwapConfig::budget_bytes(budget).with_policy(policy);
         burn_swap::configure(&device, swap).unwrap();
         burn_swap::reset_counters(&device);
-        let outcomes = data_parallel::<Autodiff<Swap<Flex>>>(&device);
+        let outcomes = data_parallel::<Autodiff<Swap<Flex>>>(&devices);
         let report = burn_swap::report(&device).unwrap();
         for (rank, (want, got)) in expected.iter().zip(&outcomes).enumerate() {
             want.assert_same(
@@ -138,3 +144,4 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let memory = burn_swap::memory(&device).unwrap();
     assert_eq!(memory.host_bytes, 0, "nothing is left on the host");
 }
+
