@@ -62,6 +62,11 @@ pub struct Report {
     /// next use fetched it again.
     #[serde(default)]
     pub failed_fetches: u64,
+    /// Shared buffers that left the device as one copy with every tensor viewing them (one
+    /// of those views could not be made again by its op): each came back whole, its views
+    /// made again over it. Counted in `offloads` once each.
+    #[serde(default)]
+    pub whole_buffer_offloads: u64,
     /// Ops whose outputs turned out larger than the room made for them before they ran (a
     /// native op whose output size is not known beforehand): room was made right after, but
     /// the device held more than the budget for the length of the op. A failure to fix;
@@ -240,6 +245,7 @@ impl Report {
             fetch_seconds: seconds(c.fetch_nanos),
             failed_offloads: c.failed_offloads,
             failed_fetches: c.failed_fetches,
+            whole_buffer_offloads: c.whole_buffer_offloads,
             budget_overshoots: c.budget_overshoots,
             ops: c.ops,
             largest_op_bytes: c.largest_op,

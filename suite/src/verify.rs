@@ -394,10 +394,12 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// Views made before any budget was set, of matrices they consumed (a transpose, and a
-/// flipped permutation, doubled): they keep no op to be replayed. Then `budget()` runs, and
-/// three matmuls read them, each beside a new matrix and a dense one made before: with every
-/// matrix 4 KiB, under [`VIEWS_BUDGET`] the tensors an op does not read must leave. Returns
-/// the bits of what it computed.
+/// flipped permutation, doubled), and two views sharing the buffer of a third matrix that is
+/// gone (its transpose and its flip): they keep no op to be replayed. Then `budget()` runs,
+/// and matmuls read them, each beside a new matrix and a dense one made before: with every
+/// matrix 4 KiB, under [`VIEWS_BUDGET`] the tensors an op does not read must leave (the
+/// shared buffer whole, its views coming back as views of it). Returns the bits of what it
+/// computed.
 pub fn views_made_before_a_budget<B: Backend>(device: &B::Device, budget: impl Fn()) -> Vec<u32> {
     let matrix = |k: usize| -> Tensor<B, 2> {
         let values: Vec<f32> = (0..32 * 32)
@@ -408,11 +410,16 @@ pub fn views_made_before_a_budget<B: Backend>(device: &B::Device, budget: impl F
     let x = matrix(0);
     let transposed = matrix(5).swap_dims(0, 1);
     let flipped = matrix(1).permute([1, 0]).flip([0]) * 2.0;
+    let shared = matrix(6);
+    let left = shared.clone().swap_dims(0, 1);
+    let right = shared.flip([1]);
     budget();
     let mut out = Vec::new();
     for k in 0..3 {
         let w = matrix(k + 2);
-        let y = transposed.clone().matmul(w.clone()) + flipped.clone().matmul(w) - x.clone();
+        let y =
+            transposed.clone().matmul(w.clone()) + flipped.clone().matmul(w.clone()) - x.clone();
+        let y = y + left.clone().matmul(w.clone()) - right.clone().matmul(w);
         let values = y.into_data().to_vec::<f32>().expect("f32 values");
         out.extend(values.iter().map(|v| v.to_bits()));
     }
@@ -444,6 +451,10 @@ where
     assert_eq!(swapped, plain);
     assert!(report.peak_bytes <= VIEWS_BUDGET, "{report}");
     assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
+    assert!(
+        report.whole_buffer_offloads > 0,
+        "the shared buffer of two views left whole: {report:?}"
+    );
 }
 
 #[cfg(test)]

@@ -144,4 +144,3 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let memory = burn_swap::memory(&device).unwrap();
     assert_eq!(memory.host_bytes, 0, "nothing is left on the host");
 }
-

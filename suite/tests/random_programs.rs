@@ -367,8 +367,17 @@ fn check_with(
     Ok(())
 }
 
+/// The cases per property: `PROPTEST_CASES` when set, else 48.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    // 48 cases in CI; `PROPTEST_CASES=1000` for a longer run by hand.
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn random_programs_are_bit_identical_under_random_budgets(

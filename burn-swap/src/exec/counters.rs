@@ -27,6 +27,8 @@ pub(crate) struct Counters {
     pub planned_waits: u64,
     /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost).
     pub failed_fetches: u64,
+    /// Shared buffers that left as one copy with all their holders (`engine::groups`).
+    pub whole_buffer_offloads: u64,
     /// The allocator's figures now and their highest, sampled after each op (all the
     /// device's streams added up); `None` when the backend has none to give.
     pub allocator: Option<AllocatorUsage>,

@@ -86,10 +86,10 @@ pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<super::layout::Probe> {
 
 /// [`super::layout::storage`] of a CubeCL tensor: its handle as a dense one-dimensional
 /// tensor of its element type over the bytes the handle covers (no copy: the same handle),
-/// its metadata (shape and strides from the handle's first byte), and the dense tensor's
-/// shape. `None` for a quantized tensor, or a handle
+/// its metadata (shape and strides from the handle's first byte), the dense tensor's
+/// shape, and where the handle starts in its memory (bytes). `None` for a quantized tensor, or a handle
 /// that is not a whole number of elements.
-pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, Shape)> {
+pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, Shape, u64)> {
     each_runtime!(|R| as_cube::<R, T>(tensor).and_then(|t| {
         let width = t.dtype.size();
         // The bytes the tensor may index: its handle's, less the offsets of a slice (the
@@ -107,7 +107,8 @@ pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, 
             t.dtype,
         );
         let dense: Box<dyn Any> = Box::new(dense);
-        Some((*dense.downcast::<T>().ok()?, (*t.meta).clone(), whole))
+        let from = t.handle.offset_start.unwrap_or(0);
+        Some((*dense.downcast::<T>().ok()?, (*t.meta).clone(), whole, from))
     }))
 }
 

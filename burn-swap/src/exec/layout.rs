@@ -133,6 +133,18 @@ pub(crate) struct Kept {
     layout: KeptLayout,
     /// The dense tensor over the whole buffer that went off the device.
     whole: Shape,
+    /// Where that dense tensor starts in the device buffer, in bytes (a CubeCL handle of a
+    /// slice starts past its memory's first byte).
+    from: u64,
+}
+
+impl Kept {
+    /// Whether the tensors of `self` and `other`, holders of one shared buffer, are made
+    /// over the same dense tensor (the same bytes from the same first byte), so that one copy
+    /// of it brings both back ([`crate::exec::residency::Group`]).
+    pub(crate) fn same_storage(&self, other: &Kept) -> bool {
+        self.whole == other.whole && self.from == other.from
+    }
 }
 
 enum KeptLayout {
@@ -187,14 +199,16 @@ fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
         let kept = Kept {
             layout: KeptLayout::Flex(flex.layout().clone()),
             whole,
+            from: 0,
         };
         return Some((from_flex(dense)?, kept));
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if let Some((dense, meta, whole)) = super::cube::storage(tensor) {
+    if let Some((dense, meta, whole, from)) = super::cube::storage(tensor) {
         let kept = Kept {
             layout: KeptLayout::Cube(meta),
             whole,
+            from,
         };
         return Some((dense, kept));
     }
@@ -204,7 +218,7 @@ fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
 /// The tensor of `kept` made again over a buffer that came back (`handle`: the dense
 /// one-dimensional tensor [`storage`] sent, written back).
 pub(crate) fn restore<B: BackendIr>(handle: B::Handle, dtype: DType, kept: Kept) -> B::Handle {
-    let Kept { layout, whole } = kept;
+    let Kept { layout, whole, .. } = kept;
     let handle = TensorHandle {
         handle,
         shape: whole,

@@ -205,8 +205,15 @@ pub(crate) struct Entry {
     pub restorable: bool,
     /// While such a tensor's buffer is off the device: the layout that makes it again.
     pub kept_layout: Option<Box<crate::exec::layout::Kept>>,
+    /// While a shared buffer is off the device as one copy: the holder that carries it, or a
+    /// holder that comes back with it (see [`Group`]).
+    pub group: Option<Box<Group>>,
     /// The shared buffer it holds on the device (0: a buffer of its own, counted as `bytes`).
     buffer: u32,
+    /// The buffer it shares in the unwrapped run, whether or not it holds it now (0: none
+    /// known): holders of one keep it when they leave the device and come back apart, so that
+    /// an op consuming one of them still sees it shared (see [`Residency::shares_origin`]).
+    origin: u32,
 }
 
 impl Entry {
@@ -234,7 +241,9 @@ impl Entry {
             view_source: None,
             restorable: false,
             kept_layout: None,
+            group: None,
             buffer: 0,
+            origin: 0,
         }
     }
 
@@ -252,6 +261,15 @@ impl Entry {
     /// the random training programs: NaN signs changed).
     pub fn leaves_with_layout(&self) -> bool {
         self.restorable && self.shared().is_none()
+    }
+
+    /// While it is off the device with a shared buffer that left whole ([`Group`]): the
+    /// tensor whose fetch brings that buffer back (`id` itself for the carrier).
+    pub fn carrier(&self, id: TensorId) -> Option<TensorId> {
+        match self.group.as_deref()? {
+            Group::Carrier { .. } => Some(id),
+            Group::Member { carrier } => Some(*carrier),
+        }
     }
 
     /// The shared buffer it holds on the device, if any.
@@ -283,6 +301,23 @@ impl Entry {
             dtype: self.dtype,
         }
     }
+}
+
+/// A shared buffer that left the device as one copy, its holders' layouts kept: the buffer
+/// comes back whole and every holder is made again as a view of it, so that they share it
+/// as before (a kernel that writes in place into a buffer only one tensor holds never sees
+/// one of them alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Group {
+    /// The holder whose offload carries the buffer (its host copy is the whole buffer): the
+    /// other holders still in the books, and the buffer's size on the device, which its fetch
+    /// makes room for.
+    Carrier {
+        members: Vec<TensorId>,
+        buffer_bytes: u64,
+    },
+    /// A holder that is off the device until its carrier comes back (it pins the carrier).
+    Member { carrier: TensorId },
 }
 
 /// The counted bytes of a device.
@@ -346,6 +381,8 @@ pub(crate) struct Shared {
     pub bytes: u64,
     /// The tensors on the device that hold it.
     pub holders: u32,
+    /// The buffer of the unwrapped run its holders share (see [`Entry`]'s `origin`).
+    pub origin: u32,
 }
 
 /// Every live tensor of a device, by id, and the books they add up to.
@@ -356,6 +393,10 @@ pub(crate) struct Residency {
     /// The shared buffers, by number (from 1).
     buffers: HashMap<u32, Shared>,
     last_buffer: u32,
+    /// How many tensors in the books share each buffer of the unwrapped run ([`Entry`]'s
+    /// `origin`), by number (from 1).
+    origins: HashMap<u32, u32>,
+    last_origin: u32,
 }
 
 impl Residency {
@@ -412,8 +453,12 @@ impl Residency {
     pub fn admit(&mut self, id: TensorId, entry: Entry) {
         debug_assert!(matches!(entry.state, State::Resident));
         self.books.add_resident(entry.bytes);
+        if entry.origin != 0 {
+            *self.origins.entry(entry.origin).or_default() += 1;
+        }
         if let Some(old) = self.entries.insert(id, entry) {
             self.unbook(&old);
+            self.leave_origin(old.origin);
         }
     }
 
@@ -421,6 +466,7 @@ impl Residency {
     pub fn forget(&mut self, id: &TensorId) -> Option<Entry> {
         let entry = self.entries.remove(id)?;
         self.unbook(&entry);
+        self.leave_origin(entry.origin);
         Some(entry)
     }
 
@@ -502,6 +548,33 @@ impl Residency {
                 self.hold(id, buffer);
             }
         }
+        // The buffer of the unwrapped run they share: the one its holders knew already.
+        let known = self
+            .buffers
+            .get(&buffer)
+            .map(|s| s.origin)
+            .into_iter()
+            .chain(
+                [Some(view), source]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|id| self.entries.get(id))
+                    .map(|e| e.origin),
+            )
+            .find(|&o| o != 0);
+        let origin = match known {
+            Some(origin) => origin,
+            None => {
+                self.last_origin = self.last_origin.wrapping_add(1).max(1);
+                self.last_origin
+            }
+        };
+        if let Some(shared) = self.buffers.get_mut(&buffer) {
+            shared.origin = origin;
+        }
+        for id in [Some(view), source].into_iter().flatten() {
+            self.set_origin(id, origin);
+        }
         self.books.note_peak(self.books.resident);
         self.books.resident as i64 - before
     }
@@ -528,6 +601,65 @@ impl Residency {
         self.books.peak = peak.max(self.books.resident);
     }
 
+    /// Whether `id` shares its buffer, in the unwrapped run, with another tensor in the books
+    /// (whichever of them is on the device now): an op consuming it must not write into it
+    /// in place, as the unwrapped backend would not (it holds a buffer another tensor holds).
+    pub fn shares_origin(&self, id: &TensorId) -> bool {
+        self.entries
+            .get(id)
+            .is_some_and(|e| e.origin != 0 && self.origins.get(&e.origin).is_some_and(|&n| n > 1))
+    }
+
+    /// The buffer of the unwrapped run `id` shares (0: none known).
+    pub fn origin_of(&self, id: &TensorId) -> u32 {
+        self.entries.get(id).map_or(0, |e| e.origin)
+    }
+
+    /// A view just made in the buffer of an input that shares `origin` in the unwrapped run
+    /// shares it too (that input may be gone, or hold a buffer apart from the others under
+    /// burn-swap: the view still shares with them in the unwrapped run).
+    pub fn inherit_origin(&mut self, id: &TensorId, origin: u32) {
+        if origin != 0 && self.entries.get(id).is_some_and(|e| e.origin == 0) {
+            self.set_origin(id, origin);
+        }
+    }
+
+    /// Burn let go of `id`, which a recipe still needs: it stays in the books as an orphan,
+    /// and no longer holds a buffer of the unwrapped run (which would have dropped it).
+    pub fn orphan(&mut self, id: &TensorId) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.orphan = true;
+            let origin = std::mem::take(&mut entry.origin);
+            self.leave_origin(origin);
+        }
+    }
+
+    /// `id` shares the buffer `origin` of the unwrapped run.
+    fn set_origin(&mut self, id: &TensorId, origin: u32) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.origin, origin);
+        if old == origin {
+            return;
+        }
+        self.leave_origin(old);
+        *self.origins.entry(origin).or_default() += 1;
+    }
+
+    /// One tensor less shares `origin` (0: none).
+    fn leave_origin(&mut self, origin: u32) {
+        if origin == 0 {
+            return;
+        }
+        if let Some(n) = self.origins.get_mut(&origin) {
+            *n -= 1;
+            if *n == 0 {
+                self.origins.remove(&origin);
+            }
+        }
+    }
+
     /// A new shared buffer of `bytes`, with no holder yet, counted from now on.
     fn new_buffer(&mut self, key: usize, bytes: u64) -> u32 {
         self.last_buffer = self.last_buffer.wrapping_add(1).max(1);
@@ -540,6 +672,7 @@ impl Residency {
                 key,
                 bytes,
                 holders: 0,
+                origin: 0,
             },
         );
         self.books.resident += bytes;
@@ -669,6 +802,19 @@ impl Residency {
     pub fn evict(&mut self, id: &TensorId) -> bool {
         match self.entries.get_mut(id) {
             Some(entry) if matches!(entry.state, State::Resident) && entry.recipe.is_some() => {
+                entry.state = State::Evicted;
+                self.leave_device(id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Resident → evicted, with no recipe: a holder of a shared buffer whose carrier takes the
+    /// buffer off the device ([`Group`]). `false` in any other state.
+    pub fn park(&mut self, id: &TensorId) -> bool {
+        match self.entries.get_mut(id) {
+            Some(entry) if matches!(entry.state, State::Resident) => {
                 entry.state = State::Evicted;
                 self.leave_device(id);
                 true

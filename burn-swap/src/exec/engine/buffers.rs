@@ -40,10 +40,15 @@ impl<B: BackendIr> Engine<B> {
     /// find which of them an output shares).
     pub(super) fn probe_inputs(&mut self) {
         self.op.input_buffers.clear();
+        self.op.input_origins.clear();
         for i in 0..self.op.inputs.len() {
             let id = self.op.inputs[i].0;
             if let Some(probe) = self.probe(id) {
                 self.op.input_buffers.push((id, probe.buffer));
+                let origin = self.residency.origin_of(&id);
+                if origin != 0 {
+                    self.op.input_origins.push((probe.buffer, origin));
+                }
             }
         }
     }

@@ -28,6 +28,7 @@
 mod api;
 mod buffers;
 mod follow;
+mod groups;
 mod links;
 mod moves;
 mod native;
@@ -143,8 +144,17 @@ struct OpScratch {
     /// For an op whose outputs may share an input's buffer: its inputs' buffers, as the
     /// backend told them before it ran (id, buffer).
     input_buffers: Vec<(TensorId, usize)>,
+    /// Of those inputs, the buffers of the unwrapped run they share (buffer, origin).
+    input_origins: Vec<(usize, u32)>,
     /// The shared buffers already counted among its inputs.
     seen_buffers: Vec<u32>,
+    /// Inputs it consumes that share their buffer, in the unwrapped run, with another tensor
+    /// in the books: read only (the unwrapped backend would not write into them in place),
+    /// released after it.
+    shared_reads: Vec<TensorId>,
+    /// The carriers of shared buffers off the device already counted among its inputs (the
+    /// holders of one come back with it, in one buffer).
+    seen_carriers: Vec<TensorId>,
     /// Bytes the op's inputs could need on top of what they hold now, were they moved off the
     /// device and brought back under a budget: holders of one buffer that would come back
     /// as buffers of their own (see [`Engine::apart_once_back`]). Counted towards the
@@ -396,6 +406,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.inputs_strided = false;
         self.op.strided_shapes.clear();
         self.op.seen_buffers.clear();
+        self.op.seen_carriers.clear();
         self.op.apart_bytes = 0;
         let (mut shared_twice, mut any_absent) = (false, false);
         let (mut input_bytes, mut absent_bytes) = (0, 0);
@@ -415,6 +426,15 @@ impl<B: BackendIr> Engine<B> {
                             input_bytes += self.residency.counted(entry);
                         } else if !seen {
                             shared_twice = true;
+                        }
+                    } else if let Some(carrier) = entry.carrier(t.id) {
+                        // A buffer that left whole comes back whole, with every holder.
+                        if !self.op.seen_carriers.contains(&carrier) {
+                            self.op.seen_carriers.push(carrier);
+                            let bytes = self.fetch_bytes(&carrier);
+                            input_bytes += bytes;
+                            any_absent = true;
+                            absent_bytes += bytes;
                         }
                     } else if !seen {
                         input_bytes += entry.bytes();
@@ -558,7 +578,30 @@ impl<B: BackendIr> Engine<B> {
         if recipe || self.consumes_pinned() {
             self.keep_inputs(op, recipe);
         }
+        self.read_shared_inputs(op);
         view_op
+    }
+
+    /// Marks read-only the inputs the op consumes that share their buffer in the unwrapped
+    /// run while that buffer is apart under burn-swap (a holder came back from the host on
+    /// its own): the unwrapped backend, seeing the buffer shared, would not write into it in
+    /// place, and some in-place kernels give other bits (NaN signs). [`Self::book_inputs`]
+    /// releases them after the op.
+    fn read_shared_inputs(&mut self, op: &mut OperationIr) {
+        self.op.shared_reads.clear();
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status == TensorStatus::ReadWrite
+                && !self.residency.is_pinned(&id)
+                && self.residency.shares_origin(&id)
+                && !self.op.shared_reads.contains(&id)
+            {
+                self.op.shared_reads.push(id);
+            }
+        }
+        if !self.op.shared_reads.is_empty() {
+            op.mark_read_only(&self.op.shared_reads);
+        }
     }
 
     /// After the op ran: inputs read for the last time are gone, the others were used now.
@@ -568,7 +611,12 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
             if status == TensorStatus::ReadWrite {
-                self.release_by_burn(&id);
+                if self.op.shared_reads.contains(&id) && !self.residency.is_pinned(&id) {
+                    // Kept by the op (read only): its handle goes now.
+                    self.release(id);
+                } else {
+                    self.release_by_burn(&id);
+                }
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
             }
@@ -625,6 +673,16 @@ impl<B: BackendIr> Engine<B> {
                         .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
                 }
                 None => self.residency.admit(id, entry),
+            }
+            // In an input's buffer: it shares what that input shares in the unwrapped run.
+            if let Some(probe) = probe.filter(|_| shares)
+                && let Some(&(_, origin)) = self
+                    .op
+                    .input_origins
+                    .iter()
+                    .find(|(buffer, _)| *buffer == probe.buffer)
+            {
+                self.residency.inherit_origin(&id, origin);
             }
         }
         self.op.outputs = outputs;
@@ -736,7 +794,7 @@ impl<B: BackendIr> Engine<B> {
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
     fn release_by_burn(&mut self, id: &TensorId) {
         match self.residency.get_mut(id) {
-            Some(entry) if entry.pins > 0 => entry.orphan = true,
+            Some(entry) if entry.pins > 0 => self.residency.orphan(id),
             _ => {
                 self.forget(id);
             }
@@ -751,6 +809,7 @@ impl<B: BackendIr> Engine<B> {
                 self.unpin(input);
             }
         }
+        self.leave_group(*id, entry.group.take());
         Some(entry)
     }
 

@@ -13,7 +13,7 @@ use super::Engine;
 use crate::config::Compression;
 use crate::error::SwapError;
 use crate::exec::layout;
-use crate::exec::residency::{HostCopy, State};
+use crate::exec::residency::{Group, HostCopy, State};
 use crate::exec::transfer::{self, Done, TransferError};
 use crate::plan::compression;
 
@@ -37,7 +37,7 @@ impl<B: BackendIr> Engine<B> {
             match entry.state() {
                 State::Resident | State::Offloading => return Ok(()),
                 State::Offloaded(_) => {
-                    let bytes = entry.bytes();
+                    let bytes = self.fetch_bytes(&id);
                     self.op.protect.push(id);
                     let room = self.reserve(bytes);
                     self.op.protect.pop();
@@ -57,7 +57,12 @@ impl<B: BackendIr> Engine<B> {
                 State::Fetching => {
                     self.exposed(|e| e.settle_fetch_of(id));
                 }
-                State::Evicted => return self.recompute(id),
+                State::Evicted => {
+                    return match entry.group.as_deref() {
+                        Some(&Group::Member { carrier }) => self.bring_member(id, carrier),
+                        _ => self.recompute(id),
+                    };
+                }
                 State::Lost => {
                     return Err(SwapError::TensorLost {
                         tensor: id.value(),
@@ -312,6 +317,7 @@ impl<B: BackendIr> Engine<B> {
             on_device,
         };
         self.land_fetch(id, Ok(()), cost);
+        self.bring_members(id);
     }
 
     /// A fetch that failed: with its copy whole, the tensor is offloaded again (the next use
@@ -343,10 +349,12 @@ impl<B: BackendIr> Engine<B> {
         let entry = self.residency.get(&id)?;
         let ir = entry.ir(id, TensorStatus::ReadOnly);
         let handle = self.runner.get_tensor_handle(&ir);
-        if !entry.strided {
+        // A carrier moves its whole buffer, which its group's holders are made again over.
+        let carries = matches!(entry.group.as_deref(), Some(Group::Carrier { .. }));
+        if !entry.strided && !carries {
             return Some((handle, ir.shape, ir.dtype));
         }
-        if !entry.leaves_with_layout() {
+        if !entry.leaves_with_layout() && !carries {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;
@@ -394,7 +402,7 @@ impl<B: BackendIr> Engine<B> {
         }
         if self
             .budget()
-            .is_some_and(|b| self.resident() + entry.bytes() > b)
+            .is_some_and(|b| self.resident() + self.fetch_bytes(&id) > b)
         {
             return false;
         }

@@ -77,7 +77,8 @@ impl<B: BackendIr> Engine<B> {
             .filter_map(|id| self.residency.get(id))
             .filter(|e| {
                 e.state().on_device()
-                    && !e.leaves_with_layout()
+                    // A strided holder of a shared buffer leaves with it whole.
+                    && !e.restorable
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
                     && match e.view_source {
@@ -204,6 +205,12 @@ impl<B: BackendIr> Engine<B> {
                 let before = self.resident();
                 let id = TensorId::new(c.key);
                 match self.residency.get(&id).and_then(|e| e.shared()) {
+                    // A holder that cannot leave alone: the buffer leaves as one copy.
+                    Some(buffer) if self.leaves_whole(&self.holders(buffer)) => {
+                        if let Err(e) = self.offload_whole(buffer) {
+                            result = Err(e);
+                        }
+                    }
                     // A shared buffer leaves with every tensor that holds it.
                     Some(buffer) => {
                         for holder in self.holders(buffer) {
@@ -270,7 +277,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Moves one tensor off the device as the policy said: by offload, or by eviction (a
     /// strided one gets its recipe first).
-    fn leave(&mut self, id: TensorId, leave: Leave) -> Result<(), SwapError> {
+    pub(super) fn leave(&mut self, id: TensorId, leave: Leave) -> Result<(), SwapError> {
         match leave {
             Leave::Recompute => {
                 self.make_view_recipe(id);
@@ -325,6 +332,11 @@ impl<B: BackendIr> Engine<B> {
             };
             let leave = reactive::leaves(&facts);
             if let Some(buffer) = entry.shared() {
+                // A holder that cannot leave alone may leave with its buffer whole, by offload.
+                let leave = leave.or_else(|| {
+                    (facts.resident && !in_use && entry.restorable && facts.host_has_room)
+                        .then_some(Leave::Offload)
+                });
                 // A holder whose offload is in flight leaves anyway; any other that cannot
                 // leave keeps the buffer.
                 let keeps =

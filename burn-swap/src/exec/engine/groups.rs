@@ -1,0 +1,218 @@
+//! Shared buffers that leave whole. A buffer several tensors view leaves with all of them;
+//! usually each holder leaves its own way (a dense one by offload, a view by replaying the op
+//! that made it). When one of them cannot (a strided view whose source is gone, so no op can
+//! make it again), the buffer leaves as one copy, carried by one holder's offload, and every
+//! other holder waits off the device for it ([`Group`]). When the carrier comes back, every
+//! holder is made again as the view it was over the one buffer: they share it as before,
+//! counted once, and no kernel ever sees one of them holding it alone (Flex and CubeCL
+//! write in place into a buffer only one tensor holds, with other kernels, and other bits).
+
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
+use burn_router::RunnerClient;
+
+use super::Engine;
+use crate::error::SwapError;
+use crate::exec::layout;
+use crate::exec::residency::{Group, State};
+use crate::plan::reactive::Leave;
+
+impl<B: BackendIr> Engine<B> {
+    /// Whether the holders of a shared buffer must leave together: one of them cannot leave
+    /// on its own (strided, no recipe, and no op that could make it again).
+    pub(super) fn leaves_whole(&self, holders: &[TensorId]) -> bool {
+        holders.iter().any(|id| {
+            self.residency
+                .get(id)
+                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.can_rebuild(e))
+        })
+    }
+
+    /// Offloads `buffer` as one copy carried by one of its holders; the others leave the
+    /// device with it, their layouts kept. Nothing moves (and `Ok`) when a holder of it is
+    /// not resident (one in flight would come back apart), when the backend cannot tell a
+    /// holder's layout, or when the holders are not views of the same bytes: the caller
+    /// tries other victims. A failed copy leaves every holder resident, intact.
+    pub(super) fn offload_whole(&mut self, buffer: u32) -> Result<(), SwapError> {
+        let mut holders: Vec<TensorId> = self
+            .residency
+            .iter()
+            .filter(|(_, e)| e.shared() == Some(buffer))
+            .map(|(id, _)| *id)
+            .collect();
+        holders.sort_by_key(|id| id.value());
+        let Some(shared) = self.residency.buffer(buffer).copied() else {
+            return Ok(());
+        };
+        let all_resident = holders.iter().all(|id| {
+            self.residency
+                .get(id)
+                .is_some_and(|e| matches!(e.state(), State::Resident))
+        });
+        if holders.len() != shared.holders as usize || !all_resident {
+            return Ok(());
+        }
+        let _span = tracing::debug_span!(
+            "burn_swap::offload_whole",
+            buffer,
+            bytes = shared.bytes,
+            holders = holders.len()
+        )
+        .entered();
+        let mut kept: Vec<layout::Kept> = Vec::with_capacity(holders.len());
+        for &id in &holders {
+            let layout = self.residency.get(&id).and_then(|entry| {
+                let ir = entry.ir(id, TensorStatus::ReadOnly);
+                let handle = self.runner.get_tensor_handle(&ir);
+                layout::storage::<B>(&handle, &ir.shape, ir.dtype)
+            });
+            match layout {
+                Some((_, _, k)) if kept.first().is_none_or(|first| first.same_storage(&k)) => {
+                    kept.push(k)
+                }
+                // The backend cannot tell a holder's layout, or the holders are not views of
+                // the same bytes (CubeCL slices start apart in the memory): the buffer stays.
+                _ => {
+                    tracing::debug!(
+                        tensor = id.value(),
+                        buffer,
+                        "burn-swap: a shared buffer cannot leave whole"
+                    );
+                    return Ok(());
+                }
+            }
+        }
+        let carrier = holders[0];
+        let members = holders[1..].to_vec();
+        if let Some(entry) = self.residency.get_mut(&carrier) {
+            entry.group = Some(Box::new(Group::Carrier {
+                members: members.clone(),
+                buffer_bytes: shared.bytes,
+            }));
+        }
+        if let Err(error) = self.leave(carrier, Leave::Offload) {
+            if let Some(entry) = self.residency.get_mut(&carrier) {
+                entry.group = None;
+                entry.kept_layout = None;
+            }
+            return Err(error);
+        }
+        // The carrier's copy holds the buffer: the other holders leave the device with it.
+        for (member, layout) in members.into_iter().zip(kept.into_iter().skip(1)) {
+            let Some(entry) = self.residency.get_mut(&member) else {
+                continue;
+            };
+            entry.kept_layout = Some(Box::new(layout));
+            entry.group = Some(Box::new(Group::Member { carrier }));
+            let ir = entry.ir(member, TensorStatus::ReadWrite);
+            self.residency.park(&member);
+            self.runner.register_op(OperationIr::Drop(ir));
+            if let Some(entry) = self.residency.get_mut(&carrier) {
+                entry.pins += 1;
+            }
+        }
+        self.counters.whole_buffer_offloads += 1;
+        Ok(())
+    }
+
+    /// The device bytes a fetch of a tensor makes room for: a carrier's whole buffer (its
+    /// holders come back with it), else its own.
+    pub(super) fn fetch_bytes(&self, id: &TensorId) -> u64 {
+        self.residency
+            .get(id)
+            .map_or(0, |e| match e.group.as_deref() {
+                Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
+                _ => e.bytes(),
+            })
+    }
+
+    /// After a carrier's fetch landed: every holder still in the books made again as the view
+    /// it was over the carrier's buffer, all of them sharing it, counted once.
+    pub(super) fn bring_members(&mut self, carrier: TensorId) {
+        let Some(entry) = self.residency.get_mut(&carrier) else {
+            return;
+        };
+        let Some(group) = entry.group.take() else {
+            return;
+        };
+        let Group::Carrier { members, .. } = *group else {
+            entry.group = Some(group);
+            return;
+        };
+        if !matches!(entry.state(), State::Resident) {
+            return;
+        }
+        let ir = entry.ir(carrier, TensorStatus::ReadOnly);
+        let handle = self.runner.get_tensor_handle(&ir);
+        let whole = layout::storage::<B>(&handle, &ir.shape, ir.dtype).map(|(whole, _, _)| whole);
+        let probe = self.probe(carrier);
+        // Each holder counts its own bytes until it is seen to share the buffer: not a peak.
+        let peak = self.residency.books().peak;
+        if let Some(probe) = probe
+            && (probe.buffer_bytes != ir.shape.num_elements() as u64 * ir.dtype.size() as u64
+                || !members.is_empty())
+        {
+            self.residency
+                .share(&carrier, None, probe.buffer, probe.buffer_bytes);
+        }
+        let mut remade = 0;
+        for member in members {
+            let Some(entry) = self.residency.get_mut(&member) else {
+                continue;
+            };
+            if !matches!(entry.group.as_deref(), Some(Group::Member { .. })) {
+                continue;
+            }
+            let (Some(kept), Some(whole)) = (entry.kept_layout.take(), whole.clone()) else {
+                continue;
+            };
+            entry.group = None;
+            let out = entry.ir(member, TensorStatus::NotInit);
+            let restored = layout::restore::<B>(whole, out.dtype, *kept);
+            self.install(restored, out, true);
+            self.residency.rematerialise(&member);
+            if let Some(probe) = probe {
+                self.residency
+                    .share(&member, Some(&carrier), probe.buffer, probe.buffer_bytes);
+            }
+            remade += 1;
+        }
+        self.residency.restore_peak(peak);
+        for _ in 0..remade {
+            self.unpin(carrier);
+        }
+    }
+
+    /// Brings back a holder that left with its shared buffer: its carrier is brought back,
+    /// and with it every holder.
+    pub(super) fn bring_member(
+        &mut self,
+        member: TensorId,
+        carrier: TensorId,
+    ) -> Result<(), SwapError> {
+        self.bring(carrier)?;
+        match self.residency.get(&member) {
+            Some(entry) if !entry.state().on_device() => Err(SwapError::TensorLost {
+                tensor: member.value(),
+                bytes: entry.bytes(),
+                reason: "its shared buffer came back without it".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A holder waiting for its carrier left the books (Burn dropped it): the carrier no
+    /// longer brings it back, nor needs to stay for it.
+    pub(super) fn leave_group(&mut self, member: TensorId, group: Option<Box<Group>>) {
+        let Some(Group::Member { carrier }) = group.map(|g| *g) else {
+            return;
+        };
+        if let Some(Group::Carrier { members, .. }) = self
+            .residency
+            .get_mut(&carrier)
+            .and_then(|e| e.group.as_deref_mut())
+        {
+            members.retain(|m| *m != member);
+        }
+        self.unpin(carrier);
+    }
+}
