@@ -1,9 +1,11 @@
 //! Buffers, not tensors: a view (transposed, swapped, permuted, flipped, expanded, sliced,
 //! reshaped, unfolded) shares the buffer of the tensor it was made from, and the books count that
 //! buffer once, for as long as one of them holds it. Under a budget, a shared buffer leaves
-//! whole (its dense holders by offload, its strided ones by recomputation); a strided view
-//! with a buffer of its own and no op to replay leaves by an offload of the buffer with its
-//! layout; everything computed from the views is the plain backend's, bit for bit.
+//! whole (its dense holders by offload, its strided ones by recomputation, or, when one of
+//! them has no op to replay, the buffer as one copy that brings every holder back as the
+//! view it was); a strided view with a buffer of its own and no op to replay leaves by an
+//! offload of the buffer with its layout; everything computed from the views is the plain
+//! backend's, bit for bit.
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
@@ -190,4 +192,62 @@ fn views_made_before_the_budget_leave_with_their_layout() {
     use burn_swap_suite::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
     let _guard = burn_swap_suite::swap_device_lock();
     check_views_made_before_a_budget::<Flex>(&FlexDevice, SwapConfig::budget_bytes(VIEWS_BUDGET));
+}
+
+/// Two views sharing the buffer of a matrix that is gone (a transpose and a flip), then a
+/// budget under which that buffer must leave, whole, while new work runs; one of the views is
+/// dropped while the buffer is away (the one whose offload carried it, or the other), and the
+/// other, brought back, computes what Flex computes.
+fn views_dropped_while_away<B: Backend>(
+    device: &B::Device,
+    drop_first: bool,
+    budget: impl Fn(),
+) -> Vec<u32> {
+    let square = |k: usize| -> Tensor<B, 2> {
+        let values: Vec<f32> = (0..32 * 32)
+            .map(|i| ((i * 37 + k * 11) % 101) as f32 / 7.0 - 5.0)
+            .collect();
+        Tensor::from_data(TensorData::new(values, [32, 32]), device)
+    };
+    let shared = square(0);
+    let transposed = shared.clone().swap_dims(0, 1);
+    let flipped = shared.flip([1]);
+    budget();
+    let product = square(1).matmul(square(2));
+    let kept = if drop_first {
+        drop(transposed);
+        flipped
+    } else {
+        drop(flipped);
+        transposed
+    };
+    let out = kept.matmul(product.clone()) - product;
+    let values = out.into_data().to_vec::<f32>().expect("f32 values");
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn a_buffer_that_left_whole_loses_nothing_when_its_holders_are_dropped_away() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    for drop_first in [true, false] {
+        let plain = views_dropped_while_away::<Flex>(&device, drop_first, || ());
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let budget = 3 * 4096 + 1024;
+        let swapped = views_dropped_while_away::<S>(&device, drop_first, || {
+            burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+            burn_swap::reset_counters(&device);
+        });
+        let report = burn_swap::report(&device).unwrap();
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        assert_eq!(swapped, plain, "dropping the first view: {drop_first}");
+        assert!(report.peak_bytes <= budget, "{report}");
+        assert_eq!(report.whole_buffer_offloads, 1, "{report:?}");
+        let memory = burn_swap::memory(&device).unwrap();
+        assert_eq!(
+            (memory.resident_bytes, memory.host_bytes),
+            (0, 0),
+            "nothing is left behind"
+        );
+    }
 }

@@ -275,3 +275,41 @@ fn peaks_restart_from_the_current_values() {
     r.reset_peaks();
     assert_eq!(check(&r).peak, 1200);
 }
+
+#[test]
+fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
+    let mut r = three();
+    assert!(!r.shares_origin(&id(1)), "nothing shared yet");
+    // 2 views 1's buffer: both share the unwrapped run's buffer.
+    r.share(&id(2), Some(&id(1)), 7, 400);
+    assert!(r.shares_origin(&id(1)) && r.shares_origin(&id(2)));
+    assert!(!r.shares_origin(&id(3)));
+    // 1 leaves the device (it would come back apart): still shared in the unwrapped run.
+    r.complete_offload(&id(1), copy(400)).ok();
+    assert!(r.shares_origin(&id(2)));
+    // A view made in 2's buffer shares it too, with no shared buffer in the books.
+    r.admit(id(4), Entry::new(Dims::from_slice(&[200]), DType::F32, 1));
+    r.inherit_origin(&id(4), r.origin_of(&id(2)));
+    r.forget(&id(2));
+    assert!(r.shares_origin(&id(1)) && r.shares_origin(&id(4)));
+    // An orphan (Burn let go of it) holds nothing of the unwrapped run.
+    r.orphan(&id(4));
+    assert!(!r.shares_origin(&id(1)));
+    check(&r);
+}
+
+#[test]
+fn a_parked_holder_leaves_the_device_and_comes_back_by_rematerialising() {
+    let mut r = three();
+    r.share(&id(2), Some(&id(1)), 7, 400);
+    let before = check(&r).resident;
+    assert!(r.park(&id(2)));
+    assert!(!r.park(&id(2)), "already off the device");
+    assert!(r.is_absent(&id(2)));
+    // The buffer stays counted while 1 holds it.
+    assert_eq!(check(&r).resident, before);
+    r.complete_offload(&id(1), copy(400)).ok();
+    assert_eq!(check(&r).resident, before - 400);
+    assert!(r.rematerialise(&id(2)));
+    assert_eq!(check(&r).resident, before - 400 + 800);
+}
