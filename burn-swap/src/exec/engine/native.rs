@@ -3,7 +3,7 @@
 //! shapes, and books what they made.
 
 use burn_backend::{DType, Shape};
-use burn_ir::{BackendIr, TensorId, TensorIr};
+use burn_ir::{BackendIr, TensorId, TensorIr, TensorStatus};
 
 use super::Engine;
 use crate::error::SwapError;
@@ -25,6 +25,7 @@ impl<B: BackendIr> Engine<B> {
         let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
         self.fit(input_bytes, absent_bytes, output_bytes)
             .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
+        self.op.shared_reads.clear();
         self.op.native_base = self.resident();
         self.op.native_reserved = output_bytes;
         self.op.native_out = 0;
@@ -33,8 +34,24 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Takes an input's handle for a native op (removing it from the books when it is the
-    /// input's last use, unless a recipe still needs it).
+    /// input's last use, unless a recipe still needs it). An input the op consumes that
+    /// shares its buffer in the unwrapped run (see `Engine::read_shared_inputs`) is handed
+    /// over read-only, so that the op does not write into it in place, and released when the
+    /// op has finished ([`Self::native_finish`]).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+            if !self.residency.is_pinned(&tensor.id) && self.residency.shares_origin(&tensor.id) {
+                let read = TensorIr {
+                    status: TensorStatus::ReadOnly,
+                    ..tensor.clone()
+                };
+                if !self.op.shared_reads.contains(&tensor.id) {
+                    self.op.shared_reads.push(tensor.id);
+                }
+                return self.runner.get_tensor_handle(&read);
+            }
+        }
         self.take_for_read(tensor)
     }
 
@@ -116,6 +133,17 @@ impl<B: BackendIr> Engine<B> {
             Ok(())
         };
         self.op.budget_broken = room.is_err();
+        // Inputs handed over read-only because they share a buffer in the unwrapped run: the
+        // op is done with them.
+        for i in 0..self.op.shared_reads.len() {
+            let id = self.op.shared_reads[i];
+            if self.residency.is_pinned(&id) {
+                self.release_by_burn(&id);
+            } else {
+                self.release(id);
+            }
+        }
+        self.op.shared_reads.clear();
         self.finish_op();
         room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }
