@@ -601,6 +601,12 @@ impl Residency {
         self.books.peak = peak.max(self.books.resident);
     }
 
+    /// Whether any tensor in the books shares a buffer of the unwrapped run (else no op
+    /// needs to ask [`Residency::shares_origin`]).
+    pub fn any_origin(&self) -> bool {
+        !self.origins.is_empty()
+    }
+
     /// Whether `id` shares its buffer, in the unwrapped run, with another tensor in the books
     /// (whichever of them is on the device now): an op consuming it must not write into it
     /// in place, as the unwrapped backend would not (it holds a buffer another tensor holds).

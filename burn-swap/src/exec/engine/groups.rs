@@ -131,25 +131,22 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get_mut(&carrier) else {
             return;
         };
-        let Some(group) = entry.group.take() else {
-            return;
-        };
-        let Group::Carrier { members, .. } = *group else {
-            entry.group = Some(group);
-            return;
-        };
-        if !matches!(entry.state(), State::Resident) {
+        if !matches!(entry.state(), State::Resident)
+            || !matches!(entry.group.as_deref(), Some(Group::Carrier { .. }))
+        {
             return;
         }
-        let ir = entry.ir(carrier, TensorStatus::ReadOnly);
+        let Some(Group::Carrier { members, .. }) = entry.group.take().map(|g| *g) else {
+            return;
+        };
+        let (ir, bytes) = (entry.ir(carrier, TensorStatus::ReadOnly), entry.bytes());
         let handle = self.runner.get_tensor_handle(&ir);
         let whole = layout::storage::<B>(&handle, &ir.shape, ir.dtype).map(|(whole, _, _)| whole);
         let probe = self.probe(carrier);
         // Each holder counts its own bytes until it is seen to share the buffer: not a peak.
         let peak = self.residency.books().peak;
         if let Some(probe) = probe
-            && (probe.buffer_bytes != ir.shape.num_elements() as u64 * ir.dtype.size() as u64
-                || !members.is_empty())
+            && (probe.buffer_bytes != bytes || !members.is_empty())
         {
             self.residency
                 .share(&carrier, None, probe.buffer, probe.buffer_bytes);

@@ -589,6 +589,9 @@ impl<B: BackendIr> Engine<B> {
     /// releases them after the op.
     fn read_shared_inputs(&mut self, op: &mut OperationIr) {
         self.op.shared_reads.clear();
+        if !self.residency.any_origin() {
+            return;
+        }
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
             if status == TensorStatus::ReadWrite
