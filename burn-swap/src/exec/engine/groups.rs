@@ -33,24 +33,14 @@ impl<B: BackendIr> Engine<B> {
     /// holder's layout, or when the holders are not views of the same bytes: the caller
     /// tries other victims. A failed copy leaves every holder resident, intact.
     pub(super) fn offload_whole(&mut self, buffer: u32) -> Result<(), SwapError> {
-        let mut holders: Vec<TensorId> = self
-            .residency
-            .iter()
-            .filter(|(_, e)| e.shared() == Some(buffer))
-            .map(|(id, _)| *id)
-            .collect();
-        holders.sort_by_key(|id| id.value());
         let Some(shared) = self.residency.buffer(buffer).copied() else {
             return Ok(());
         };
-        let all_resident = holders.iter().all(|id| {
-            self.residency
-                .get(id)
-                .is_some_and(|e| matches!(e.state(), State::Resident))
-        });
-        if holders.len() != shared.holders as usize || !all_resident {
+        let mut holders = self.holders(buffer);
+        if holders.len() != shared.holders as usize {
             return Ok(());
         }
+        holders.sort_by_key(|id| id.value());
         let _span = tracing::debug_span!(
             "burn_swap::offload_whole",
             buffer,

@@ -594,17 +594,36 @@ impl<B: BackendIr> Engine<B> {
         }
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
-            if status == TensorStatus::ReadWrite
-                && !self.residency.is_pinned(&id)
-                && self.residency.shares_origin(&id)
-                && !self.op.shared_reads.contains(&id)
-            {
+            if status == TensorStatus::ReadWrite && self.read_only_for_sharing(id) {
                 self.op.shared_reads.push(id);
             }
         }
         if !self.op.shared_reads.is_empty() {
             op.mark_read_only(&self.op.shared_reads);
         }
+    }
+
+    /// Whether an input the op consumes is handed over read-only because it shares its
+    /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
+    /// read-only anyway).
+    fn read_only_for_sharing(&self, id: TensorId) -> bool {
+        !self.residency.is_pinned(&id)
+            && self.residency.shares_origin(&id)
+            && !self.op.shared_reads.contains(&id)
+    }
+
+    /// The ops' read-only inputs of `shared_reads` after it ran: Burn is done with them, and
+    /// their handles go (a recipe that pins one keeps it, as an orphan).
+    fn release_shared_reads(&mut self) {
+        for i in 0..self.op.shared_reads.len() {
+            let id = self.op.shared_reads[i];
+            if self.residency.is_pinned(&id) {
+                self.release_by_burn(&id);
+            } else {
+                self.release(id);
+            }
+        }
+        self.op.shared_reads.clear();
     }
 
     /// After the op ran: inputs read for the last time are gone, the others were used now.
@@ -614,15 +633,16 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
             if status == TensorStatus::ReadWrite {
-                if self.op.shared_reads.contains(&id) && !self.residency.is_pinned(&id) {
-                    // Kept by the op (read only): its handle goes now.
-                    self.release(id);
-                } else {
+                // Kept by the op (read only) because it is shared: released below.
+                if !self.op.shared_reads.contains(&id) {
                     self.release_by_burn(&id);
                 }
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
             }
+        }
+        if !self.op.shared_reads.is_empty() {
+            self.release_shared_reads();
         }
     }
 

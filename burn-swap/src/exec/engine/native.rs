@@ -41,14 +41,12 @@ impl<B: BackendIr> Engine<B> {
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
         if tensor.status == TensorStatus::ReadWrite {
             self.pin_for_views(tensor.id);
-            if !self.residency.is_pinned(&tensor.id) && self.residency.shares_origin(&tensor.id) {
+            if self.read_only_for_sharing(tensor.id) {
+                self.op.shared_reads.push(tensor.id);
                 let read = TensorIr {
                     status: TensorStatus::ReadOnly,
                     ..tensor.clone()
                 };
-                if !self.op.shared_reads.contains(&tensor.id) {
-                    self.op.shared_reads.push(tensor.id);
-                }
                 return self.runner.get_tensor_handle(&read);
             }
         }
@@ -135,15 +133,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.budget_broken = room.is_err();
         // Inputs handed over read-only because they share a buffer in the unwrapped run: the
         // op is done with them.
-        for i in 0..self.op.shared_reads.len() {
-            let id = self.op.shared_reads[i];
-            if self.residency.is_pinned(&id) {
-                self.release_by_burn(&id);
-            } else {
-                self.release(id);
-            }
-        }
-        self.op.shared_reads.clear();
+        self.release_shared_reads();
         self.finish_op();
         room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }

@@ -303,7 +303,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// The resident tensors that hold `buffer`.
-    fn holders(&self, buffer: u32) -> Vec<TensorId> {
+    pub(super) fn holders(&self, buffer: u32) -> Vec<TensorId> {
         self.residency
             .iter()
             .filter(|(_, e)| e.shared() == Some(buffer) && matches!(e.state(), State::Resident))
