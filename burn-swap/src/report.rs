@@ -3,7 +3,7 @@
 use core::fmt;
 use serde::{Deserialize, Serialize};
 
-use crate::exec::counters::Counters;
+use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
 pub use crate::exec::{AllocatorUsage, PeerStat};
 pub use crate::plan::PlanChoice;
@@ -91,6 +91,9 @@ pub struct Report {
     /// Seconds the ops waited on transfers: offloads and fetches made on the op's path, and
     /// waits for transfers in flight (the time transfers were not hidden).
     pub exposed_wait_seconds: f64,
+    /// `exposed_wait_seconds` by cause.
+    #[serde(default)]
+    pub exposed_wait: ExposedWait,
     /// Planned fetches that compute had to wait for before an op (seed 003's waits that
     /// found the fetch still in flight); their time is part of `exposed_wait_seconds`.
     pub planned_waits: u64,
@@ -182,6 +185,25 @@ pub struct Memory {
     pub budget_bytes: Option<u64>,
 }
 
+/// Where the ops' exposed wait went (the parts add up to
+/// [`Report::exposed_wait_seconds`]): what a plan that predicts its transfers hidden but
+/// waits anyway got wrong.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExposedWait {
+    /// Copies back made on the op's path: nothing fetched the tensor ahead of its use.
+    pub fetch_seconds: f64,
+    /// Fetches started ahead (planned, or by the fallback) still in flight at their use or
+    /// at their planned wait: started too late, or slower than the link predicted.
+    pub prefetch_seconds: f64,
+    /// Room for an op: offloads in flight waited for (a planned offload's device bytes go
+    /// when its copy is done).
+    pub room_seconds: f64,
+    /// Room for an op: offloads made on the op's path (the fallback's victims, when what
+    /// was planned did not make room).
+    #[serde(default)]
+    pub offload_seconds: f64,
+}
+
 /// Offloads of tensors of one shape and dtype, and what compression did to them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompressionStat {
@@ -254,6 +276,12 @@ impl Report {
             recomputes: c.recomputes,
             recompute_seconds: seconds(c.recompute_nanos),
             exposed_wait_seconds: seconds(c.exposed_wait_nanos),
+            exposed_wait: ExposedWait {
+                fetch_seconds: seconds(c.exposed_by_cause[Wait::Fetch as usize]),
+                prefetch_seconds: seconds(c.exposed_by_cause[Wait::Prefetch as usize]),
+                room_seconds: seconds(c.exposed_by_cause[Wait::Room as usize]),
+                offload_seconds: seconds(c.exposed_by_cause[Wait::Offload as usize]),
+            },
             planned_waits: c.planned_waits,
             device_memory_bytes: f.device_memory,
             allocator: c.allocator,
@@ -407,9 +435,18 @@ impl Report {
                 self.recomputes, self.recompute_seconds, self.evictions
             ),
         );
+        let w = &self.exposed_wait;
         row(
             "exposed wait",
-            format!("{:.3} s", self.exposed_wait_seconds),
+            format!(
+                "{:.3} s (fetches on the op's path {:.3} s, fetches still in flight {:.3} s, \
+                 offloads in flight {:.3} s, offloads on the op's path {:.3} s)",
+                self.exposed_wait_seconds,
+                w.fetch_seconds,
+                w.prefetch_seconds,
+                w.room_seconds,
+                w.offload_seconds
+            ),
         );
     }
 

@@ -70,6 +70,18 @@ pub struct Row {
     pub fetched_per_step: u64,
     /// Time per step the ops waited on transfers, in seconds.
     pub exposed_per_step: f64,
+    /// `exposed_per_step` by cause (`burn_swap::ExposedWait`), in seconds per step.
+    pub exposed_by_cause: burn_swap::ExposedWait,
+    /// The planner whose plan was followed (`Report::plan_chosen`): `keep-all`,
+    /// `combined`, `offload-only`, ...; `none fits` when a plan was made and none fit, `None`
+    /// when no plan was made (a reactive policy, or no budget).
+    pub plan: Option<String>,
+    /// The followed plan's simulated counted peak (`Report::predicted_peak_bytes`), to set
+    /// beside the measured `peak_bytes`.
+    pub predicted_peak_bytes: Option<u64>,
+    /// The followed plan's predicted exposed transfer time per step, in seconds, to set
+    /// beside the measured `exposed_per_step`.
+    pub predicted_exposed_per_step: Option<f64>,
     /// Why it could not run, if it could not.
     pub error: Option<String>,
 }
@@ -205,6 +217,10 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         offloaded_per_step: 0,
         fetched_per_step: 0,
         exposed_per_step: 0.0,
+        exposed_by_cause: Default::default(),
+        plan: None,
+        predicted_peak_bytes: None,
+        predicted_exposed_per_step: None,
         error: None,
     }];
     let (checkpointed, checkpointed_spread) = steady(step_times::<
@@ -222,6 +238,10 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         offloaded_per_step: 0,
         fetched_per_step: 0,
         exposed_per_step: 0.0,
+        exposed_by_cause: Default::default(),
+        plan: None,
+        predicted_peak_bytes: None,
+        predicted_exposed_per_step: None,
         error: None,
     });
 
@@ -267,6 +287,22 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                         offloaded_per_step: r.offloaded_bytes / measured,
                         fetched_per_step: r.fetched_bytes / measured,
                         exposed_per_step: r.exposed_wait_seconds / measured as f64,
+                        exposed_by_cause: burn_swap::ExposedWait {
+                            fetch_seconds: r.exposed_wait.fetch_seconds / measured as f64,
+                            prefetch_seconds: r.exposed_wait.prefetch_seconds / measured as f64,
+                            room_seconds: r.exposed_wait.room_seconds / measured as f64,
+                            offload_seconds: r.exposed_wait.offload_seconds / measured as f64,
+                        },
+                        plan: match (&r.plan_chosen, r.plan_choices.is_empty()) {
+                            (Some(name), _) => Some(name.clone()),
+                            (None, false) => Some("none fits".into()),
+                            (None, true) => None,
+                        },
+                        predicted_peak_bytes: r.plan_chosen.as_ref().and(r.predicted_peak_bytes),
+                        predicted_exposed_per_step: r
+                            .plan_chosen
+                            .as_ref()
+                            .and(r.predicted_exposed_seconds),
                         error: None,
                     }
                 }
@@ -281,6 +317,10 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                     offloaded_per_step: 0,
                     fetched_per_step: 0,
                     exposed_per_step: 0.0,
+                    exposed_by_cause: Default::default(),
+                    plan: None,
+                    predicted_peak_bytes: None,
+                    predicted_exposed_per_step: None,
                     error: Some(match result {
                         Err(message) => message.lines().next().unwrap_or("").to_string(),
                         Ok(_) => "no report".to_string(),
@@ -354,12 +394,14 @@ pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) ->
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
         "config,budget_fraction,median_step_ms,spread,time_ratio,peak_bytes,memory_ratio,\
-         offloaded_per_step,fetched_per_step,exposed_ms_per_step,error\n",
+         offloaded_per_step,fetched_per_step,exposed_ms_per_step,\
+         exposed_fetch_ms,exposed_prefetch_ms,exposed_room_ms,exposed_offload_ms,plan,predicted_peak_bytes,\
+         predicted_exposed_ms_per_step,error\n",
     );
     let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.4},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{},{}\n",
             r.config,
             opt(r.budget_fraction, 1.0),
             opt(r.median_step, 1e3),
@@ -370,6 +412,14 @@ pub fn csv(rows: &[Row]) -> String {
             r.offloaded_per_step,
             r.fetched_per_step,
             r.exposed_per_step * 1e3,
+            r.exposed_by_cause.fetch_seconds * 1e3,
+            r.exposed_by_cause.prefetch_seconds * 1e3,
+            r.exposed_by_cause.room_seconds * 1e3,
+            r.exposed_by_cause.offload_seconds * 1e3,
+            r.plan.as_deref().unwrap_or(""),
+            r.predicted_peak_bytes
+                .map_or(String::new(), |p| p.to_string()),
+            opt(r.predicted_exposed_per_step, 1e3),
             r.error.as_deref().unwrap_or("").replace(',', ";")
         ));
     }
@@ -388,6 +438,10 @@ pub fn table(rows: &[Row]) -> String {
         "mem x",
         "moved/step",
         "wait ms",
+        "fetch/late/room/out",
+        "plan",
+        "pred/meas peak",
+        "pred wait",
     ]);
     for r in rows {
         let budget = r
@@ -404,6 +458,22 @@ pub fn table(rows: &[Row]) -> String {
                 format!("{:.3}", r.memory_ratio.unwrap_or(f64::NAN)),
                 (r.offloaded_per_step + r.fetched_per_step).to_string(),
                 format!("{:.2}", r.exposed_per_step * 1e3),
+                {
+                    let w = &r.exposed_by_cause;
+                    format!(
+                        "{:.2}/{:.2}/{:.2}/{:.2}",
+                        w.fetch_seconds * 1e3,
+                        w.prefetch_seconds * 1e3,
+                        w.room_seconds * 1e3,
+                        w.offload_seconds * 1e3
+                    )
+                },
+                r.plan.clone().unwrap_or_else(|| "-".into()),
+                r.predicted_peak_bytes.map_or("-".into(), |p| {
+                    format!("{:.3}", p as f64 / r.peak_bytes.unwrap_or(p).max(1) as f64)
+                }),
+                r.predicted_exposed_per_step
+                    .map_or("-".into(), |w| format!("{:.2}", w * 1e3)),
             ],
             _ => vec![
                 r.config.clone(),

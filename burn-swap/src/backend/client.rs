@@ -149,7 +149,9 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     /// Builds the output tensors in the engine's own pass over the op's outputs (Burn's
     /// default walks them once more).
     fn register(&self, op: OperationIr) -> Vec<RouterTensor<Self>> {
-        let mut outputs = Vec::new();
+        // Most ops make one output: room for it up front (a push into an empty `Vec` takes
+        // the slower growth path).
+        let mut outputs = Vec::with_capacity(1);
         let result = {
             let mut engine = self.engine();
             let result = engine.run_op_with(op, |t| {

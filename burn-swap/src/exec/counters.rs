@@ -24,6 +24,8 @@ pub(crate) struct Counters {
     pub recomputes: u64,
     pub recompute_nanos: u64,
     pub exposed_wait_nanos: u64,
+    /// `exposed_wait_nanos` by cause, indexed by [`Wait`].
+    pub exposed_by_cause: [u64; 4],
     pub planned_waits: u64,
     /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost).
     pub failed_fetches: u64,
@@ -53,7 +55,29 @@ pub(crate) struct Counters {
     pub moves: hashbrown::HashMap<(super::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
 }
 
+/// Why an op waited on transfers (the exposed wait's causes, in the report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// A copy back made on the op's path: nothing had fetched the tensor ahead of its use.
+    Fetch = 0,
+    /// A fetch started ahead (planned, or by the fallback) was still in flight at its use
+    /// or at its planned wait.
+    Prefetch = 1,
+    /// Room for the op: offloads in flight waited for (their device bytes go when they are
+    /// done).
+    Room = 2,
+    /// Room for the op: offloads made on the op's path (the fallback's victims).
+    Offload = 3,
+}
+
 impl Counters {
+    /// Counts `nanos` of exposed wait for `cause`.
+    #[inline]
+    pub fn add_exposed(&mut self, cause: Wait, nanos: u64) {
+        self.exposed_wait_nanos += nanos;
+        self.exposed_by_cause[cause as usize] += nanos;
+    }
+
     /// Starts a new measurement: the allocator's peak from its current figures, event counts
     /// from zero; the plan's predictions stay.
     pub fn reset(&mut self) {

@@ -7,6 +7,7 @@
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
+//!     [--policies reactive,planned,offload-only,recompute-only]
 //! ```
 //!
 //! Besides the fractions, every policy runs at Burn's `BalancedCheckpointing` counted peak
@@ -56,6 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "preset",
             "probe-batch",
             "probe-cap",
+            "policies",
         ],
     )?;
     let quick = args.flag("quick");
@@ -108,12 +110,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         None if quick => vec![1.0, 0.5, 0.25],
         None => vec![1.0, 0.75, 0.5, 0.33, 0.25, 0.10],
     };
+    // The policies, in the order their rows run (every one by default).
+    let policies: Vec<Policy> = match args.value("policies") {
+        Some(list) => list
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<Policy>()
+                    .map_err(|e| format!("--policies: {e}"))
+            })
+            .collect::<Result<_, _>>()?,
+        None => Policy::ALL.to_vec(),
+    };
     let plan = Plan {
         workload,
         warm_up: args.get("warmup", if quick { 4 } else { 6 })?,
         steps: args.get("steps", if quick { 6 } else { 20 })?,
         budgets,
-        policies: Policy::ALL.to_vec(),
+        policies,
         minimum: !quick,
         cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
     };

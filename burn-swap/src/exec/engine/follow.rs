@@ -7,6 +7,7 @@ use std::time::Instant;
 use burn_ir::{BackendIr, TensorId};
 
 use super::{Active, Engine};
+use crate::exec::counters::Wait;
 use crate::exec::residency::State;
 use crate::plan::program::{Port, Step};
 
@@ -107,7 +108,7 @@ impl<B: BackendIr> Engine<B> {
                 self.residency.get(&id).map(|e| e.state()),
                 Some(State::Fetching)
             ) {
-                let _ = self.exposed(|e| e.wait_for(id));
+                let _ = self.exposed(Wait::Prefetch, |e| e.wait_for(id));
                 self.counters.planned_waits += 1;
             }
         }

@@ -42,7 +42,7 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use burn_router::{Runner, RunnerClient};
 
 use super::bytes_of;
-use super::counters::Counters;
+use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
 use super::residency::{Dims, Entry, Recipe, Remake, Residency};
 use super::transfer::Transfers;
@@ -259,12 +259,14 @@ impl<B: BackendIr> Engine<B> {
         self.residency.books().resident
     }
 
-    /// Runs `wait` and counts its time as exposed: time the ops waited on transfers.
+    /// Runs `wait` and counts its time as exposed, for `cause`: time the ops waited on
+    /// transfers.
     #[inline]
-    fn exposed<T>(&mut self, wait: impl FnOnce(&mut Self) -> T) -> T {
+    fn exposed<T>(&mut self, cause: Wait, wait: impl FnOnce(&mut Self) -> T) -> T {
         let start = Instant::now();
         let out = wait(self);
-        self.counters.exposed_wait_nanos += start.elapsed().as_nanos() as u64;
+        self.counters
+            .add_exposed(cause, start.elapsed().as_nanos() as u64);
         out
     }
 

@@ -12,6 +12,7 @@ use burn_router::RunnerClient;
 use super::Engine;
 use crate::config::Compression;
 use crate::error::SwapError;
+use crate::exec::counters::Wait;
 use crate::exec::layout;
 use crate::exec::residency::{Group, HostCopy, State};
 use crate::exec::transfer::{self, Done, TransferError};
@@ -43,7 +44,7 @@ impl<B: BackendIr> Engine<B> {
                     self.op.protect.pop();
                     room?;
                     attempts += 1;
-                    match self.exposed(|e| e.fetch(id)) {
+                    match self.exposed(Wait::Fetch, |e| e.fetch(id)) {
                         // A failed fetch leaves the copy whole: tried again, up to a limit.
                         Err(error)
                             if attempts < super::TRANSFER_ATTEMPTS && self.offloaded(&id) =>
@@ -55,7 +56,7 @@ impl<B: BackendIr> Engine<B> {
                 }
                 // Settled: landed, or offloaded again after a failure (fetched above).
                 State::Fetching => {
-                    self.exposed(|e| e.settle_fetch_of(id));
+                    self.exposed(Wait::Prefetch, |e| e.settle_fetch_of(id));
                 }
                 State::Evicted => {
                     return match entry.group.as_deref() {
@@ -175,7 +176,7 @@ impl<B: BackendIr> Engine<B> {
             &self.runner.device(),
         );
         let nanos = start.elapsed().as_nanos() as u64;
-        self.counters.exposed_wait_nanos += nanos;
+        self.counters.add_exposed(Wait::Offload, nanos);
         match result {
             Ok((copy, codec_nanos, on_device)) => {
                 self.land_offload(id, copy, nanos, codec_nanos, on_device);

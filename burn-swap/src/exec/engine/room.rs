@@ -6,6 +6,7 @@ use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
 use crate::error::SwapError;
+use crate::exec::counters::Wait;
 use crate::exec::residency::{Remake, State};
 use crate::plan::reactive::{self, Candidate, Leave, RoomStep, VictimFacts};
 
@@ -161,7 +162,7 @@ impl<B: BackendIr> Engine<B> {
             match now {
                 RoomStep::AwaitOffloads => {
                     if self.residency.books().offloading > 0 {
-                        self.exposed(|e| {
+                        self.exposed(Wait::Room, |e| {
                             while e.resident() > target && e.residency.books().offloading > 0 {
                                 if !e.settle_next() {
                                     break;
@@ -170,7 +171,7 @@ impl<B: BackendIr> Engine<B> {
                         });
                     }
                 }
-                RoomStep::AwaitEverything => self.exposed(|e| e.settle_everything()),
+                RoomStep::AwaitEverything => self.exposed(Wait::Room, |e| e.settle_everything()),
                 RoomStep::Evict | RoomStep::EvictAgain => {
                     result = self.evict_victims(self.resident() - target, protect_inputs);
                 }
