@@ -148,13 +148,13 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
 
     /// Builds the output tensors in the engine's own pass over the op's outputs (Burn's
     /// default walks them once more).
-    fn register(&self, op: OperationIr) -> Vec<RouterTensor<Self>> {
+    fn register(&self, mut op: OperationIr) -> Vec<RouterTensor<Self>> {
         // Most ops make one output: room for it up front (a push into an empty `Vec` takes
         // the slower growth path).
         let mut outputs = Vec::with_capacity(1);
         let result = {
             let mut engine = self.engine();
-            let result = engine.run_op_with(op, |t| {
+            let result = engine.run_op_with(&mut op, |t| {
                 outputs.push(RouterTensor::new(
                     t.id,
                     t.shape.clone(),
@@ -174,10 +174,10 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     }
 
     #[inline]
-    fn register_op(&self, op: OperationIr) {
+    fn register_op(&self, mut op: OperationIr) {
         let result = {
             let mut engine = self.engine();
-            let result = engine.run_op(op);
+            let result = engine.run_op(&mut op);
             if result.is_err() {
                 engine.abandon_op();
             }
