@@ -485,6 +485,7 @@ impl Residency {
     /// a copy, on the path of every op that consumes a tensor).
     #[inline]
     pub fn discard(&mut self, id: &TensorId) -> Option<Discarded> {
+        // Not through `forget`: its return moves the entry once more (measured).
         let mut entry = self.entries.remove(id)?;
         self.unbook(&entry);
         self.leave_origin(entry.origin);

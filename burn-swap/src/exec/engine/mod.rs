@@ -44,7 +44,7 @@ use burn_router::{Runner, RunnerClient};
 use super::bytes_of;
 use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
-use super::residency::{Dims, Entry, Recipe, Remake, Residency};
+use super::residency::{Dims, Entry, Group, Recipe, Remake, Residency};
 use super::transfer::Transfers;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
@@ -833,25 +833,27 @@ impl<B: BackendIr> Engine<B> {
     #[inline]
     fn discard(&mut self, id: &TensorId) -> Option<bool> {
         let gone = self.residency.discard(id)?;
-        if let Some(recipe) = gone.recipe {
+        self.let_go(*id, gone.recipe, gone.group);
+        Some(gone.on_device)
+    }
+
+    /// What a tensor taken out of the books held: its recipe's inputs are unpinned, its
+    /// group lets go of it.
+    #[inline]
+    fn let_go(&mut self, id: TensorId, recipe: Option<Box<Recipe>>, group: Option<Box<Group>>) {
+        if let Some(recipe) = recipe {
             for input in recipe.inputs {
                 self.unpin(input);
             }
         }
-        self.leave_group(*id, gone.group);
-        Some(gone.on_device)
+        self.leave_group(id, group);
     }
 
     /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
     #[inline]
     fn forget(&mut self, id: &TensorId) -> Option<Entry> {
         let mut entry = self.residency.forget(id)?;
-        if let Some(recipe) = entry.recipe.take() {
-            for input in recipe.inputs {
-                self.unpin(input);
-            }
-        }
-        self.leave_group(*id, entry.group.take());
+        self.let_go(*id, entry.recipe.take(), entry.group.take());
         Some(entry)
     }
 
