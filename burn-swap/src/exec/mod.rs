@@ -12,6 +12,7 @@ pub mod faults;
 mod host;
 mod layout;
 pub(crate) mod peers;
+mod ports;
 pub(crate) mod residency;
 mod transfer;
 

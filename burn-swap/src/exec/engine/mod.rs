@@ -44,6 +44,7 @@ use burn_router::{Runner, RunnerClient};
 use super::bytes_of;
 use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
+use super::ports;
 use super::residency::{Dims, Entry, Group, Recipe, Remake, Residency};
 use super::transfer::Transfers;
 use crate::config::SwapConfig;
@@ -302,14 +303,22 @@ impl<B: BackendIr> Engine<B> {
             return Ok(());
         }
 
-        // What the op reads and makes, in one pass each.
-        let (input_bytes, absent_bytes) = self.gather_inputs(op.inputs(), tracing);
+        // What the op reads and makes, in one pass each (the common ops' tensors read from
+        // their fields, the others through burn-ir's boxed iterators).
+        let ports = ports::of(op);
+        let (input_bytes, absent_bytes) = match ports {
+            Some(ports) => self.gather_inputs(ports.inputs(), tracing),
+            None => self.gather_inputs(op.inputs(), tracing),
+        };
         if tracing {
             self.recorder.outputs_follow();
         }
         // Only an `Init` op's output is already in the books (registered with its data).
         let registered = matches!(op, OperationIr::Init(_));
-        let mut output_bytes = self.gather_outputs(op, registered, tracing, on_output);
+        let mut output_bytes = match ports {
+            Some(ports) => self.gather_outputs(ports.outputs(), registered, tracing, on_output),
+            None => self.gather_outputs(op.outputs(), registered, tracing, on_output),
+        };
         // A view shares its input's buffer: no room is made for it (checked after it ran).
         self.op.unreserved = 0;
         if output_bytes > 0 && layout::aliases(op, self.teller, self.op.inputs_strided) {
@@ -519,16 +528,16 @@ impl<B: BackendIr> Engine<B> {
     /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
     /// handing each to `on_output`; returns the bytes of those not yet in the books.
     #[inline]
-    fn gather_outputs(
+    fn gather_outputs<'a>(
         &mut self,
-        op: &OperationIr,
+        outputs: impl Iterator<Item = &'a TensorIr>,
         registered: bool,
         record: bool,
         mut on_output: impl FnMut(&TensorIr),
     ) -> u64 {
         self.op.outputs.clear();
         let mut output_bytes = 0;
-        for t in op.outputs() {
+        for t in outputs {
             on_output(t);
             let bytes = bytes_of(&t.shape, t.dtype);
             if !registered {

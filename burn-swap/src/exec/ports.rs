@@ -1,0 +1,235 @@
+//! The tensors an op reads and makes. burn-ir's `OperationIr::inputs` and `outputs` box an
+//! iterator (an allocation and a free each, about a hundred instructions per call, twice on
+//! every op's path); the ops a training loop runs most (elementwise arithmetic, unary float
+//! functions, matmul, reshapes) are read here from their fields instead, and every other op
+//! goes through burn-ir. Debug builds check each op read here against burn-ir's own lists.
+
+use burn_ir::{
+    BaseOperationIr, BinaryOpIr, FloatOperationIr, NumericOperationIr, OperationIr, ScalarOpIr,
+    TensorIr, UnaryOpIr,
+};
+
+/// An op's inputs (one or two) and its one output.
+#[derive(Clone, Copy)]
+pub(crate) struct Ports<'a> {
+    inputs: [&'a TensorIr; 2],
+    count: usize,
+    output: &'a TensorIr,
+}
+
+impl<'a> Ports<'a> {
+    fn one(input: &'a TensorIr, output: &'a TensorIr) -> Self {
+        Self {
+            inputs: [input, input],
+            count: 1,
+            output,
+        }
+    }
+
+    fn two(lhs: &'a TensorIr, rhs: &'a TensorIr, output: &'a TensorIr) -> Self {
+        Self {
+            inputs: [lhs, rhs],
+            count: 2,
+            output,
+        }
+    }
+
+    fn binary(op: &'a BinaryOpIr) -> Self {
+        Self::two(&op.lhs, &op.rhs, &op.out)
+    }
+
+    fn scalar(op: &'a ScalarOpIr) -> Self {
+        Self::one(&op.lhs, &op.out)
+    }
+
+    fn unary(op: &'a UnaryOpIr) -> Self {
+        Self::one(&op.input, &op.out)
+    }
+
+    /// The inputs, in burn-ir's order.
+    pub(crate) fn inputs(self) -> impl Iterator<Item = &'a TensorIr> {
+        self.inputs.into_iter().take(self.count)
+    }
+
+    /// The output.
+    pub(crate) fn outputs(self) -> impl Iterator<Item = &'a TensorIr> {
+        core::iter::once(self.output)
+    }
+}
+
+/// The ports of `op` when it is one of the ops read here; `None` for the others (ask
+/// burn-ir).
+#[inline]
+pub(crate) fn of(op: &OperationIr) -> Option<Ports<'_>> {
+    let ports = read(op);
+    #[cfg(debug_assertions)]
+    if let Some(ports) = ports {
+        let ids = |it: &mut dyn Iterator<Item = &TensorIr>| it.map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&mut ports.inputs()),
+            ids(&mut op.inputs()),
+            "inputs of {op:?}"
+        );
+        assert_eq!(
+            ids(&mut ports.outputs()),
+            ids(&mut op.outputs()),
+            "outputs of {op:?}"
+        );
+    }
+    ports
+}
+
+#[inline]
+fn read(op: &OperationIr) -> Option<Ports<'_>> {
+    use BaseOperationIr as Base;
+    use FloatOperationIr as F;
+    use NumericOperationIr as N;
+    Some(match op {
+        OperationIr::NumericFloat(_, n) => match n {
+            N::Add(o)
+            | N::Sub(o)
+            | N::Mul(o)
+            | N::Div(o)
+            | N::Rem(o)
+            | N::Greater(o)
+            | N::GreaterEqual(o)
+            | N::Lower(o)
+            | N::LowerEqual(o)
+            | N::Powi(o) => Ports::binary(o),
+            N::AddScalar(o)
+            | N::SubScalar(o)
+            | N::MulScalar(o)
+            | N::DivScalar(o)
+            | N::RemScalar(o)
+            | N::GreaterElem(o)
+            | N::GreaterEqualElem(o)
+            | N::LowerElem(o)
+            | N::LowerEqualElem(o)
+            | N::PowiScalar(o) => Ports::scalar(o),
+            N::Abs(o) => Ports::unary(o),
+            _ => return None,
+        },
+        OperationIr::Float(_, f) => match f {
+            F::Exp(o)
+            | F::Log(o)
+            | F::Log1p(o)
+            | F::Erf(o)
+            | F::Sqrt(o)
+            | F::Cos(o)
+            | F::Sin(o)
+            | F::Tanh(o)
+            | F::Round(o)
+            | F::Floor(o)
+            | F::Ceil(o)
+            | F::Recip(o) => Ports::unary(o),
+            F::PowfScalar(o) => Ports::scalar(o),
+            F::Powf(o) => Ports::binary(o),
+            F::Matmul(o) => Ports::two(&o.lhs, &o.rhs, &o.out),
+            _ => return None,
+        },
+        OperationIr::BaseFloat(b) => match b {
+            Base::Reshape(o) | Base::Expand(o) => Ports::one(&o.input, &o.out),
+            Base::SwapDims(o) => Ports::one(&o.input, &o.out),
+            Base::Permute(o) => Ports::one(&o.input, &o.out),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use NumericOperationIr as N;
+    use burn_backend::{DType, Shape};
+    use burn_ir::{MatmulOpIr, ReduceOpIr, ScalarIr, ShapeOpIr, TensorId, TensorStatus};
+
+    fn t(id: u64) -> TensorIr {
+        TensorIr {
+            id: TensorId::new(id),
+            shape: Shape::new([2, 3]),
+            status: TensorStatus::ReadOnly,
+            dtype: DType::F32,
+        }
+    }
+
+    fn ids(ports: Ports<'_>) -> (Vec<u64>, Vec<u64>) {
+        (
+            ports.inputs().map(|t| t.id.value()).collect(),
+            ports.outputs().map(|t| t.id.value()).collect(),
+        )
+    }
+
+    #[test]
+    fn the_common_ops_are_read_from_their_fields_in_burn_irs_order() {
+        let f32 = DType::F32;
+        let binary = BinaryOpIr {
+            lhs: t(1),
+            rhs: t(2),
+            out: t(3),
+        };
+        let scalar = ScalarOpIr {
+            lhs: t(1),
+            rhs: ScalarIr::Float(2.0),
+            out: t(3),
+        };
+        let unary = UnaryOpIr {
+            input: t(1),
+            out: t(3),
+        };
+        let matmul = MatmulOpIr {
+            lhs: t(1),
+            rhs: t(2),
+            out: t(3),
+        };
+        let reshape = ShapeOpIr {
+            input: t(1),
+            out: t(3),
+        };
+        let cases = [
+            (
+                OperationIr::NumericFloat(f32, N::Add(binary.clone())),
+                vec![1, 2],
+            ),
+            (OperationIr::NumericFloat(f32, N::Sub(binary)), vec![1, 2]),
+            (
+                OperationIr::NumericFloat(f32, N::MulScalar(scalar.clone())),
+                vec![1],
+            ),
+            (
+                OperationIr::Float(f32, FloatOperationIr::PowfScalar(scalar)),
+                vec![1],
+            ),
+            (
+                OperationIr::Float(f32, FloatOperationIr::Exp(unary)),
+                vec![1],
+            ),
+            (
+                OperationIr::Float(f32, FloatOperationIr::Matmul(matmul)),
+                vec![1, 2],
+            ),
+            (
+                OperationIr::BaseFloat(BaseOperationIr::Reshape(reshape)),
+                vec![1],
+            ),
+        ];
+        for (op, inputs) in cases {
+            // `of` also checks each against burn-ir's lists in debug builds.
+            let ports = of(&op).unwrap_or_else(|| panic!("{op:?} is read here"));
+            assert_eq!(ids(ports), (inputs, vec![3]), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn other_ops_go_through_burn_ir() {
+        let sum = OperationIr::NumericFloat(
+            DType::F32,
+            N::Sum(ReduceOpIr {
+                input: t(1),
+                out: t(3),
+            }),
+        );
+        assert!(of(&sum).is_none());
+        assert!(of(&OperationIr::Drop(t(1))).is_none());
+    }
+}
