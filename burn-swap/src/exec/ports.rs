@@ -1,7 +1,7 @@
 //! The tensors an op reads and makes. burn-ir's `OperationIr::inputs` and `outputs` box an
 //! iterator (an allocation and a free each, about a hundred instructions per call, twice on
 //! every op's path); the ops a training loop runs most (elementwise arithmetic, unary float
-//! functions, matmul, reshapes) are read here from their fields instead, and every other op
+//! functions, reductions, matmul, reshapes and slices) are read here from their fields instead, and every other op
 //! goes through burn-ir. Debug builds check each op read here against burn-ir's own lists.
 
 use burn_ir::{
@@ -107,6 +107,18 @@ fn read(op: &OperationIr) -> Option<Ports<'_>> {
             | N::LowerEqualElem(o)
             | N::PowiScalar(o) => Ports::scalar(o),
             N::Abs(o) => Ports::unary(o),
+            N::Sum(o) | N::Mean(o) | N::Prod(o) | N::Max(o) | N::Min(o) | N::MaxAbs(o) => {
+                Ports::one(&o.input, &o.out)
+            }
+            N::SumDim(o)
+            | N::MeanDim(o)
+            | N::ProdDim(o)
+            | N::MaxDim(o)
+            | N::MinDim(o)
+            | N::MaxAbsDim(o)
+            | N::ArgMax(o)
+            | N::ArgMin(o) => Ports::one(&o.input, &o.out),
+            N::Clamp(o) => Ports::one(&o.tensor, &o.out),
             _ => return None,
         },
         OperationIr::Float(_, f) => match f {
@@ -131,6 +143,8 @@ fn read(op: &OperationIr) -> Option<Ports<'_>> {
             Base::Reshape(o) | Base::Expand(o) => Ports::one(&o.input, &o.out),
             Base::SwapDims(o) => Ports::one(&o.input, &o.out),
             Base::Permute(o) => Ports::one(&o.input, &o.out),
+            Base::Slice(o) => Ports::one(&o.tensor, &o.out),
+            Base::Cast(o) => Ports::one(&o.input, &o.out),
             _ => return None,
         },
         _ => return None,
@@ -212,6 +226,16 @@ mod tests {
                 OperationIr::BaseFloat(BaseOperationIr::Reshape(reshape)),
                 vec![1],
             ),
+            (
+                OperationIr::NumericFloat(
+                    f32,
+                    N::Sum(ReduceOpIr {
+                        input: t(1),
+                        out: t(3),
+                    }),
+                ),
+                vec![1],
+            ),
         ];
         for (op, inputs) in cases {
             // `of` also checks each against burn-ir's lists in debug builds.
@@ -222,8 +246,8 @@ mod tests {
 
     #[test]
     fn other_ops_go_through_burn_ir() {
-        let sum = OperationIr::NumericFloat(
-            DType::F32,
+        let sum = OperationIr::NumericInt(
+            DType::I64,
             N::Sum(ReduceOpIr {
                 input: t(1),
                 out: t(3),
