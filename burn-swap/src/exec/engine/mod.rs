@@ -685,6 +685,13 @@ impl<B: BackendIr> Engine<B> {
                 }
                 continue;
             }
+            if !(strided || shares) {
+                // The common case, a dense output with a buffer of its own: its entry goes
+                // into the books as made (set up field by field, it is copied twice more).
+                self.residency
+                    .admit(id, Entry::sized(bytes, dims, dtype, now));
+                continue;
+            }
             let mut entry = Entry::sized(bytes, dims, dtype, now);
             // Asked once, for its layout and for the buffer it may share.
             let probe = if strided || shares {
