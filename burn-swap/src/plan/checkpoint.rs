@@ -55,6 +55,9 @@ pub struct Candidate {
     pub gap_seconds: f64,
     /// Whether its producer may be re-run.
     pub recomputable: bool,
+    /// Whether it may leave by an offload of its own (not a holder of a shared buffer; see
+    /// [`crate::trace::TensorTrace::shares_buffer`]).
+    pub offloadable: bool,
     /// Whether the gap hides an offload and a fetch at the profiled bandwidth.
     pub swappable: bool,
 }
@@ -106,6 +109,10 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
             let gap_seconds = profile.gap_seconds(from, to);
             let recomputable =
                 !wrapped && t.producer.is_some_and(|p| replayable(&trace.ops[p].kind));
+            // A tensor that shares its buffer leaves by recomputation or not at all.
+            if t.shares_buffer && !recomputable {
+                return None;
+            }
             Some(Candidate {
                 tensor: i,
                 bytes: t.bytes,
@@ -115,6 +122,7 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
                     .map_or(0.0, |p| profile.op_nanos[p] as f64 * 1e-9),
                 gap_seconds,
                 recomputable,
+                offloadable: !t.shares_buffer,
                 swappable: link.is_some_and(|l| l.round_trip(t.bytes) <= gap_seconds),
             })
         })
@@ -250,6 +258,38 @@ mod tests {
                 to_device: samples(bw),
             }),
         )
+    }
+
+    #[test]
+    fn a_tensor_that_shares_its_buffer_leaves_by_recomputation_only() {
+        let mut trace = chain(6);
+        let all = candidates(&trace, &profile(&trace, Some(1e9)), 3);
+        assert!(all.iter().all(|c| c.offloadable));
+        // Activation 2 is a view sharing a buffer; activation 0 too, and its producer (a
+        // random op) cannot be replayed.
+        trace.tensors[2].shares_buffer = true;
+        trace.tensors[0].shares_buffer = true;
+        let p = profile(&trace, Some(1e9));
+        let shared = candidates(&trace, &p, 3);
+        assert!(
+            shared.iter().all(|c| c.tensor != 0),
+            "no way out for tensor 0"
+        );
+        let two = shared.iter().find(|c| c.tensor == 2).expect("recomputable");
+        assert!(two.recomputable && !two.offloadable);
+        // No plan offloads it, whatever the budget.
+        for budget in [1000, 2000, 3000, 4000] {
+            let plan = crate::plan::combine::combine(&trace, &p, &shared, budget);
+            assert!(
+                !plan
+                    .actions
+                    .iter()
+                    .any(|(t, a)| *t == 2
+                        && matches!(a, crate::plan::combine::Action::Offload { .. })),
+                "budget {budget}: {:?}",
+                plan.actions
+            );
+        }
     }
 
     #[test]

@@ -290,6 +290,7 @@ mod tests {
                 .collect(),
             end: None,
             wraps_to,
+            shares_buffer: false,
         };
         let trace = Trace {
             period: Some(5),

@@ -121,6 +121,12 @@ pub struct TensorTrace {
     /// parameter or an optimizer state carried from step to step). `None` when unknown.
     #[serde(default)]
     pub wraps_to: Option<usize>,
+    /// Made sharing its buffer with another tensor (a view the backend made in place), or
+    /// strided with a layout that would not come back from the host: it cannot leave the
+    /// device by an offload of its own, only by recomputation (the executor would refuse
+    /// the offload, and the budget would then fall to the fallback).
+    #[serde(default)]
+    pub shares_buffer: bool,
 }
 
 /// The counted peak of one complete iteration.

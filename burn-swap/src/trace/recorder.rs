@@ -38,6 +38,8 @@ struct TensorRef {
     bytes: u64,
     dims: Range<u32>,
     last_use: bool,
+    /// An output that shares a buffer (see [`Recorder::mark_output_shares`]).
+    shares: bool,
 }
 
 /// What the executor tells the recorder about one op, besides the op itself.
@@ -226,6 +228,7 @@ impl Recorder {
             bytes,
             dims: dims_start..self.dims.len() as u32,
             last_use: t.status == TensorStatus::ReadWrite,
+            shares: false,
         });
     }
 
@@ -248,6 +251,18 @@ impl Recorder {
     #[inline]
     pub(crate) fn output(&mut self, t: &TensorIr, bytes: u64) {
         self.push_tensor(t, bytes);
+    }
+
+    /// Marks output `k` of the op recorded last as sharing a buffer, or strided without a
+    /// layout that comes back (the executor sees that only after the op ran): planners do
+    /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]).
+    pub(crate) fn mark_output_shares(&mut self, k: usize) {
+        if let Some(op) = self.ops.last()
+            && let Some(t) = self.tensors.get_mut(op.outputs.start as usize + k)
+            && (op.outputs.start as usize + k) < op.outputs.end as usize
+        {
+            t.shares = true;
+        }
     }
 
     /// Drops the op begun last (it failed and never ran).

@@ -37,6 +37,7 @@ pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) 
                     kind: EndKind::LastUse,
                 }),
                 wraps_to: None,
+                shares_buffer: false,
             }
         })
         .collect();

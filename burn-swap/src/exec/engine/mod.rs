@@ -677,7 +677,7 @@ impl<B: BackendIr> Engine<B> {
         let mut any_strided = false;
         // Taken out and put back, so that its room is kept for the next op.
         let mut outputs = std::mem::take(&mut self.op.outputs);
-        for (id, dims, dtype, bytes) in outputs.drain(..) {
+        for (k, (id, dims, dtype, bytes)) in outputs.drain(..).enumerate() {
             self.op.out_ids.push(id);
             if registered {
                 if let Some(entry) = self.residency.get_mut(&id) {
@@ -707,15 +707,25 @@ impl<B: BackendIr> Engine<B> {
             }
             entry.restorable =
                 entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p, dtype));
-            match probe
+            // Neither a holder of a shared buffer nor a strided tensor whose layout would not
+            // come back leaves by an offload of its own: the planners are told.
+            let stays = entry.strided && !entry.restorable;
+            let shared = match probe
                 .filter(|_| shares)
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
                     self.residency
-                        .admit_view(id, entry, source.as_ref(), key, buffer_bytes)
+                        .admit_view(id, entry, source.as_ref(), key, buffer_bytes);
+                    true
                 }
-                None => self.residency.admit(id, entry),
+                None => {
+                    self.residency.admit(id, entry);
+                    false
+                }
+            };
+            if (shared || stays) && self.tracing() {
+                self.recorder.mark_output_shares(k);
             }
             // In an input's buffer: it shares what that input shares in the unwrapped run.
             if let Some(probe) = probe.filter(|_| shares)

@@ -96,7 +96,7 @@ type Ways = (Option<(Action, f64)>, Option<(Action, f64)>);
 
 /// The ways for one candidate to leave.
 fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> Ways {
-    let offload = fits.map(|(out, back)| {
+    let offload = fits.filter(|_| c.offloadable).map(|(out, back)| {
         let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
         let exposed = (out_s + back_s - c.gap_seconds).max(0.0);
         // The latest op from which the compute before the next use hides the fetch.
@@ -343,6 +343,7 @@ pub fn segmented(
                 recompute_seconds: 0.0,
                 gap_seconds: profile.gap_seconds(gap.0, gap.1),
                 recomputable: false,
+                offloadable: !trace.tensors[tensor].shares_buffer,
                 swappable: true,
             };
             let (action, cost) = ways(&c, profile, fits).0?;
@@ -411,6 +412,7 @@ fn other_gaps(trace: &Trace, profile: &Profile, candidates: &[Candidate]) -> Vec
                 recompute_seconds: 0.0,
                 gap_seconds,
                 recomputable: false,
+                offloadable: c.offloadable,
                 swappable: link.is_some_and(|l| l.round_trip(c.bytes) <= gap_seconds),
             });
         }

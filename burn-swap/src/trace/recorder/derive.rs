@@ -117,6 +117,7 @@ impl Recorder {
             accesses: Vec::new(),
             end: None,
             wraps_to: None,
+            shares_buffer: t.shares,
         }
     }
 
