@@ -1,8 +1,9 @@
 //! The tensors an op reads and makes. burn-ir's `OperationIr::inputs` and `outputs` box an
 //! iterator (an allocation and a free each, about a hundred instructions per call, twice on
 //! every op's path); the ops a training loop runs most (elementwise arithmetic, unary float
-//! functions, reductions, matmul, reshapes and slices) are read here from their fields instead, and every other op
-//! goes through burn-ir. Debug builds check each op read here against burn-ir's own lists.
+//! functions, reductions, matmul, reshapes and slices) are read here from their fields
+//! instead, and every other op goes through burn-ir. Debug builds check each op read here
+//! against burn-ir's own lists.
 
 use burn_ir::{
     BaseOperationIr, BinaryOpIr, FloatOperationIr, NumericOperationIr, OperationIr, ScalarOpIr,

@@ -257,11 +257,12 @@ impl Recorder {
     /// layout that comes back (the executor sees that only after the op ran): planners do
     /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]).
     pub(crate) fn mark_output_shares(&mut self, k: usize) {
-        if let Some(op) = self.ops.last()
-            && let Some(t) = self.tensors.get_mut(op.outputs.start as usize + k)
-            && (op.outputs.start as usize + k) < op.outputs.end as usize
-        {
-            t.shares = true;
+        let Some(op) = self.ops.last() else {
+            return;
+        };
+        let at = op.outputs.start as usize + k;
+        if at < op.outputs.end as usize {
+            self.tensors[at].shares = true;
         }
     }
 

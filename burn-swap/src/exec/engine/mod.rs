@@ -694,11 +694,7 @@ impl<B: BackendIr> Engine<B> {
             }
             let mut entry = Entry::sized(bytes, dims, dtype, now);
             // Asked once, for its layout and for the buffer it may share.
-            let probe = if strided || shares {
-                self.probe_entry(id, &entry)
-            } else {
-                None
-            };
+            let probe = self.probe_entry(id, &entry);
             entry.strided = strided && self.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
