@@ -40,6 +40,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// A comma-separated list, each item parsed by `item` (trimmed).
+fn list<T>(text: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    text.split(',').map(|p| item(p.trim())).collect()
+}
+
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse(
         std::env::args().skip(1),
@@ -98,28 +103,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let budgets: Vec<f64> = match args.value("budgets") {
-        Some(list) => list
-            .split(',')
-            .map(|p| {
-                p.trim()
-                    .parse::<f64>()
-                    .map(|v| v / 100.0)
-                    .map_err(|_| format!("--budgets: {p:?} is not a percentage"))
-            })
-            .collect::<Result<_, _>>()?,
+        Some(text) => list(text, |p| {
+            p.parse::<f64>()
+                .map(|v| v / 100.0)
+                .map_err(|_| format!("--budgets: {p:?} is not a percentage"))
+        })?,
         None if quick => vec![1.0, 0.5, 0.25],
         None => vec![1.0, 0.75, 0.5, 0.33, 0.25, 0.10],
     };
     // The policies, in the order their rows run (every one by default).
     let policies: Vec<Policy> = match args.value("policies") {
-        Some(list) => list
-            .split(',')
-            .map(|p| {
-                p.trim()
-                    .parse::<Policy>()
-                    .map_err(|e| format!("--policies: {e}"))
-            })
-            .collect::<Result<_, _>>()?,
+        Some(text) => list(text, |p| {
+            p.parse::<Policy>().map_err(|e| format!("--policies: {e}"))
+        })?,
         None => Policy::ALL.to_vec(),
     };
     let plan = Plan {
