@@ -157,6 +157,12 @@ pub(crate) struct Recorder {
     profiled: bool,
 }
 
+/// At most this many ops differing from the op a period before, followed by
+/// [`SWAP_RESUME`] that match, leave the schedule in force (see `verify_last`).
+const SWAP_OPS: usize = 4;
+/// Matching ops after a short difference that resume the schedule in force.
+const SWAP_RESUME: usize = 16;
+
 /// Ops before the first analysis.
 const FIRST_ANALYSIS: usize = 64;
 /// Once the period holds, one iteration in this many has its ops timed (the others reuse the
@@ -313,6 +319,16 @@ impl Recorder {
         let p = s.period;
         if local >= p && self.ops[local].signature == self.ops[local - p].signature {
             if s.verified_end == last {
+                s.verified_end = last + 1;
+            } else if self.run_start - s.verified_end <= SWAP_OPS as u64
+                && last + 1 - self.run_start >= SWAP_RESUME as u64
+                && p > 2 * SWAP_RESUME
+            {
+                // A few ops that differed from the op a period before (two swapped, such as
+                // an old batch's drop and the next batch's upload), then a run that matches
+                // again at the same alignment: the schedule holds on, its anchor, numbering
+                // and op times kept (and so the plan made for it), instead of waiting a full
+                // period to be found again.
                 s.verified_end = last + 1;
             } else if last + 1 - self.run_start >= p as u64 {
                 self.resync(last + 1);

@@ -77,3 +77,59 @@ fn a_stream_that_stops_repeating_stays_bounded() {
         assert!(r.window_len() <= 2 * 256);
     }
 }
+
+#[test]
+fn two_ops_that_swap_places_leave_the_schedule_in_force() {
+    let mut r = Recorder::with_window(4096);
+    let mut id = 0;
+    // Iterations of 40 ops; in every third one after the tenth, ops 7 and 8 come the other
+    // way round (a drop and an upload whose order varies).
+    let iteration = |r: &mut Recorder, id: &mut u64, swapped: bool| {
+        for i in 0..40u64 {
+            let k = match (swapped, i) {
+                (true, 7) => 8,
+                (true, 8) => 7,
+                _ => i,
+            };
+            op(r, id, k, 4 + k as usize);
+        }
+    };
+    for _ in 0..10 {
+        iteration(&mut r, &mut id, false);
+    }
+    assert_eq!(r.period(), Some(40));
+    let key = r.schedule_key();
+    for k in 0..12 {
+        iteration(&mut r, &mut id, k % 3 == 0);
+        // From the 16th op after the swap on, the plan's position is known again.
+        assert!(r.position_of_last().is_some(), "iteration {k}");
+        assert_eq!(r.schedule_key(), key, "the anchor stays");
+    }
+    let trace = r.trace().expect("the last complete iteration");
+    assert_eq!(trace.ops.len(), 40);
+}
+
+#[test]
+fn an_op_inserted_once_still_moves_the_anchor() {
+    let mut r = Recorder::with_window(4096);
+    let mut id = 0;
+    for _ in 0..10 {
+        for i in 0..40u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    let (p, anchor) = r.schedule_key().expect("a schedule");
+    op(&mut r, &mut id, 99, 3);
+    for _ in 0..3 {
+        for i in 0..40u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    let (p2, anchor2) = r.schedule_key().expect("a schedule");
+    assert_eq!(p2, p);
+    assert_ne!(
+        anchor2 % p as u64,
+        anchor % p as u64,
+        "re-anchored after the insertion"
+    );
+}
