@@ -320,7 +320,7 @@ impl Recorder {
         if local >= p && self.ops[local].signature == self.ops[local - p].signature {
             if s.verified_end == last {
                 s.verified_end = last + 1;
-            } else if self.run_start - s.verified_end <= SWAP_OPS as u64
+            } else if self.run_start.saturating_sub(s.verified_end) <= SWAP_OPS as u64
                 && last + 1 - self.run_start >= SWAP_RESUME as u64
                 && p > 2 * SWAP_RESUME
             {
