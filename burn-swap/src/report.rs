@@ -275,7 +275,7 @@ impl Report {
             evictions: c.evictions,
             recomputes: c.recomputes,
             recompute_seconds: seconds(c.recompute_nanos),
-            exposed_wait_seconds: seconds(c.exposed_wait_nanos),
+            exposed_wait_seconds: seconds(c.exposed_wait_nanos()),
             exposed_wait: ExposedWait {
                 fetch_seconds: seconds(c.exposed_by_cause[Wait::Fetch as usize]),
                 prefetch_seconds: seconds(c.exposed_by_cause[Wait::Prefetch as usize]),

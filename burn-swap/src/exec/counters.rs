@@ -23,8 +23,7 @@ pub(crate) struct Counters {
     pub evictions: u64,
     pub recomputes: u64,
     pub recompute_nanos: u64,
-    pub exposed_wait_nanos: u64,
-    /// `exposed_wait_nanos` by cause, indexed by [`Wait`].
+    /// Time the ops waited on transfers, by cause, indexed by [`Wait`].
     pub exposed_by_cause: [u64; 4],
     pub planned_waits: u64,
     /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost).
@@ -74,8 +73,12 @@ impl Counters {
     /// Counts `nanos` of exposed wait for `cause`.
     #[inline]
     pub fn add_exposed(&mut self, cause: Wait, nanos: u64) {
-        self.exposed_wait_nanos += nanos;
         self.exposed_by_cause[cause as usize] += nanos;
+    }
+
+    /// Time the ops waited on transfers, all causes together.
+    pub fn exposed_wait_nanos(&self) -> u64 {
+        self.exposed_by_cause.iter().sum()
     }
 
     /// Starts a new measurement: the allocator's peak from its current figures, event counts
