@@ -41,6 +41,15 @@ pub mod faults {
     pub use crate::exec::faults::{ENABLED, Hook, clear, force, injected, seed, set_rate};
 }
 
+/// Overrides the op thread's measured time to hand a copy to a transfer worker, in the links
+/// every engine plans with from now on (`None`: the measured one again): experiments and
+/// tests make the planner copy on the op thread (a large hand-over) or on the workers
+/// (zero) with it.
+pub fn set_handover_seconds(seconds: Option<f64>) {
+    let nanos = seconds.map_or(u64::MAX, |s| (s.max(0.0) * 1e9) as u64);
+    crate::exec::engine::HANDOVER_OVERRIDE.store(nanos, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The period detector: the training loop's period in a stream of op signatures.
 pub mod period {
     pub use crate::trace::period::{Periodicity, Stretch, detect, detect_recent, phase};

@@ -27,6 +27,7 @@ fn plan(c: &mut Criterion) {
         Some(Links {
             to_host: samples.clone(),
             to_device: samples,
+            on_thread: None,
         }),
     );
     let keep_all = simulate::simulate_trace(&trace);

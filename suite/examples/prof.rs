@@ -5,6 +5,7 @@
 //! prof flex|router|untraced|traced   # 20,000 × 17 tiny elementwise ops
 //! prof step-flex|step-swap           # 3 training steps of the benches' MLP
 //! prof lstm-flex|lstm-router|lstm-swap [steps]  # steps (3) of the op-bound LSTM, no budget
+//! prof lstm-bench [steps]   # swap-bench's LSTM under the BURN_SWAP_* variables (budget, policy)
 //! ```
 //!
 //! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
@@ -48,8 +49,7 @@ fn steps<B: AutodiffBackend>() {
     std::hint::black_box(losses);
 }
 
-fn lstm_steps<B: AutodiffBackend>(steps: usize) {
-    let config = LstmNetConfig::op_bound();
+fn lstm_steps<B: AutodiffBackend>(config: LstmNetConfig, steps: usize) {
     let device = Default::default();
     let model = init_seeded::<B, _>(&device, 1, || config.init(&device));
     let (_model, losses) = train_loop(
@@ -78,16 +78,25 @@ fn main() {
         Some("traced") => tiny_ops::<Swap<Flex>>(),
         Some("step-flex") => steps::<Autodiff<Flex>>(),
         Some("step-swap") => steps::<Autodiff<Swap<Flex>>>(),
-        Some("lstm-flex") => lstm_steps::<Autodiff<Flex>>(count),
-        Some("lstm-router") => lstm_steps::<Autodiff<BareRouter<Flex>>>(count),
+        Some("lstm-flex") => lstm_steps::<Autodiff<Flex>>(LstmNetConfig::op_bound(), count),
+        Some("lstm-router") => {
+            lstm_steps::<Autodiff<BareRouter<Flex>>>(LstmNetConfig::op_bound(), count)
+        }
+        Some("lstm-bench") => {
+            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::bench(), count);
+            if std::env::var_os("PROF_REPORT").is_some() {
+                eprintln!("{}", burn_swap::report(&device).unwrap());
+            }
+        }
         Some("lstm-swap") => {
-            lstm_steps::<Autodiff<Swap<Flex>>>(count);
+            lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::op_bound(), count);
             if std::env::var_os("PROF_REPORT").is_some() {
                 eprintln!("{}", burn_swap::report(&device).unwrap());
             }
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench"
         ),
     }
 }

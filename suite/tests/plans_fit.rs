@@ -129,3 +129,55 @@ fn the_plan_in_force_is_made_for_the_schedule_in_force() {
     assert!(planned > 0, "no plan was made: periods {periods:?}");
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
+
+/// Planned copies made on the op thread (the planner told that handing a copy to a worker
+/// costs a second, so that none is worth it): the plan takes them, every value is the plain
+/// backend's, bit for bit, and the budget holds; told that the hand-over is free, the same
+/// run hands its copies over.
+#[test]
+fn planned_copies_on_the_op_thread_change_no_value() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    let device = FlexDevice;
+    let workload = Workload::Mlp(MlpConfig::small());
+    let plain = workload.train::<Autodiff<Flex>>(&device, STEPS);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    workload.train::<B>(&device, 3);
+    let budget = burn_swap::report(&device).unwrap().peak_bytes / 3;
+    for handover in [1.0, 0.0] {
+        burn_swap::unstable::set_handover_seconds(Some(handover));
+        let config = SwapConfig::budget_bytes(budget).with_policy(Policy::OffloadOnly);
+        burn_swap::configure(&device, config).unwrap();
+        burn_swap::restart_trace(&device);
+        burn_swap::reset_counters(&device);
+        let swapped = workload.train::<B>(&device, STEPS);
+        let report = burn_swap::report(&device).unwrap();
+        burn_swap::unstable::set_handover_seconds(None);
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let what = format!("hand-over {handover} s");
+        plain.assert_same(&swapped, &what);
+        assert!(report.peak_bytes <= budget, "{what}\n{report}");
+        assert!(report.planned_offloads > 0, "{what}\n{report}");
+        let chosen = report
+            .plan_choices
+            .iter()
+            .find(|c| Some(&c.planner) == report.plan_chosen.as_ref())
+            .unwrap_or_else(|| panic!("{what}: no plan chosen\n{report}"));
+        // A dear hand-over: every planned copy is made on the op thread (its time exposed,
+        // none handed over). A free one: only where the copies' time on the op thread is
+        // less than what their gap leaves exposed.
+        println!(
+            "{what}: {} planned offloads, predicted exposed {:.3} ms, hand-over {:.3} ms, \
+             offloads on the op's path {:.3} ms",
+            report.planned_offloads,
+            chosen.exposed_seconds * 1e3,
+            chosen.handover_seconds * 1e3,
+            report.exposed_wait.offload_seconds * 1e3
+        );
+        if handover > 0.0 {
+            assert_eq!(chosen.handover_seconds, 0.0, "{what}\n{report}");
+            assert!(chosen.exposed_seconds > 0.0, "{what}\n{report}");
+        }
+    }
+}

@@ -21,6 +21,7 @@ pub(crate) fn measure_links<B: BackendIr>(
     let mut links = Links {
         to_host: Vec::new(),
         to_device: Vec::new(),
+        on_thread: None,
     };
     for &bytes in sizes {
         let elements = (bytes / 4) as usize;

@@ -256,6 +256,7 @@ mod tests {
             bandwidth.map(|bw| Links {
                 to_host: samples(bw),
                 to_device: samples(bw),
+                on_thread: None,
             }),
         )
     }

@@ -63,14 +63,19 @@ pub struct PlanChoice {
     pub exposed_seconds: f64,
     /// Recompute time per iteration, in seconds.
     pub recompute_seconds: f64,
+    /// The op thread's time handing copies to the transfer workers per iteration, in
+    /// seconds.
+    #[serde(default)]
+    pub handover_seconds: f64,
     /// The smallest budget this planner reaches on the trace, in bytes.
     pub smallest_budget_bytes: u64,
 }
 
 impl PlanChoice {
-    /// The time it adds to an iteration, as predicted: exposed transfers and recomputation.
+    /// The time it adds to an iteration, as predicted: exposed transfers, recomputation and
+    /// the hand-overs of copies to the workers.
     pub fn seconds(&self) -> f64 {
-        self.exposed_seconds + self.recompute_seconds
+        self.exposed_seconds + self.recompute_seconds + self.handover_seconds
     }
 }
 
@@ -82,8 +87,8 @@ impl PlanChoice {
 /// budget): under [`Policy::Planned`] the combiner's mix, its offload-only and
 /// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
-/// the recompute-only ones. The cheapest plan that fits (least exposed and recompute time)
-/// is compiled. Every candidate's score is in [`Program::choices`]; when none fits, no plan
+/// the recompute-only ones. The cheapest plan that fits (least exposed, recompute and
+/// hand-over time) is compiled. Every candidate's score is in [`Program::choices`]; when none fits, no plan
 /// is followed (`Program::chosen` is past the end) and the reactive fallback keeps the
 /// budget alone.
 pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
@@ -165,6 +170,7 @@ fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
             pool_bytes: plan.simulation.peak_pool_bytes,
             exposed_seconds: plan.exposed_seconds,
             recompute_seconds: plan.recompute_seconds,
+            handover_seconds: plan.handover_seconds,
             smallest_budget_bytes: plan.smallest_budget,
         })
         .collect();

@@ -79,6 +79,33 @@ pub struct Links {
     pub to_host: Vec<CopySample>,
     /// Host to device (a fetch).
     pub to_device: Vec<CopySample>,
+    /// What a copy costs the op thread when it hands it to a transfer worker, and what the
+    /// same copy costs made on the op thread itself; `None` where not measured (planned
+    /// copies then all go to the workers).
+    #[serde(default)]
+    pub on_thread: Option<OnThread>,
+}
+
+/// The op thread's share of copies: handing one to a transfer worker is not free (queueing
+/// it and waking the worker: a system call, and on a virtual machine an interrupt to
+/// another core), and for a small tensor it can cost more than making the copy on the op
+/// thread outright.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnThread {
+    /// Seconds the op thread spends handing one copy to a worker (the median measured);
+    /// never hidden behind compute.
+    pub handover_seconds: f64,
+    /// Device to host, copied on the op thread.
+    pub to_host: Vec<CopySample>,
+    /// Host to device, copied on the op thread.
+    pub to_device: Vec<CopySample>,
+}
+
+impl OnThread {
+    /// The fit of each direction of the copies made on the op thread.
+    pub fn fits(&self) -> Option<(LinkFit, LinkFit)> {
+        Some((LinkFit::fit(&self.to_host)?, LinkFit::fit(&self.to_device)?))
+    }
 }
 
 impl Links {
@@ -97,6 +124,7 @@ impl Links {
         Self {
             to_host: samples.clone(),
             to_device: samples,
+            on_thread: None,
         }
     }
 
@@ -247,6 +275,7 @@ mod tests {
         let links = Links {
             to_host: samples(4e9),
             to_device: samples(8e9),
+            on_thread: None,
         };
         let model = links.link_model().unwrap();
         assert!((model.bandwidth - 4e9).abs() / 4e9 < 1e-9);

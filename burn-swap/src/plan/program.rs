@@ -21,23 +21,28 @@ pub enum Port {
 /// What to do right after an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Start offloading the tensor at `port` (to the host) on the send worker; `tag` names it
-    /// for its prefetch.
+    /// Start offloading the tensor at `port` (to the host) on the send worker, or copy it
+    /// out on the op thread when `inline`; `tag` names it for its prefetch.
     Offload {
         /// The tensor.
         port: Port,
         /// Its name within the iteration (its index in the trace).
         tag: u32,
+        /// Copied on the op thread (the plan found the hand-over to a worker dearer).
+        inline: bool,
     },
     /// Drop the tensor at `port`; it is recomputed from its recipe before its next use.
     Evict {
         /// The tensor.
         port: Port,
     },
-    /// Start fetching the tensor offloaded under `tag` on the receive worker.
+    /// Start fetching the tensor offloaded under `tag` on the receive worker, or fetch it on
+    /// the op thread when `inline` (then right before its use).
     Prefetch {
         /// The tag of its offload.
         tag: u32,
+        /// Copied on the op thread.
+        inline: bool,
     },
 }
 
@@ -114,18 +119,22 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
     for &(index, action) in &plan.actions {
         let tensor = &trace.tensors[index];
         match action {
-            Action::Offload { after, prefetch_at } => {
+            Action::Offload {
+                after,
+                prefetch_at,
+                inline,
+            } => {
                 let Some(port) = port_of(trace, after, tensor.id) else {
                     continue;
                 };
                 // A tensor may leave in several gaps: the tag names this offload.
                 let tag = program.tagged.len() as u32;
                 program.tagged.push(index);
-                program.after[after].push(Step::Offload { port, tag });
+                program.after[after].push(Step::Offload { port, tag, inline });
                 // Started right after the op before `prefetch_at`, which lies in the next
                 // iteration for a tensor carried across the boundary.
                 let at = prefetch_at.saturating_sub(1).max(after) % period;
-                program.after[at].push(Step::Prefetch { tag });
+                program.after[at].push(Step::Prefetch { tag, inline });
                 program.offloads += 1;
             }
             Action::Recompute { after, .. } => {
@@ -170,6 +179,7 @@ mod tests {
             feasible: true,
             exposed_seconds: 0.0,
             recompute_seconds: 0.0,
+            handover_seconds: 0.0,
             smallest_budget: 0,
         }
     }
@@ -197,6 +207,7 @@ mod tests {
                     Action::Offload {
                         after: 2,
                         prefetch_at: 9,
+                        inline: false,
                     },
                 ),
                 (
@@ -213,10 +224,17 @@ mod tests {
             program.after[2],
             vec![Step::Offload {
                 port: Port::Output(0),
-                tag: 0
+                tag: 0,
+                inline: false
             }]
         );
-        assert_eq!(program.after[8], vec![Step::Prefetch { tag: 0 }]);
+        assert_eq!(
+            program.after[8],
+            vec![Step::Prefetch {
+                tag: 0,
+                inline: false
+            }]
+        );
         assert_eq!(program.recipes[3], vec![0]);
         assert_eq!(
             program.after[next3],
@@ -242,6 +260,7 @@ mod tests {
                 Action::Offload {
                     after: 1,
                     prefetch_at: 2,
+                    inline: false,
                 },
             )]),
         );
@@ -250,9 +269,13 @@ mod tests {
             vec![
                 Step::Offload {
                     port: Port::Output(0),
-                    tag: 0
+                    tag: 0,
+                    inline: false
                 },
-                Step::Prefetch { tag: 0 }
+                Step::Prefetch {
+                    tag: 0,
+                    inline: false
+                }
             ]
         );
     }
@@ -323,6 +346,7 @@ mod tests {
                 Action::Offload {
                     after: 2,
                     prefetch_at: 6,
+                    inline: false,
                 },
             )]),
         );
@@ -330,10 +354,17 @@ mod tests {
             program.after[2],
             vec![Step::Offload {
                 port: Port::Input(0),
-                tag: 0
+                tag: 0,
+                inline: false
             }]
         );
-        assert_eq!(program.after[0], vec![Step::Prefetch { tag: 0 }]);
+        assert_eq!(
+            program.after[0],
+            vec![Step::Prefetch {
+                tag: 0,
+                inline: false
+            }]
+        );
 
         // The simulated lifetimes: the carried tensor leaves after op 2, and its counterpart
         // of the previous iteration lives from the prefetch (op 1) instead of from the start.
@@ -344,6 +375,7 @@ mod tests {
                 Action::Offload {
                     after: 2,
                     prefetch_at: 6,
+                    inline: false,
                 },
             )],
         );

@@ -446,7 +446,7 @@ impl Layout<'_> {
     /// One step of the program after op `k`.
     fn step(&mut self, k: usize, step: Step) {
         match step {
-            Step::Offload { port, tag } => {
+            Step::Offload { port, tag, inline } => {
                 let Some(t) = self.resident(k, port) else {
                     return;
                 };
@@ -454,7 +454,9 @@ impl Layout<'_> {
                     (Buffer::Device(t), Touch::Read),
                     (Buffer::Host(t), Touch::Write),
                 ];
-                self.push(Queue::Send, What::Offload(tag), copy);
+                // A copy made on the op thread runs in the compute queue's order.
+                let queue = if inline { Queue::Compute } else { Queue::Send };
+                self.push(queue, What::Offload(tag), copy);
                 let free = vec![(Buffer::Device(t), Touch::Free)];
                 self.push(Queue::Compute, What::Release, free);
                 self.place.insert(t, Place::Host);
@@ -468,7 +470,7 @@ impl Layout<'_> {
                 self.push(Queue::Compute, What::Evict, free);
                 self.place.insert(t, Place::Evicted);
             }
-            Step::Prefetch { tag } => {
+            Step::Prefetch { tag, inline } => {
                 let Some(t) = self.tags.remove(&tag) else {
                     return;
                 };
@@ -480,7 +482,12 @@ impl Layout<'_> {
                     (Buffer::Device(t), Touch::Write),
                     (Buffer::Host(t), Touch::Free),
                 ];
-                self.push(Queue::Receive, What::Prefetch(tag), fetch);
+                let queue = if inline {
+                    Queue::Compute
+                } else {
+                    Queue::Receive
+                };
+                self.push(queue, What::Prefetch(tag), fetch);
                 self.place.insert(t, Place::Device);
             }
         }

@@ -59,11 +59,16 @@ impl<B: BackendIr> Engine<B> {
     /// One step of the program.
     fn take_step(&mut self, step: Step) {
         match step {
-            Step::Offload { port, tag } => {
-                if let Some(id) = self.port(port)
-                    && self.start_offload(id)
-                    && let Some(active) = self.program.as_mut()
-                {
+            Step::Offload { port, tag, inline } => {
+                let Some(id) = self.port(port) else {
+                    return;
+                };
+                let started = if inline {
+                    self.offload_here(id)
+                } else {
+                    self.start_offload(id)
+                };
+                if started && let Some(active) = self.program.as_mut() {
                     active.tags.insert(tag, id);
                 }
             }
@@ -72,11 +77,16 @@ impl<B: BackendIr> Engine<B> {
                     self.evict(id);
                 }
             }
-            Step::Prefetch { tag } => {
+            Step::Prefetch { tag, inline } => {
                 let Some(active) = self.program.as_mut() else {
                     return;
                 };
-                if let Some(id) = active.tags.remove(&tag) {
+                let Some(id) = active.tags.remove(&tag) else {
+                    return;
+                };
+                if inline {
+                    self.fetch_here(id);
+                } else {
                     active.fetching.insert(tag, id);
                     if !self.start_prefetch(id) {
                         self.deferred.push(id);

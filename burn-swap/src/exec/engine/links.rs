@@ -12,7 +12,12 @@ use super::Engine;
 use crate::exec::host;
 use crate::exec::transfer::{self, Done};
 use crate::plan::compression;
-use crate::plan::profile::{self, CopySample, Links};
+use crate::plan::profile::{self, CopySample, Links, OnThread};
+
+/// The hand-over time that the links report instead of the one measured
+/// (`unstable::set_handover_seconds`), in nanoseconds; `u64::MAX` for none.
+pub(crate) static HANDOVER_OVERRIDE: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(u64::MAX);
 
 impl<B: BackendIr> Engine<B> {
     /// The copy throughput between device and host, measured on first request with
@@ -27,7 +32,20 @@ impl<B: BackendIr> Engine<B> {
                 .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
             let sizes = profile::probe_sizes(headroom)?;
             let measured = match self.measure_worker_links(&sizes) {
-                Some(links) => Ok(links),
+                Some((mut links, handover_seconds)) => {
+                    // The same copies on the op thread, for the planner to weigh against the
+                    // hand-over (none when they cannot be measured: every copy goes to a
+                    // worker then).
+                    links.on_thread =
+                        host::measure_links(&self.runner, &sizes)
+                            .ok()
+                            .map(|here| OnThread {
+                                handover_seconds,
+                                to_host: here.to_host,
+                                to_device: here.to_device,
+                            });
+                    Ok(links)
+                }
                 None => host::measure_links(&self.runner, &sizes),
             };
             match measured {
@@ -43,33 +61,44 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
-        self.links.clone()
+        let mut links = self.links.clone();
+        let handover = HANDOVER_OVERRIDE.load(std::sync::atomic::Ordering::Relaxed);
+        if handover != u64::MAX
+            && let Some(here) = links.as_mut().and_then(|l| l.on_thread.as_mut())
+        {
+            here.handover_seconds = handover as f64 * 1e-9;
+        }
+        links
     }
 
     /// [`Engine::measure_worker_links`] for the given sizes, outside the budget (the caller
     /// makes sure they fit on the device).
     pub fn measure_transfers(&mut self, sizes: &[u64]) -> Option<Links> {
-        self.measure_worker_links(sizes)
+        self.measure_worker_links(sizes).map(|(links, _)| links)
     }
 
     /// Times round trips of temporary tensors (outside the books) through the send and
-    /// receive workers, the fastest of three per size; `None` when a worker is unavailable.
-    /// Each fetch is timed until its bytes are on the device.
-    fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<Links> {
+    /// receive workers, the fastest of three per size, with the median time the op thread
+    /// took to hand a copy over; `None` when a worker is unavailable. Each fetch is timed
+    /// until its bytes are on the device.
+    fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<(Links, f64)> {
         let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
         // Transfers in flight first, so that each measured one is alone.
         self.settle_everything();
         let mut links = Links {
             to_host: Vec::new(),
             to_device: Vec::new(),
+            on_thread: None,
         };
+        let mut handovers = Vec::with_capacity(6 * sizes.len());
         for &bytes in sizes {
             let elements = (bytes / 4) as usize;
             let (mut down, mut up) = (f64::INFINITY, f64::INFINITY);
             for _ in 0..3 {
-                let (d, u) = self.round_trip(elements)?;
+                let (d, u, handover) = self.round_trip(elements)?;
                 down = down.min(d);
                 up = up.min(u);
+                handovers.extend(handover);
             }
             let bytes = 4 * elements as u64;
             links.to_host.push(CopySample {
@@ -78,12 +107,14 @@ impl<B: BackendIr> Engine<B> {
             });
             links.to_device.push(CopySample { bytes, seconds: up });
         }
-        Some(links)
+        handovers.sort_by(f64::total_cmp);
+        let handover = handovers.get(handovers.len() / 2).copied().unwrap_or(0.0);
+        Some((links, handover))
     }
 
     /// One round trip of a temporary tensor of `elements` zeros through the workers: the
-    /// seconds out and back.
-    fn round_trip(&mut self, elements: usize) -> Option<(f64, f64)> {
+    /// seconds out and back, and the seconds this thread took to hand each copy over.
+    fn round_trip(&mut self, elements: usize) -> Option<(f64, f64, [f64; 2])> {
         let device = self.runner.device();
         let ir = self
             .runner
@@ -102,6 +133,7 @@ impl<B: BackendIr> Engine<B> {
         let queued = self
             .transfers
             .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
+        let handed_out = start.elapsed().as_secs_f64();
         let done = if queued { self.transfers.next() } else { None };
         self.runner.register_op(OperationIr::Drop(ir.clone()));
         let Some(Done::Offloaded {
@@ -115,6 +147,7 @@ impl<B: BackendIr> Engine<B> {
         if self.transfers.fetch(ir.id, copy, device, true).is_err() {
             return None;
         }
+        let handed_back = start.elapsed().as_secs_f64();
         let Some(Done::Fetched {
             result: Ok(handle), ..
         }) = self.transfers.next()
@@ -123,6 +156,6 @@ impl<B: BackendIr> Engine<B> {
         };
         let up = start.elapsed().as_secs_f64();
         drop(handle);
-        Some((down, up))
+        Some((down, up, [handed_out, handed_back]))
     }
 }

@@ -30,6 +30,7 @@ mod buffers;
 mod follow;
 mod groups;
 mod links;
+pub(crate) use links::HANDOVER_OVERRIDE;
 mod moves;
 mod native;
 mod recipes;

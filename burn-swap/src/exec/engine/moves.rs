@@ -392,6 +392,33 @@ impl<B: BackendIr> Engine<B> {
         true
     }
 
+    /// Offloads a resident tensor on this thread for the plan (a copy that costs the op
+    /// thread less than handing it to the send worker); `false` when it may not leave by
+    /// offload now. A failed copy leaves it resident, intact.
+    pub(super) fn offload_here(&mut self, id: TensorId) -> bool {
+        matches!(
+            self.residency.get(&id).map(|e| e.state()),
+            Some(State::Resident)
+        ) && self.offload(id).is_ok()
+    }
+
+    /// Fetches an offloaded tensor on this thread for the plan, right before its use, when
+    /// its bytes fit in the budget now (else its use brings it back, making room first). A
+    /// failed fetch leaves it offloaded, its copy whole; the use reports it.
+    pub(super) fn fetch_here(&mut self, id: TensorId) {
+        let Some(entry) = self.residency.get(&id) else {
+            return;
+        };
+        if !matches!(entry.state(), State::Offloaded(_))
+            || self
+                .budget()
+                .is_some_and(|b| self.resident() + self.fetch_bytes(&id) > b)
+        {
+            return;
+        }
+        let _ = self.exposed(Wait::Fetch, |e| e.fetch(id));
+    }
+
     /// Starts fetching an offloaded tensor on the receive worker, when its bytes fit in the
     /// budget now; `false` when they do not (the caller retries later).
     pub(super) fn start_prefetch(&mut self, id: TensorId) -> bool {

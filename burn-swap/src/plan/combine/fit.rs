@@ -69,7 +69,9 @@ pub(super) fn lifetimes_held(
         .iter()
         .zip(held)
         .map(|(&(tensor, action), &held)| match action {
-            Action::Offload { after, prefetch_at } => (tensor, after, prefetch_at, held),
+            Action::Offload {
+                after, prefetch_at, ..
+            } => (tensor, after, prefetch_at, held),
             Action::Recompute { after, before } => (tensor, after, before.saturating_sub(1), held),
         })
         .collect();
@@ -170,7 +172,10 @@ fn stretches(
 ) -> Vec<Stretch> {
     let mut stretches = Vec::new();
     for (action, (&(tensor, a), &used)) in actions.iter().zip(used).enumerate() {
-        let Action::Offload { after, prefetch_at } = a else {
+        let Action::Offload {
+            after, prefetch_at, ..
+        } = a
+        else {
             continue;
         };
         let bytes = trace.tensors[tensor].bytes;
@@ -267,15 +272,23 @@ pub(super) fn fit(
 
 /// The last op during which an offload's device copy is still held: its copy to the host
 /// starts when op `after` is done and takes the link's time for its bytes, while the next
-/// ops run; the engine sees it done at the start of the op after that. A recomputed tensor
-/// is dropped at once.
+/// ops run; the engine sees it done at the start of the op after that. A recomputed tensor,
+/// or one copied on the op thread, is gone at once.
 pub(super) fn held_until(
     profile: &Profile,
     fits: Option<(LinkFit, LinkFit)>,
     bytes: u64,
     action: Action,
 ) -> usize {
-    let (Action::Offload { after, prefetch_at }, Some((out, _))) = (action, fits) else {
+    let (
+        Action::Offload {
+            after,
+            prefetch_at,
+            inline: false,
+        },
+        Some((out, _)),
+    ) = (action, fits)
+    else {
         return action.after();
     };
     let ops = profile.op_nanos.len();

@@ -39,6 +39,10 @@ pub enum Action {
         after: usize,
         /// The op at which the prefetch starts.
         prefetch_at: usize,
+        /// Both copies made on the op thread (the offload right after op `after`, the fetch
+        /// right before the use, `prefetch_at` being the use): for a tensor whose copies
+        /// cost the op thread less than handing them to the transfer workers does.
+        inline: bool,
     },
     /// Drop after op `after`; recompute before op `before`.
     Recompute {
@@ -82,6 +86,9 @@ pub struct Plan {
     pub exposed_seconds: f64,
     /// Recompute time, per iteration.
     pub recompute_seconds: f64,
+    /// The op thread's time handing the offloads' copies to the transfer workers, per
+    /// iteration.
+    pub handover_seconds: f64,
     /// The smallest budget this planner's plans reach on the trace: the simulated counted
     /// peak of its plan that takes every way out it found (the plan's own peak when it fits).
     pub smallest_budget: u64,
@@ -94,11 +101,24 @@ const CONTENTION: f64 = 0.1;
 /// seconds (`None` where impossible).
 type Ways = (Option<(Action, f64)>, Option<(Action, f64)>);
 
-/// The ways for one candidate to leave.
+/// The ways for one candidate to leave. An offload's cost is the part of its round trip
+/// the gap's compute does not hide plus the op thread's two hand-overs to the workers, or,
+/// where that is cheaper, its two copies made on the op thread (`inline`).
 fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> Ways {
+    let here = OnThread::of(profile);
     let offload = fits.filter(|_| c.offloadable).map(|(out, back)| {
         let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
-        let exposed = (out_s + back_s - c.gap_seconds).max(0.0);
+        let exposed = (out_s + back_s - c.gap_seconds).max(0.0) + 2.0 * here.handover;
+        if let Some(inline) = here.round_trip(c.bytes)
+            && inline < exposed
+        {
+            let action = Action::Offload {
+                after: c.gap.0,
+                prefetch_at: c.gap.1,
+                inline: true,
+            };
+            return (action, inline);
+        }
         // The latest op from which the compute before the next use hides the fetch.
         let ops = profile.op_nanos.len().max(1);
         let mut prefetch_at = c.gap.1 - 1;
@@ -110,6 +130,7 @@ fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> W
         let action = Action::Offload {
             after: c.gap.0,
             prefetch_at: prefetch_at.max(c.gap.0 + 1).min(c.gap.1 - 1),
+            inline: false,
         };
         (action, exposed)
     });
@@ -121,6 +142,31 @@ fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> W
         c.recompute_seconds,
     ));
     (offload, recompute)
+}
+
+/// The op thread's share of copies, as measured ([`super::profile::OnThread`]): the
+/// hand-over of one copy to a worker, and the fitted copies made on the op thread (`None`
+/// where not measured: then no copy is planned there).
+#[derive(Debug, Clone, Copy)]
+struct OnThread {
+    handover: f64,
+    fits: Option<(LinkFit, LinkFit)>,
+}
+
+impl OnThread {
+    fn of(profile: &Profile) -> Self {
+        let measured = profile.links.as_ref().and_then(|l| l.on_thread.as_ref());
+        Self {
+            handover: measured.map_or(0.0, |m| m.handover_seconds),
+            fits: measured.and_then(|m| m.fits()),
+        }
+    }
+
+    /// Seconds both copies of `bytes` take made on the op thread.
+    fn round_trip(&self, bytes: u64) -> Option<f64> {
+        self.fits
+            .map(|(out, back)| out.seconds(bytes) + back.seconds(bytes))
+    }
 }
 
 /// The cheaper of the ways.
@@ -234,14 +280,24 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
     retain_kept(&mut taken, &keep);
     let taken = &taken[..];
     let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
-    let (mut exposed, mut recompute) = (0.0, 0.0);
+    let here = OnThread::of(profile);
+    let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
     for (j, (&(tensor, action), t)) in actions.iter().zip(taken).enumerate() {
+        let bytes = trace.tensors[tensor].bytes;
         match (action, fits) {
-            (Action::Offload { after, prefetch_at }, Some(fits)) => {
-                let bytes = trace.tensors[tensor].bytes;
+            (Action::Offload { inline: true, .. }, _) => {
+                exposed += here.round_trip(bytes).unwrap_or(t.cost);
+            }
+            (
+                Action::Offload {
+                    after, prefetch_at, ..
+                },
+                Some(fits),
+            ) => {
                 let waited = (held[j] < copied[j]).then_some(held[j] + 1);
                 exposed +=
                     offload_exposed(profile, fits, bytes, (after, prefetch_at, used[j]), waited);
+                handover += 2.0 * here.handover;
             }
             (Action::Offload { .. }, None) => {}
             (Action::Recompute { .. }, _) => recompute += t.cost,
@@ -254,6 +310,7 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         simulation,
         exposed_seconds: exposed,
         recompute_seconds: recompute,
+        handover_seconds: handover,
     }
 }
 
@@ -307,6 +364,7 @@ pub fn checkpointed(
                 action,
                 cost,
                 offload,
+                handover: 0.0,
             })
         })
         .collect();
@@ -368,9 +426,21 @@ struct Ranked {
     action: Action,
     cost: f64,
     offload: Option<(Action, f64)>,
+    /// The op thread's time handing a worker both copies of an offload.
+    handover: f64,
 }
 
 impl Ranked {
+    /// Whether its way out costs the op's path more than the hand-overs: an offload whose
+    /// copies its gap does not hide, or whose copies are made on the op thread.
+    fn exposed(&self) -> bool {
+        match self.action {
+            Action::Offload { inline: true, .. } => true,
+            Action::Offload { .. } => self.cost > self.handover,
+            Action::Recompute { .. } => false,
+        }
+    }
+
     fn taken(&self, rank: usize) -> Taken {
         Taken {
             tensor: self.tensor,
@@ -449,6 +519,7 @@ fn rank(
     budget: u64,
 ) -> (Vec<Ranked>, usize) {
     let fits = link_fits(profile);
+    let here = OnThread::of(profile);
     let others = if fits.is_some() {
         other_gaps(trace, profile, candidates)
     } else {
@@ -465,7 +536,7 @@ fn rank(
             // CPU device, a core): among hidden offloads, the gaps that free the most
             // byte-time per byte moved, the longest, come first.
             let copy = match (action, fits) {
-                (Action::Offload { .. }, Some((out, back))) => {
+                (Action::Offload { inline: false, .. }, Some((out, back))) => {
                     out.seconds(c.bytes) + back.seconds(c.bytes)
                 }
                 _ => 0.0,
@@ -476,6 +547,7 @@ fn rank(
                 used: c.gap.1,
                 action,
                 cost,
+                handover: 2.0 * here.handover,
                 offload: ways.0,
             })
         })
@@ -490,11 +562,8 @@ fn rank(
     // Ways that cost compute time (recomputation) or nothing (offloads the gap hides) come
     // first; offloads whose copies the gap cannot hide come last, taken only where the plan
     // needs them to fit.
-    ranked.sort_by_key(|r| matches!(r.action, Action::Offload { .. }) && r.cost > 0.0);
-    let hidden = ranked
-        .iter()
-        .take_while(|r| !(matches!(r.action, Action::Offload { .. }) && r.cost > 0.0))
-        .count();
+    ranked.sort_by_key(Ranked::exposed);
+    let hidden = ranked.iter().take_while(|r| !r.exposed()).count();
     (ranked, hidden)
 }
 

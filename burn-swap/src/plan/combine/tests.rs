@@ -28,6 +28,7 @@ fn profile(trace: &Trace, bandwidth: f64) -> Profile {
         Some(Links {
             to_host: samples.clone(),
             to_device: samples,
+            on_thread: None,
         }),
     )
 }
@@ -92,7 +93,10 @@ fn prefetch_starts_late_enough_to_land_just_in_time() {
     let p = profile(&trace, 2.5e8);
     let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
     for &(tensor, action) in &plan.actions {
-        let Action::Offload { after, prefetch_at } = action else {
+        let Action::Offload {
+            after, prefetch_at, ..
+        } = action
+        else {
             panic!("expected offloads");
         };
         let (_, next_use) = (after, trace.tensors[tensor].accesses[1].op);
@@ -133,7 +137,9 @@ fn a_tensor_leaves_in_each_of_its_gaps_and_returns_just_in_time() {
         .iter()
         .filter(|(t, _)| *t == 0)
         .map(|&(_, a)| match a {
-            Action::Offload { after, prefetch_at } => (after, prefetch_at),
+            Action::Offload {
+                after, prefetch_at, ..
+            } => (after, prefetch_at),
             Action::Recompute { .. } => panic!("activation 0 is offloaded: {plan:?}"),
         })
         .collect();
@@ -169,4 +175,81 @@ fn an_impossible_budget_is_reported_infeasible() {
     let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 1000);
     assert!(!plan.feasible);
     assert!(plan.simulation.peak_pool_bytes > 1000);
+}
+
+#[test]
+fn a_copy_that_costs_less_than_handing_it_over_is_made_on_the_op_thread() {
+    use crate::plan::profile::OnThread;
+    // Expensive producers (1 ms) and a 1 GB/s link: every offload hides behind its gap,
+    // and copying 1000 bytes on the op thread takes 1 µs each way.
+    let trace = chain(12, 1_000_000);
+    let with_handover = |handover_seconds: f64| {
+        let mut p = profile(&trace, 1e9);
+        let links = p.links.as_mut().unwrap();
+        links.on_thread = Some(OnThread {
+            handover_seconds,
+            to_host: links.to_host.clone(),
+            to_device: links.to_device.clone(),
+        });
+        p
+    };
+
+    // Handing a copy to a worker costs the op thread 20 µs: both copies are made there.
+    let p = with_handover(20e-6);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+    assert!(plan.feasible, "{plan:?}");
+    assert!(!plan.actions.is_empty());
+    for &(tensor, action) in &plan.actions {
+        let Action::Offload {
+            after,
+            prefetch_at,
+            inline,
+        } = action
+        else {
+            panic!("expected offloads: {plan:?}");
+        };
+        assert!(inline, "{plan:?}");
+        // Gone right after the op that opens the gap, back for the use and no earlier.
+        let next_use = trace.tensors[tensor]
+            .accesses
+            .iter()
+            .find(|a| a.op > after)
+            .unwrap()
+            .op;
+        assert_eq!(prefetch_at, next_use, "{plan:?}");
+    }
+    let offloads = plan.actions.len() as f64;
+    assert!(
+        (plan.exposed_seconds - offloads * 2e-6).abs() < 1e-9,
+        "{plan:?}"
+    );
+    assert_eq!(plan.handover_seconds, 0.0);
+    assert!(plan.simulation.peak_live_bytes <= 8000);
+    // The executor's steps: out after the op, back after the op before the use, both on
+    // the op thread.
+    let program = crate::plan::compile(&trace, &plan);
+    let steps: Vec<_> = program.after.iter().flatten().collect();
+    assert!(steps.iter().all(|s| matches!(
+        s,
+        crate::plan::program::Step::Offload { inline: true, .. }
+            | crate::plan::program::Step::Prefetch { inline: true, .. }
+    )));
+
+    // A cheap hand-over (0.5 µs, 1 µs for both copies): the workers make the copies, and
+    // the plan's cost counts the hand-overs.
+    let p = with_handover(0.5e-6);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 8000);
+    assert!(plan.feasible, "{plan:?}");
+    assert!(
+        plan.actions
+            .iter()
+            .all(|(_, a)| matches!(a, Action::Offload { inline: false, .. })),
+        "{plan:?}"
+    );
+    assert_eq!(plan.exposed_seconds, 0.0, "the gaps hide the copies");
+    let offloads = plan.actions.len() as f64;
+    assert!(
+        (plan.handover_seconds - offloads * 1e-6).abs() < 1e-12,
+        "{plan:?}"
+    );
 }
