@@ -76,10 +76,30 @@ impl Candidate {
 /// optimizer state, see [`crate::trace::TensorTrace::wraps_to`]), from its last use to its
 /// first use in the next iteration, whose ops are numbered on from `ops.len()`. Tensors made
 /// before the iteration are candidates for their gaps within it; only tensors made in the
-/// iteration, within it, may be recomputed.
+/// iteration, within it, may be recomputed, and only when the recipe would not pin more
+/// bytes than it frees (the producer's inputs that die before the replay stay resident for
+/// it).
 pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candidate> {
     let link = profile.links.as_ref().and_then(|l| l.link_model());
     let period = trace.ops.len();
+    let lives = super::simulate::lifetimes(trace);
+    let index_of: hashbrown::HashMap<u64, usize> = trace
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    // The bytes a recipe would pin beyond their lives: the producer's inputs that would be
+    // freed before the replay (the op before the use), which the recipe keeps resident.
+    let pinned = |producer: usize, use_at: usize| -> u64 {
+        trace.ops[producer]
+            .inputs
+            .iter()
+            .filter_map(|id| index_of.get(id))
+            .filter(|&&i| lives[i].until.is_some_and(|u| u + 1 < use_at))
+            .map(|&i| trace.tensors[i].bytes)
+            .sum()
+    };
     trace
         .tensors
         .iter()
@@ -107,8 +127,11 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
                 return None;
             }
             let gap_seconds = profile.gap_seconds(from, to);
-            let recomputable =
-                !wrapped && t.producer.is_some_and(|p| replayable(&trace.ops[p].kind));
+            // A recomputation frees the tensor's bytes during its gap but pins the inputs
+            // that would die in it: worth it only when that pins fewer bytes.
+            let recomputable = !wrapped
+                && t.producer
+                    .is_some_and(|p| replayable(&trace.ops[p].kind) && pinned(p, to) < t.bytes);
             // A tensor that shares its buffer leaves by recomputation or not at all.
             if t.shares_buffer && !recomputable {
                 return None;
@@ -259,6 +282,46 @@ mod tests {
                 on_thread: None,
             }),
         )
+    }
+
+    #[test]
+    fn a_recipe_pins_the_inputs_that_would_die_before_its_replay() {
+        use crate::plan::combine::{Action, lifetimes};
+        use crate::trace::{Access, AccessKind, End, EndKind};
+        // Activation 1 dies at op 2 (no backward read): recomputing activation 2 (op 2 reads
+        // activation 1) for its backward read at op 10 keeps activation 1 until op 9.
+        let mut trace = chain(6);
+        trace.tensors[1].accesses = vec![Access {
+            op: 2,
+            kind: AccessKind::LastUse,
+        }];
+        trace.tensors[1].end = Some(End {
+            op: 2,
+            kind: EndKind::LastUse,
+        });
+        let p = profile(&trace, Some(1e9));
+        let two = |trace: &Trace| {
+            candidates(trace, &p, 3)
+                .into_iter()
+                .find(|c| c.tensor == 2)
+                .expect("a candidate")
+        };
+        let c = two(&trace);
+        assert_eq!(c.gap, (3, 10));
+        // As large as what it frees: not worth a recipe; smaller: worth it.
+        assert!(!c.recomputable, "{c:?}");
+        trace.tensors[1].bytes = 400;
+        assert!(two(&trace).recomputable);
+        let plan = [(
+            2,
+            Action::Recompute {
+                after: 3,
+                before: 10,
+            },
+        )];
+        let lives = lifetimes(&trace, &plan);
+        assert_eq!(lives[1].until, Some(9), "pinned to the replay");
+        assert_eq!(lives[0].until, Some(12), "alive past it anyway");
     }
 
     #[test]

@@ -104,7 +104,51 @@ pub(super) fn lifetimes_held(
             i += 1;
         }
     }
+    pin_recipe_inputs(trace, actions, &mut lifetimes);
     lifetimes
+}
+
+/// A recomputed tensor's recipe pins its producer's inputs from the producer's run until the
+/// replay (the executor keeps them resident for it): an input whose life would end sooner
+/// lives on to the op before the recomputed use. (An input that leaves by a plan's action of
+/// its own keeps its stretches.)
+fn pin_recipe_inputs(trace: &Trace, actions: &[(usize, Action)], lifetimes: &mut [Lifetime]) {
+    let recomputes = actions
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Recompute { .. }));
+    if recomputes.clone().next().is_none() {
+        return;
+    }
+    let leaving: hashbrown::HashSet<usize> = actions.iter().map(|&(t, _)| t).collect();
+    let index_of: hashbrown::HashMap<u64, usize> = trace
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    for &(tensor, action) in recomputes {
+        let Action::Recompute { before, .. } = action else {
+            continue;
+        };
+        let Some(producer) = trace.tensors[tensor].producer else {
+            continue;
+        };
+        let replay = before.saturating_sub(1);
+        for id in &trace.ops[producer].inputs {
+            let Some(&input) = index_of.get(id) else {
+                continue;
+            };
+            if leaving.contains(&input) {
+                continue;
+            }
+            let life = &mut lifetimes[input];
+            if let Some(until) = life.until
+                && until < replay
+            {
+                life.until = Some(replay);
+            }
+        }
+    }
 }
 
 /// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
