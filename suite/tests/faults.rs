@@ -118,9 +118,15 @@ fn soak(steps: usize, per_million: u64) {
             if k % 2 == 1 {
                 config = config.with_peers(peers());
             }
+            // Planned copies on the workers under `offload-only` (a free hand-over), where
+            // the measured one decides under `planned` (on this machine's small tensors,
+            // mostly on the op thread): faults hit both paths.
+            let handover = (policy == Policy::OffloadOnly).then_some(0.0);
+            burn_swap::unstable::set_handover_seconds(handover);
             let (swapped, report) = run_configured(&device, config, || {
                 workload.train::<Swapped>(&device, steps)
             });
+            burn_swap::unstable::set_handover_seconds(None);
             faults::clear();
             assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}\n{report}");
             assert_eq!(swapped, plain, "{what}: parameters");
