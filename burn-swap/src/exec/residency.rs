@@ -225,6 +225,12 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// This entry, sharing the buffer `origin` of the unwrapped run (0: none known).
+    pub fn in_origin(mut self, origin: u32) -> Self {
+        self.origin = origin;
+        self
+    }
+
     /// A resident tensor of `dims` and `dtype`, made or used last by op `last_use`.
     pub fn new(dims: Dims, dtype: DType, last_use: u64) -> Self {
         let bytes = crate::exec::bytes_of_dims(dims.as_slice(), dtype);
@@ -645,15 +651,6 @@ impl Residency {
     /// The buffer of the unwrapped run `id` shares (0: none known).
     pub fn origin_of(&self, id: &TensorId) -> u32 {
         self.entries.get(id).map_or(0, |e| e.origin)
-    }
-
-    /// A view just made in the buffer of an input that shares `origin` in the unwrapped run
-    /// shares it too (that input may be gone, or hold a buffer apart from the others under
-    /// burn-swap: the view still shares with them in the unwrapped run).
-    pub fn inherit_origin(&mut self, id: &TensorId, origin: u32) {
-        if origin != 0 && self.entries.get(id).is_some_and(|e| e.origin == 0) {
-            self.set_origin(id, origin);
-        }
     }
 
     /// Burn let go of `id`, which a recipe still needs: it stays in the books as an orphan,

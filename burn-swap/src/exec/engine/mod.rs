@@ -707,6 +707,18 @@ impl<B: BackendIr> Engine<B> {
             // Neither a holder of a shared buffer nor a strided tensor whose layout would not
             // come back leaves by an offload of its own: the planners are told.
             let stays = entry.strided && !entry.restorable;
+            // In an input's buffer: it shares what that input shares in the unwrapped run,
+            // known before it is booked (the input may have left the books with this op, and
+            // a view sharing its buffer would otherwise start a buffer of its own).
+            if let Some(probe) = probe.filter(|_| shares)
+                && let Some(&(_, origin)) = self
+                    .op
+                    .input_origins
+                    .iter()
+                    .find(|(buffer, _)| *buffer == probe.buffer)
+            {
+                entry = entry.in_origin(origin);
+            }
             let shared = match probe
                 .filter(|_| shares)
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
@@ -723,16 +735,6 @@ impl<B: BackendIr> Engine<B> {
             };
             if (shared || stays) && self.tracing() {
                 self.recorder.mark_output_shares(k);
-            }
-            // In an input's buffer: it shares what that input shares in the unwrapped run.
-            if let Some(probe) = probe.filter(|_| shares)
-                && let Some(&(_, origin)) = self
-                    .op
-                    .input_origins
-                    .iter()
-                    .find(|(buffer, _)| *buffer == probe.buffer)
-            {
-                self.residency.inherit_origin(&id, origin);
             }
         }
         self.op.outputs = outputs;

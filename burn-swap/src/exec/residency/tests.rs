@@ -287,10 +287,14 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     // 1 leaves the device (it would come back apart): still shared in the unwrapped run.
     r.complete_offload(&id(1), copy(400)).ok();
     assert!(r.shares_origin(&id(2)));
-    // A view made in 2's buffer shares it too, with no shared buffer in the books.
-    r.admit(id(4), Entry::new(Dims::from_slice(&[200]), DType::F32, 1));
-    r.inherit_origin(&id(4), r.origin_of(&id(2)));
+    // A view made in 2's buffer by an op that consumed 2 (gone from the books before the
+    // view is booked): it shares what 2 shared, as its entry says when it is admitted, and
+    // no new buffer of the unwrapped run starts with it.
+    let origin = r.origin_of(&id(2));
     r.forget(&id(2));
+    let view = Entry::new(Dims::from_slice(&[200]), DType::F32, 1).in_origin(origin);
+    r.admit_view(id(4), view, None, 9, 400);
+    assert_eq!(r.origin_of(&id(4)), origin);
     assert!(r.shares_origin(&id(1)) && r.shares_origin(&id(4)));
     // An orphan (Burn let go of it) holds nothing of the unwrapped run.
     r.orphan(&id(4));
