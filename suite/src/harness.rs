@@ -273,7 +273,15 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                 step_times_from::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
             });
             let measured = plan.steps.max(1) as u64;
-            let row = match (result, burn_swap::report(device)) {
+            let report = burn_swap::report(device);
+            // `SWAP_BENCH_REPORTS=1`: each budgeted row's report on stderr (the plan's
+            // choices, recomputes, waits), to see why a row is slow.
+            if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
+                && let Some(r) = &report
+            {
+                eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
+            }
+            let row = match (result, report) {
                 (Ok(times), Some(r)) => {
                     let (step, spread) = steady(times);
                     Row {

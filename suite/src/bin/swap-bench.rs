@@ -21,6 +21,8 @@
 //! behind them), `gpt2-small`.
 //!
 //! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
+//! `SWAP_BENCH_REPORTS=1` prints each budgeted row's burn-swap report on stderr (the plan's
+//! choices, its moves and recomputes, the waits by cause).
 //! Prints the table last.
 
 use std::process::ExitCode;
