@@ -83,12 +83,7 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
     let link = profile.links.as_ref().and_then(|l| l.link_model());
     let period = trace.ops.len();
     let lives = super::simulate::lifetimes(trace);
-    let index_of: hashbrown::HashMap<u64, usize> = trace
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id, i))
-        .collect();
+    let index_of = trace.tensor_indices();
     // The bytes a recipe would pin beyond their lives: the producer's inputs that would be
     // freed before the replay (the op before the use), which the recipe keeps resident.
     let pinned = |producer: usize, use_at: usize| -> u64 {

@@ -344,12 +344,7 @@ pub fn timeline(trace: &Trace, program: &Program) -> Vec<Node> {
     }
     let mut layout = Layout {
         trace,
-        index_of: trace
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.id, i))
-            .collect(),
+        index_of: trace.tensor_indices(),
         key: (0..count).collect(),
         place: HashMap::new(),
         tags: HashMap::new(),

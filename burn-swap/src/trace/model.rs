@@ -158,6 +158,15 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Each tensor's index in [`Trace::tensors`], by id.
+    pub fn tensor_indices(&self) -> hashbrown::HashMap<u64, usize> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect()
+    }
+
     /// The trace as pretty JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a trace is plain data and always serialises")

@@ -120,12 +120,7 @@ fn pin_recipe_inputs(trace: &Trace, actions: &[(usize, Action)], lifetimes: &mut
         return;
     }
     let leaving: hashbrown::HashSet<usize> = actions.iter().map(|&(t, _)| t).collect();
-    let index_of: hashbrown::HashMap<u64, usize> = trace
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id, i))
-        .collect();
+    let index_of = trace.tensor_indices();
     for &(tensor, action) in recomputes {
         let Action::Recompute { before, .. } = action else {
             continue;

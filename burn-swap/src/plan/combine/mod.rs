@@ -185,12 +185,7 @@ fn cheaper((offload, recompute): Ways) -> Option<(Action, f64)> {
 /// with the working set of the op that needs it would not fit the budget is treated the
 /// same way.
 fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ranked>) {
-    let index_of: hashbrown::HashMap<u64, usize> = trace
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id, i))
-        .collect();
+    let index_of = trace.tensor_indices();
     let n = trace.tensors.len();
     let (mut recomputed, mut read_by_recompute) = (vec![false; n], vec![false; n]);
     ranked.retain_mut(|r| {
