@@ -154,15 +154,20 @@ fn identical_layers_give_way_to_the_iteration_soon() {
         for i in 0..67 {
             op(&mut r, &mut id, 5_000 + i, 4);
         }
-        if found_in.is_none() && r.period() == Some(1731) {
+        // The schedule in force, as the engine sees it after each op (asking `period()`
+        // would analyse the window on the spot).
+        if found_in.is_none() && r.schedule_key().map(|(p, _)| p) == Some(1731) {
             found_in = Some(k);
         }
     }
     assert_eq!(r.period(), Some(1731));
-    // Two iterations show it, by the end of iteration 1: it is in force then (measured:
-    // iteration 1), though the block's period heals a block after each iteration's own ops.
+    // Two iterations show it by the end of iteration 1. The block's period breaks at each
+    // iteration's own ops and heals a block later, looking healthy whenever the periodic
+    // analysis comes due: a heal analyses the window (when a quarter due), so the
+    // iteration's period is in force from the first heal after it shows, in iteration 2
+    // (iteration 4 before: the next doubling of the window).
     assert!(
-        found_in.is_some_and(|k| k <= 1),
+        found_in.is_some_and(|k| k <= 2),
         "found in iteration {found_in:?}"
     );
 }
