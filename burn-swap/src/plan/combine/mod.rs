@@ -104,8 +104,12 @@ type Ways = (Option<(Action, f64)>, Option<(Action, f64)>);
 /// The ways for one candidate to leave. An offload's cost is the part of its round trip
 /// the gap's compute does not hide plus the op thread's two hand-overs to the workers, or,
 /// where that is cheaper, its two copies made on the op thread (`inline`).
-fn ways(c: &Candidate, profile: &Profile, fits: Option<(LinkFit, LinkFit)>) -> Ways {
-    let here = OnThread::of(profile);
+fn ways(
+    c: &Candidate,
+    profile: &Profile,
+    fits: Option<(LinkFit, LinkFit)>,
+    here: &OnThread,
+) -> Ways {
     let offload = fits.filter(|_| c.offloadable).map(|(out, back)| {
         let (out_s, back_s) = (out.seconds(c.bytes), back.seconds(c.bytes));
         let exposed = (out_s + back_s - c.gap_seconds).max(0.0) + 2.0 * here.handover;
@@ -342,7 +346,7 @@ pub fn checkpointed(
     rounds: usize,
 ) -> Plan {
     let selected = super::checkpoint::select(trace, candidates, rounds);
-    let fits = link_fits(profile);
+    let (fits, here) = (link_fits(profile), OnThread::of(profile));
     let by_tensor: hashbrown::HashMap<usize, &Candidate> =
         candidates.iter().map(|c| (c.tensor, c)).collect();
     let mut ranked: Vec<Ranked> = selected
@@ -350,7 +354,7 @@ pub fn checkpointed(
         .iter()
         .filter_map(|t| by_tensor.get(t))
         .filter_map(|c| {
-            let (offload, recompute) = ways(c, profile, fits);
+            let (offload, recompute) = ways(c, profile, fits, &here);
             let (action, cost) = recompute?;
             Some(Ranked {
                 score: c.score(),
@@ -359,7 +363,7 @@ pub fn checkpointed(
                 action,
                 cost,
                 offload,
-                handover: 0.0,
+                handover: 2.0 * here.handover,
             })
         })
         .collect();
@@ -384,7 +388,7 @@ pub fn segmented(
     use super::segments;
     let objects = segments::objects(trace, config.small_object_bytes);
     let plan = segments::plan(&objects, budget, config)?;
-    let fits = link_fits(profile);
+    let (fits, here) = (link_fits(profile), OnThread::of(profile));
     let taken: Vec<Taken> = segments::migrations(trace, &objects, &plan)
         .into_iter()
         .filter(|&(_, (a, n))| n > a + 1)
@@ -399,7 +403,7 @@ pub fn segmented(
                 offloadable: !trace.tensors[tensor].shares_buffer,
                 swappable: true,
             };
-            let (action, cost) = ways(&c, profile, fits).0?;
+            let (action, cost) = ways(&c, profile, fits, &here).0?;
             Some(Taken {
                 tensor,
                 action,
@@ -524,7 +528,7 @@ fn rank(
         .iter()
         .chain(&others)
         .filter_map(|c| {
-            let ways = ways(c, profile, fits);
+            let ways = ways(c, profile, fits, &here);
             let (action, cost) = cheaper(ways)?;
             let benefit = c.bytes as f64 * (c.gap.1 - c.gap.0) as f64;
             // A copy the gap hides still takes a share of the machine (memory bandwidth; on a
