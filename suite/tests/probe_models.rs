@@ -1,0 +1,434 @@
+//! More ordinary training code, as users write it, through `Autodiff<Swap<Flex>>` bit for
+//! bit against `Autodiff<Flex>` under budgets: gradient accumulation over micro-batches,
+//! gradient clipping by norm (AdamW) and by value (SGD with momentum and weight decay), a
+//! language model whose output projection is its embedding matrix (weight tying) with causal
+//! multi-head attention, an accuracy metric read every step (argmax, top-k), and a
+//! convolutional net with strided, grouped and dilated convolutions, max and average pooling,
+//! concatenation, a detached branch, cumulative sums and sorting.
+
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn::module::{AutodiffModule, Module};
+use burn::nn::attention::generate_autoregressive_mask;
+use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear,
+    LinearConfig, PaddingConfig2d,
+};
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::grad_clipping::GradientClippingConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::ops::PadMode;
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn_swap::{Compression, Policy, Swap, SwapConfig};
+use burn_swap_suite::train::{Outcome, parameters};
+
+type Plain = Autodiff<Flex>;
+type Swapped = Autodiff<Swap<Flex>>;
+
+const STEPS: usize = 12;
+const MICRO: usize = 2;
+
+fn noise(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// A two-layer causal language model whose logits are its hidden states against the
+/// embedding matrix (weight tying).
+#[derive(Module, Debug)]
+struct TiedLm<B: Backend> {
+    tokens: Embedding<B>,
+    attn: Vec<MultiHeadAttention<B>>,
+    norms: Vec<LayerNorm<B>>,
+    up: Vec<Linear<B>>,
+    down: Vec<Linear<B>>,
+    gelu: Gelu,
+    dropout: Dropout,
+}
+
+impl<B: Backend> TiedLm<B> {
+    const VOCAB: usize = 24;
+    const D: usize = 16;
+    const SEQ: usize = 10;
+    const BATCH: usize = 4;
+
+    fn new(device: &B::Device) -> Self {
+        Self {
+            tokens: EmbeddingConfig::new(Self::VOCAB, Self::D).init(device),
+            attn: (0..2)
+                .map(|_| MultiHeadAttentionConfig::new(Self::D, 2).init(device))
+                .collect(),
+            norms: (0..4)
+                .map(|_| LayerNormConfig::new(Self::D).init(device))
+                .collect(),
+            up: (0..2)
+                .map(|_| LinearConfig::new(Self::D, 32).init(device))
+                .collect(),
+            down: (0..2)
+                .map(|_| LinearConfig::new(32, Self::D).init(device))
+                .collect(),
+            gelu: Gelu::new(),
+            dropout: DropoutConfig::new(0.1).init(),
+        }
+    }
+
+    fn tokens(step: usize, micro: usize, device: &B::Device) -> Tensor<B, 2, Int> {
+        let n = Self::BATCH * (Self::SEQ + 1);
+        let ids: Vec<i64> = noise(100 + (step * MICRO + micro) as u64, n)
+            .into_iter()
+            .map(|v| ((v + 1.0) * 11.99) as i64)
+            .collect();
+        Tensor::from_data(TensorData::new(ids, [Self::BATCH, Self::SEQ + 1]), device)
+    }
+
+    /// The loss and the top-1 and top-3 accuracy of the next-token predictions.
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.tokens.weight.device();
+        let ids = Self::tokens(step, micro, &device);
+        let (b, s) = (Self::BATCH, Self::SEQ);
+        let input = ids.clone().slice([0..b, 0..s]);
+        let target = ids.slice([0..b, 1..s + 1]).reshape([b * s]);
+        let mask = generate_autoregressive_mask::<B>(b, s, &device);
+        let mut h = self.tokens.forward(input);
+        for i in 0..2 {
+            let x = self.norms[2 * i].forward(h.clone());
+            let a = self.attn[i]
+                .forward(MhaInput::self_attn(x).mask_attn(mask.clone()))
+                .context;
+            h = h + self.dropout.forward(a);
+            let x = self.norms[2 * i + 1].forward(h.clone());
+            h = h + self.down[i].forward(self.gelu.forward(self.up[i].forward(x)));
+        }
+        let weight = self.tokens.weight.val();
+        let logits = h.reshape([b * s, Self::D]).matmul(weight.transpose());
+        let hit = logits
+            .clone()
+            .argmax(1)
+            .reshape([b * s])
+            .equal(target.clone())
+            .int()
+            .float()
+            .mean();
+        let top3 = logits
+            .clone()
+            .detach()
+            .sort_descending(1)
+            .slice([0..b * s, 2..3])
+            .reshape([b * s])
+            .sort(0)
+            .argmax(0);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(logits, target);
+        (loss, hit, top3)
+    }
+}
+
+/// Strided, grouped and dilated convolutions, max and average pooling of two branches
+/// concatenated, one of them detached, cumulative sums and a sort before the head.
+#[derive(Module, Debug)]
+struct PoolNet<B: Backend> {
+    stem: Conv2d<B>,
+    grouped: Vec<Conv2d<B>>,
+    dilated: Conv2d<B>,
+    max: MaxPool2d,
+    avg: AvgPool2d,
+    head: Linear<B>,
+}
+
+impl<B: Backend> PoolNet<B> {
+    fn new(device: &B::Device) -> Self {
+        Self {
+            stem: Conv2dConfig::new([3, 8], [3, 3])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device),
+            grouped: (0..4)
+                .map(|_| {
+                    Conv2dConfig::new([8, 8], [3, 3])
+                        .with_groups(2)
+                        .with_padding(PaddingConfig2d::Same)
+                        .init(device)
+                })
+                .collect(),
+            dilated: Conv2dConfig::new([8, 8], [3, 3])
+                .with_dilation([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2))
+                .init(device),
+            max: MaxPool2dConfig::new([2, 2]).init(),
+            avg: AvgPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            head: LinearConfig::new(16 * 4, 3).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.head.weight.device();
+        let seed = 300 + (step * MICRO + micro) as u64;
+        let x = Tensor::<B, 4>::from_data(
+            TensorData::new(noise(seed, 6 * 3 * 16 * 16), [6, 3, 16, 16]),
+            &device,
+        );
+        let y: Vec<i64> = noise(seed + 7, 6)
+            .iter()
+            .map(|v| ((v + 1.0) * 1.49) as i64)
+            .collect();
+        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(y, [6]), &device);
+        let h = self.stem.forward(x).clamp_min(0.0);
+        let mut g = h;
+        for conv in &self.grouped {
+            g = conv.forward(g.clone()).clamp_min(0.0) + g;
+        }
+        let d = self.dilated.forward(g.clone().detach()) * g.clone().tanh();
+        let a = self.max.forward(g);
+        let b = self.avg.forward(d).cumsum(3);
+        let x = Tensor::cat(vec![a, b], 1);
+        let x = self.max.forward(x).flatten::<2>(1, 3).sort(1);
+        let logits = self.head.forward(x);
+        let hit = logits
+            .clone()
+            .argmax(1)
+            .reshape([6])
+            .equal(y.clone())
+            .int()
+            .float()
+            .mean();
+        let order = logits
+            .clone()
+            .detach()
+            .sort_descending(1)
+            .slice([0..6, 0..2])
+            .sum()
+            .reshape([1])
+            .argmax(0);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(logits, y);
+        (loss, hit, order)
+    }
+}
+
+/// Trains with gradient accumulation over two micro-batches; every step reads the loss, the
+/// accuracy and an integer metric. The outcome holds all of them and the parameters.
+fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
+    init: impl FnOnce(&B::Device) -> M,
+    loss: impl Fn(&M, usize, usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>),
+    mut optimizer: impl Optimizer<M, B>,
+) -> Outcome {
+    let device = B::Device::default();
+    let _rng = burn_swap_suite::rng_lock();
+    B::seed(&device, 9);
+    let mut model = init(&device);
+    let mut values = Vec::new();
+    for step in 0..STEPS {
+        let mut accumulator = GradientsAccumulator::<M>::new();
+        for micro in 0..MICRO {
+            let (l, hit, metric) = loss(&model, step, micro);
+            values.push(l.clone().into_scalar().elem::<f32>());
+            values.push(hit.into_scalar().elem::<f32>());
+            values.push(metric.into_scalar().elem::<i64>() as f32);
+            accumulator.accumulate(&model, GradientsParams::from_grads(l.backward(), &model));
+        }
+        model = optimizer.step(1e-2, model, accumulator.grads());
+    }
+    Outcome {
+        losses: values,
+        params: parameters(&model),
+    }
+}
+
+fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let peak = unbudgeted.peak_bytes;
+    let minimum = unbudgeted.minimum_budget_bytes;
+    eprintln!("{name}: peak {peak}, minimum {minimum}");
+    for policy in Policy::ALL {
+        let mut budgets = vec![("half", peak / 2), ("a quarter", peak / 4)];
+        if matches!(policy, Policy::Reactive | Policy::OffloadOnly) {
+            budgets.push(("the minimum", minimum));
+        }
+        for (label, budget) in budgets {
+            if budget < minimum {
+                continue;
+            }
+            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
+                let what = format!(
+                    "{name}, {} at {label} ({budget} of {peak} bytes), {compression:?}",
+                    policy.name()
+                );
+                eprintln!("{what}");
+                let config = SwapConfig::budget_bytes(budget)
+                    .with_policy(policy)
+                    .with_compression(compression);
+                burn_swap::configure(&device, config).unwrap();
+                burn_swap::restart_trace(&device);
+                burn_swap::reset_counters(&device);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
+                let report = burn_swap::report(&device).unwrap();
+                let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
+                plain.assert_same(&outcome, &what);
+                assert!(report.peak_bytes <= budget, "{what}: over budget\n{report}");
+                assert!(
+                    report.offloads + report.recomputes > 0,
+                    "{what}: nothing left\n{report}"
+                );
+            }
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+#[test]
+fn tied_causal_lm_with_accumulation_and_norm_clipping() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = AdamWConfig::new()
+            .with_grad_clipping(Some(GradientClippingConfig::Norm(0.5)))
+            .init::<B, TiedLm<B>>();
+        train::<B, _>(TiedLm::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    check("tied causal LM", run::<Plain>(), run::<Swapped>);
+}
+
+#[test]
+fn pooled_convolutions_with_sgd_momentum_and_value_clipping() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = SgdConfig::new()
+            .with_momentum(Some(MomentumConfig::new()))
+            .with_weight_decay(Some(WeightDecayConfig::new(1e-3)))
+            .with_gradient_clipping(Some(GradientClippingConfig::Value(0.05)))
+            .init::<B, PoolNet<B>>();
+        train::<B, _>(PoolNet::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    check("pooled convolutions", run::<Plain>(), run::<Swapped>);
+}
+
+/// Odd ops ordinary code uses: padding, roll, flip, unfold, chunk, repeat, variance,
+/// log-softmax, `mask_where`, a frozen layer; saved to bytes and loaded back mid-training.
+#[derive(Module, Debug)]
+struct Odds<B: Backend> {
+    frozen: Linear<B>,
+    a: Vec<Linear<B>>,
+    b: Vec<Linear<B>>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> Odds<B> {
+    fn new(device: &B::Device) -> Self {
+        Self {
+            frozen: LinearConfig::new(12, 12).init(device).no_grad(),
+            a: (0..4)
+                .map(|_| LinearConfig::new(12, 24).init(device))
+                .collect(),
+            b: (0..4)
+                .map(|_| LinearConfig::new(24, 12).init(device))
+                .collect(),
+            head: LinearConfig::new(72, 5).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.head.weight.device();
+        let seed = 500 + (step * MICRO + micro) as u64;
+        let x = Tensor::<B, 3>::from_data(
+            TensorData::new(noise(seed, 8 * 10 * 12), [8, 10, 12]),
+            &device,
+        );
+        let y: Vec<i64> = noise(seed + 1, 8)
+            .iter()
+            .map(|v| ((v + 1.0) * 2.49) as i64)
+            .collect();
+        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(y, [8]), &device);
+        let h = self.frozen.forward(x.clone()).tanh();
+        let mut h = h;
+        for (a, b) in self.a.iter().zip(&self.b) {
+            h = b.forward(a.forward(h.clone()).clamp_min(0.0)) + h;
+        }
+        let h = h + x.flip([1]);
+        let h = h.clone().roll(&[3], &[1]) * h.var(1).exp().neg().exp();
+        let h = h.pad([(0, 0), (1, 1), (0, 0)], PadMode::Constant(0.5));
+        let windows: Tensor<B, 4> = h.unfold(1, 4, 3);
+        let parts = windows.clone().chunk(2, 3);
+        let w = (parts[0].clone() * burn::tensor::activation::sigmoid(parts[1].clone()))
+            .sum_dim(3)
+            .squeeze_dim::<3>(3);
+        let mask = w.clone().greater_elem(0.0);
+        let w = w.clone().mask_where(mask, w.clone() * 0.5);
+        let pooled = w.repeat(&[1, 1, 2]).reshape([8, 72]);
+        let logits = self.head.forward(pooled);
+        let logp = burn::tensor::activation::log_softmax(logits.clone(), 1);
+        let loss = logp
+            .clone()
+            .gather(1, y.clone().reshape([8, 1]))
+            .neg()
+            .mean();
+        let hit = logits.argmax(1).reshape([8]).equal(y).int().float().mean();
+        let any = logp.lower_elem(-3.0).int().sum();
+        (loss, hit, any)
+    }
+}
+
+/// The model's parameters read out and put back as new tensors, as loading a saved record
+/// does.
+struct Reload;
+
+impl<B: Backend> burn::module::ModuleMapper<B> for Reload {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<B, D>>,
+    ) -> burn::module::Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let device = tensor.device();
+        let require_grad = tensor.is_require_grad();
+        let mut loaded = Tensor::<B, D>::from_data(tensor.into_data(), &device);
+        if require_grad {
+            loaded = loaded.require_grad();
+        }
+        burn::module::Param::from_mapped_value(id, loaded, mapper)
+    }
+}
+
+#[test]
+fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 9);
+        let mut model = Odds::<B>::new(&device);
+        let mut optimizer = AdamWConfig::new().init::<B, Odds<B>>();
+        let mut values = Vec::new();
+        for step in 0..STEPS {
+            if step == STEPS / 2 {
+                model = model.map(&mut Reload);
+            }
+            let (l, hit, metric) = model.loss(step, 0);
+            values.push(l.clone().into_scalar().elem::<f32>());
+            values.push(hit.into_scalar().elem::<f32>());
+            values.push(metric.into_scalar().elem::<i64>() as f32);
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            model = optimizer.step(1e-2, model, grads);
+        }
+        Outcome {
+            losses: values,
+            params: parameters(&model),
+        }
+    }
+    check("odd ops", run::<Plain>(), run::<Swapped>);
+}
