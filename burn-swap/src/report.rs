@@ -344,14 +344,23 @@ pub fn format_bytes(bytes: u64) -> String {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "burn-swap report ({})", self.backend)?;
-        writeln!(f, "|{:-<18}|{:-<34}|", "", "")?;
         let mut rows = Vec::new();
         self.memory_rows(&mut rows);
         self.transfer_rows(&mut rows);
         self.plan_rows(&mut rows);
         self.device_rows(&mut rows);
+        // Columns as wide as their widest cell (at least 16 and 32 characters).
+        let keys = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .fold(16, usize::max);
+        let values = rows
+            .iter()
+            .map(|(_, v)| v.chars().count())
+            .fold(32, usize::max);
+        writeln!(f, "|{:-<w$}|{:-<v$}|", "", "", w = keys + 2, v = values + 2)?;
         for (k, v) in rows {
-            writeln!(f, "| {k:<16} | {v:>32} |")?;
+            writeln!(f, "| {k:<keys$} | {v:>values$} |")?;
         }
         Ok(())
     }

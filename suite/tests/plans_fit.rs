@@ -9,7 +9,7 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{
-    BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, TransformerConfig,
+    BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
 };
 use burn_swap_suite::workload::Workload;
 
@@ -83,6 +83,14 @@ fn plans_fit_on_models_with_views() {
     let _guard = burn_swap_suite::swap_device_lock();
     check(Workload::BnCnn(BnCnnConfig::small()));
     check(Workload::Lstm(LstmNetConfig::small()));
+}
+
+/// A residual CNN whose quarter of the peak is reached only when some tensors leave for the
+/// one op between two of their uses (a convolution's backward between its input's uses).
+#[test]
+fn plans_fit_where_tensors_must_leave_for_a_single_op() {
+    let _guard = burn_swap_suite::swap_device_lock();
+    check(Workload::Cnn(ResNetConfig::small()));
 }
 
 /// A plan speaks of one schedule's ops: when the loop's period changes (Adam's updates of

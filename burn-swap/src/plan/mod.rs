@@ -42,8 +42,12 @@ use crate::trace::Trace;
 use profile::Profile;
 use program::Program;
 
-/// Tensors needed again fewer ops later than this are never planned to leave.
+/// Tensors needed again fewer ops later than this are planned to leave only when no plan
+/// fits otherwise.
 const MIN_GAP: usize = 3;
+
+/// The shortest gap a tensor can leave in: one op between two of its uses.
+const SHORTEST_GAP: usize = 2;
 
 /// One candidate plan as the simulator judged it, for the report: the planner that made it,
 /// whether it fits, its predicted peaks and time, and the smallest budget it reaches.
@@ -88,9 +92,11 @@ impl PlanChoice {
 /// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
 /// the recompute-only ones. The cheapest plan that fits (least exposed, recompute and
-/// hand-over time) is compiled. Every candidate's score is in [`Program::choices`]; when none fits, no plan
-/// is followed (`Program::chosen` is past the end) and the reactive fallback keeps the
-/// budget alone.
+/// hand-over time) is compiled. Tensors leave in gaps of at least [`MIN_GAP`] ops between
+/// two uses; when no plan fits so, the same planners are run again with the single-op gaps
+/// as well (named `..., single-op gaps`). Every candidate's score is in
+/// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
+/// end) and the reactive fallback keeps the budget alone.
 pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
     let _span = tracing::debug_span!(
         "burn_swap::plan",
@@ -103,13 +109,77 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     if keep_all.feasible {
         return choose(trace, &[("keep-all", keep_all)]);
     }
-    let candidates = checkpoint::candidates(trace, profile, MIN_GAP);
     // Without a measured link the combiner cannot cost an offload: assume one that the gap
     // always hides, so that offloads are still planned (their prefetch starts right after).
     let mut copying = std::borrow::Cow::Borrowed(profile);
     if copying.links.is_none() {
         copying.to_mut().links = Some(profile::Links::instant());
     }
+    let candidates = checkpoint::candidates(trace, profile, MIN_GAP);
+    let mut plans = plans_from(
+        trace,
+        (profile, &copying),
+        &candidates,
+        budget,
+        policy,
+        PLANNERS,
+    );
+    if policy != Policy::RecomputeOnly {
+        // Seed 001's segments do not depend on the candidates: made once.
+        let ga = segments::GaConfig {
+            // Planning runs once per schedule, on the op thread: the search gets 20 ms.
+            time_limit: std::time::Duration::from_millis(20),
+            ..Default::default()
+        };
+        if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
+            // Listed after the offload plans, before the recomputing ones.
+            let at = plans
+                .iter()
+                .position(|(n, _)| *n == PLANNERS[1])
+                .map_or(0, |i| i + 1);
+            plans.insert(at, ("segments", plan));
+        }
+    }
+    if !plans.iter().any(|(_, plan)| plan.feasible) {
+        // None fits: tensors may also leave for the single op between two of their uses
+        // (a convolution's backward between its input's reads), which costs more copy time
+        // per byte than a longer gap and is planned only when nothing else fits.
+        let shortest = checkpoint::candidates(trace, profile, SHORTEST_GAP);
+        plans.extend(plans_from(
+            trace,
+            (profile, &copying),
+            &shortest,
+            budget,
+            policy,
+            SHORT_GAP_NAMES,
+        ));
+    }
+    choose(trace, &plans)
+}
+
+/// The names of the candidate plans made from every gap, the single-op ones included (as
+/// [`PLANNERS`]).
+const SHORT_GAP_NAMES: [&str; 4] = [
+    "combined, single-op gaps",
+    "offload-only, single-op gaps",
+    "recompute-only, single-op gaps",
+    "checkpoints, single-op gaps",
+];
+
+/// The names of the plans made from a list of candidates: the combiner's mix, its
+/// offload-only and recompute-only restrictions, seed 004's checkpoint selection.
+const PLANNERS: [&str; 4] = ["combined", "offload-only", "recompute-only", "checkpoints"];
+
+/// The candidate plans the policy allows from one list of candidates, named by `names` (in
+/// the order of [`PLANNERS`]).
+fn plans_from(
+    trace: &Trace,
+    (profile, copying): (&Profile, &Profile),
+    candidates: &[checkpoint::Candidate],
+    budget: u64,
+    policy: Policy,
+    names: [&'static str; 4],
+) -> Vec<(&'static str, combine::Plan)> {
     let no_recompute: Vec<checkpoint::Candidate> = candidates
         .iter()
         .map(|c| checkpoint::Candidate {
@@ -122,23 +192,15 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     let mut plans: Vec<(&'static str, combine::Plan)> = Vec::new();
     if offloads && recomputes {
         plans.push((
-            "combined",
-            combine::combine(trace, &copying, &candidates, budget),
+            names[0],
+            combine::combine(trace, copying, candidates, budget),
         ));
     }
     if offloads {
         plans.push((
-            "offload-only",
-            combine::combine(trace, &copying, &no_recompute, budget),
+            names[1],
+            combine::combine(trace, copying, &no_recompute, budget),
         ));
-        // Planning runs once per schedule, on the op thread: the search gets 20 ms.
-        let ga = segments::GaConfig {
-            time_limit: std::time::Duration::from_millis(20),
-            ..Default::default()
-        };
-        if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
-            plans.push(("segments", plan));
-        }
     }
     if recomputes {
         // Recompute-only plans are costed without a link.
@@ -147,15 +209,15 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
             ..profile.clone()
         };
         plans.push((
-            "recompute-only",
-            combine::combine(trace, &recomputing, &candidates, budget),
+            names[2],
+            combine::combine(trace, &recomputing, candidates, budget),
         ));
         plans.push((
-            "checkpoints",
-            combine::checkpointed(trace, &recomputing, &candidates, budget, 8),
+            names[3],
+            combine::checkpointed(trace, &recomputing, candidates, budget, 8),
         ));
     }
-    choose(trace, &plans)
+    plans
 }
 
 /// Compiles the cheapest plan of `plans` that fits (none when none does), with every
