@@ -4,7 +4,10 @@
 //! language model whose output projection is its embedding matrix (weight tying) with causal
 //! multi-head attention, an accuracy metric read every step (argmax, top-k), and a
 //! convolutional net with strided, grouped and dilated convolutions, max and average pooling,
-//! concatenation, a detached branch, cumulative sums and sorting.
+//! concatenation, a detached branch, cumulative sums and sorting; odd ops (padding, roll,
+//! unfold, `mask_where`) with a frozen layer and a reload of the parameters mid-training; a
+//! GAN with two optimizers, a learning rate changing every step and evaluation passes on the
+//! inner backend.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -431,4 +434,91 @@ fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
         }
     }
     check("odd ops", run::<Plain>(), run::<Swapped>);
+}
+
+/// A GAN's two players.
+#[derive(Module, Debug)]
+struct Player<B: Backend> {
+    layers: Vec<Linear<B>>,
+}
+
+impl<B: Backend> Player<B> {
+    fn new(sizes: &[usize], device: &B::Device) -> Self {
+        Self {
+            layers: sizes
+                .windows(2)
+                .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+                .collect(),
+        }
+    }
+
+    fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = layer.forward(x);
+            if i < last {
+                x = burn::tensor::activation::leaky_relu(x, 0.2);
+            }
+        }
+        x
+    }
+}
+
+fn gaussian_batch<B: Backend>(
+    seed: u64,
+    rows: usize,
+    cols: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
+    Tensor::from_data(
+        TensorData::new(noise(seed, rows * cols), [rows, cols]),
+        device,
+    )
+}
+
+/// A GAN: the discriminator steps on real and detached fake samples, then the generator
+/// steps through the discriminator, each with its own optimizer and a learning rate that
+/// changes every step; every third step an evaluation pass runs on the inner backend (no
+/// autodiff) and is read.
+#[test]
+fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 9);
+        let mut g = Player::<B>::new(&[8, 32, 32, 16], &device);
+        let mut d = Player::<B>::new(&[16, 32, 32, 1], &device);
+        let mut opt_g = AdamWConfig::new().init::<B, Player<B>>();
+        let mut opt_d = AdamWConfig::new().init::<B, Player<B>>();
+        let mut values = Vec::new();
+        for step in 0..STEPS {
+            let lr = 2e-3 * (1.0 + (step as f64 * 0.7).cos()) / 2.0 + 1e-4;
+            let real = gaussian_batch::<B>(700 + step as u64, 16, 16, &device).tanh();
+            let z = gaussian_batch::<B>(800 + step as u64, 16, 8, &device);
+            let fake = g.forward(z.clone());
+            let d_real = d.forward(real);
+            let d_fake = d.forward(fake.clone().detach());
+            let d_loss = burn::tensor::activation::softplus(d_real.neg(), 1.0).mean()
+                + burn::tensor::activation::softplus(d_fake, 1.0).mean();
+            values.push(d_loss.clone().into_scalar().elem::<f32>());
+            let grads = GradientsParams::from_grads(d_loss.backward(), &d);
+            d = opt_d.step(lr, d, grads);
+            let g_loss = burn::tensor::activation::softplus(d.forward(fake).neg(), 1.0).mean();
+            values.push(g_loss.clone().into_scalar().elem::<f32>());
+            let grads = GradientsParams::from_grads(g_loss.backward(), &g);
+            g = opt_g.step(lr, g, grads);
+            if step % 3 == 2 {
+                let z = gaussian_batch::<B::InnerBackend>(900, 32, 8, &device);
+                let sample = g.valid().forward(z);
+                values.push(sample.powf_scalar(2.0).mean().into_scalar().elem::<f32>());
+            }
+        }
+        let mut params = parameters(&g);
+        params.extend(parameters(&d));
+        Outcome {
+            losses: values,
+            params,
+        }
+    }
+    check("GAN", run::<Plain>(), run::<Swapped>);
 }
