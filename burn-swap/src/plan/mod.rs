@@ -119,10 +119,9 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     let mut plans = plans_from(
         trace,
         (profile, &copying),
-        &candidates,
+        (&candidates, MIN_GAP),
         budget,
-        policy,
-        PLANNERS,
+        (policy, PLANNERS),
     );
     if policy != Policy::RecomputeOnly {
         // Seed 001's segments do not depend on the candidates: made once.
@@ -148,10 +147,9 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         plans.extend(plans_from(
             trace,
             (profile, &copying),
-            &shortest,
+            (&shortest, SHORTEST_GAP),
             budget,
-            policy,
-            SHORT_GAP_NAMES,
+            (policy, SHORT_GAP_NAMES),
         ));
     }
     choose(trace, &plans)
@@ -170,15 +168,15 @@ const SHORT_GAP_NAMES: [&str; 4] = [
 /// offload-only and recompute-only restrictions, seed 004's checkpoint selection.
 const PLANNERS: [&str; 4] = ["combined", "offload-only", "recompute-only", "checkpoints"];
 
-/// The candidate plans the policy allows from one list of candidates, named by `names` (in
-/// the order of [`PLANNERS`]).
+/// The candidate plans the policy allows from one list of candidates (made with gaps of at
+/// least `min_gap` ops, as the other gaps the combiner adds), named by `names` (in the order
+/// of [`PLANNERS`]).
 fn plans_from(
     trace: &Trace,
     (profile, copying): (&Profile, &Profile),
-    candidates: &[checkpoint::Candidate],
+    (candidates, min_gap): (&[checkpoint::Candidate], usize),
     budget: u64,
-    policy: Policy,
-    names: [&'static str; 4],
+    (policy, names): (Policy, [&'static str; 4]),
 ) -> Vec<(&'static str, combine::Plan)> {
     let no_recompute: Vec<checkpoint::Candidate> = candidates
         .iter()
@@ -193,13 +191,13 @@ fn plans_from(
     if offloads && recomputes {
         plans.push((
             names[0],
-            combine::combine(trace, copying, candidates, budget),
+            combine::combine_gaps(trace, copying, candidates, budget, min_gap),
         ));
     }
     if offloads {
         plans.push((
             names[1],
-            combine::combine(trace, copying, &no_recompute, budget),
+            combine::combine_gaps(trace, copying, &no_recompute, budget, min_gap),
         ));
     }
     if recomputes {
@@ -210,7 +208,7 @@ fn plans_from(
         };
         plans.push((
             names[2],
-            combine::combine(trace, &recomputing, candidates, budget),
+            combine::combine_gaps(trace, &recomputing, candidates, budget, min_gap),
         ));
         plans.push((
             names[3],

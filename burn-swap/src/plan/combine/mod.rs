@@ -452,11 +452,16 @@ impl Ranked {
 }
 
 /// The other gaps of each candidate's tensor (its candidate has the longest): gaps between
-/// two of its uses at least `min_gap` ops apart, and the one across the iteration boundary
+/// two of its uses at least `min_gap` ops apart (as the candidates' own), and the one across the iteration boundary
 /// for a carried tensor. They can leave by offload only (a tensor is recomputed in one gap at
 /// most), so that a tensor used at many points of the iteration need not stay resident
 /// between all the others.
-fn other_gaps(trace: &Trace, profile: &Profile, candidates: &[Candidate]) -> Vec<Candidate> {
+fn other_gaps(
+    trace: &Trace,
+    profile: &Profile,
+    candidates: &[Candidate],
+    min_gap: usize,
+) -> Vec<Candidate> {
     let period = trace.ops.len();
     let link = profile.links.as_ref().and_then(|l| l.link_model());
     let mut out = Vec::new();
@@ -470,7 +475,7 @@ fn other_gaps(trace: &Trace, profile: &Profile, candidates: &[Candidate]) -> Vec
         });
         let gaps = times.windows(2).map(|w| (w[0], w[1])).chain(wrap);
         for gap in gaps {
-            if gap == c.gap || gap.1 - gap.0 < super::MIN_GAP {
+            if gap == c.gap || gap.1 - gap.0 < min_gap {
                 continue;
             }
             let gap_seconds = profile.gap_seconds(gap.0, gap.1);
@@ -515,12 +520,12 @@ fn rank(
     trace: &Trace,
     profile: &Profile,
     candidates: &[Candidate],
-    budget: u64,
+    (budget, min_gap): (u64, usize),
 ) -> (Vec<Ranked>, usize) {
     let fits = link_fits(profile);
     let here = OnThread::of(profile);
     let others = if fits.is_some() {
-        other_gaps(trace, profile, candidates)
+        other_gaps(trace, profile, candidates, min_gap)
     } else {
         Vec::new()
     };
@@ -567,10 +572,23 @@ fn rank(
 }
 
 /// Plans for `budget` bytes, judged on the simulated counted bytes (what the budget bounds;
-/// the pool peak, fragmentation included, is reported beside it).
+/// the pool peak, fragmentation included, is reported beside it). A tensor leaves in its
+/// candidate's gap and in its other gaps of at least the planner's usual three ops.
 pub fn combine(trace: &Trace, profile: &Profile, candidates: &[Candidate], budget: u64) -> Plan {
+    combine_gaps(trace, profile, candidates, budget, super::MIN_GAP)
+}
+
+/// [`combine`], a tensor's other gaps taken down to `min_gap` ops (`candidates` made with
+/// the same `min_gap`: two lets a tensor leave for the single op between two of its uses).
+pub fn combine_gaps(
+    trace: &Trace,
+    profile: &Profile,
+    candidates: &[Candidate],
+    budget: u64,
+    min_gap: usize,
+) -> Plan {
     let ops = trace.ops.len();
-    let (ranked, hidden) = rank(trace, profile, candidates, budget);
+    let (ranked, hidden) = rank(trace, profile, candidates, (budget, min_gap));
     let plan_of = |k: usize| -> Plan {
         let recomputed: hashbrown::HashSet<usize> = ranked[..k]
             .iter()

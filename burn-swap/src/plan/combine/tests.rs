@@ -253,3 +253,60 @@ fn a_copy_that_costs_less_than_handing_it_over_is_made_on_the_op_thread() {
         "{plan:?}"
     );
 }
+
+/// A chain of 8 with three 8000-byte activations first, activation 0 read again by op 3: op
+/// 2 holds activations 1 and 2 and fits 20,000 bytes only if activation 0 leaves for that
+/// one op, between its reads at ops 1 and 3. Gaps of three ops or more cannot get there
+/// (24,000 at best); with the single-op gaps the plan fits, and `build` takes that plan when
+/// no other fits.
+#[test]
+fn single_op_gaps_reach_a_peak_that_sits_between_two_uses() {
+    use crate::trace::{Access, AccessKind};
+    let mut trace =
+        crate::trace::synthetic::chain(8, |l| if l <= 2 { 8000 } else { 1000 }, |_| 1000);
+    trace.tensors[0].accesses.insert(
+        1,
+        Access {
+            op: 3,
+            kind: AccessKind::Read,
+        },
+    );
+    trace.ops[3].inputs.push(0);
+    let p = profile(&trace, 1e9);
+    let offload_only = |min_gap| -> Vec<Candidate> {
+        candidates(&trace, &p, min_gap)
+            .into_iter()
+            .map(|c| Candidate {
+                recomputable: false,
+                ..c
+            })
+            .collect()
+    };
+    let budget = 20_000;
+    let usual = combine(&trace, &p, &offload_only(3), budget);
+    assert!(!usual.feasible, "{usual:?}");
+    assert_eq!(usual.smallest_budget, 24_000);
+    let short = combine_gaps(&trace, &p, &offload_only(2), budget, 2);
+    assert!(short.feasible, "{short:?}");
+    assert!(short.simulation.peak_live_bytes <= budget);
+    assert!(
+        short.actions.iter().any(|&(t, a)| t == 0
+            && matches!(a, Action::Offload { after: 1, prefetch_at, .. } if prefetch_at <= 3)),
+        "activation 0 leaves between ops 1 and 3: {short:?}"
+    );
+    let program = crate::plan::build(&trace, &p, budget, crate::config::Policy::OffloadOnly);
+    assert!(program.fits, "{:?}", program.choices);
+    assert_eq!(
+        program.choices[program.chosen].planner,
+        "offload-only, single-op gaps"
+    );
+    // Where gaps of three ops suffice, no single-op plan is made.
+    let roomy = crate::plan::build(&trace, &p, 24_000, crate::config::Policy::OffloadOnly);
+    assert!(roomy.fits);
+    assert!(
+        roomy
+            .choices
+            .iter()
+            .all(|c| !c.planner.contains("single-op"))
+    );
+}
