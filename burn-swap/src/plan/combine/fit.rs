@@ -1,6 +1,6 @@
 //! Fitting a plan into its budget: the lifetimes a plan leaves, the counted bytes per op,
 //! the waits and later fetches that bring an op under the budget (`fit`), how long an
-//! offload's device copy is held while it is copied (`held_until`), and which ways out a
+//! offload's device copy is held while it is copied (`held_in_queue`), and which ways out a
 //! fitted plan does not need (`needed`).
 
 use super::{Action, Taken};
@@ -309,35 +309,54 @@ pub(super) fn fit(
     live
 }
 
-/// The last op during which an offload's device copy is still held: its copy to the host
-/// starts when op `after` is done and takes the link's time for its bytes, while the next
-/// ops run; the engine sees it done at the start of the op after that. A recomputed tensor,
-/// or one copied on the op thread, is gone at once.
-pub(super) fn held_until(
+/// The last op during which each offload's device copy is still held: its copy to the host
+/// starts when op `after` is done, or when the copy before it is (the send worker, or the
+/// device's copy stream, makes them one after another), and takes the link's time for its
+/// bytes while the next ops run; the engine sees it done at the start of the op after that.
+/// A recomputed tensor, or one copied on the op thread, is gone at once.
+pub(super) fn held_in_queue(
+    trace: &Trace,
     profile: &Profile,
     fits: Option<(LinkFit, LinkFit)>,
-    bytes: u64,
-    action: Action,
-) -> usize {
-    let (
-        Action::Offload {
-            after,
-            prefetch_at,
-            inline: false,
-        },
-        Some((out, _)),
-    ) = (action, fits)
-    else {
-        return action.after();
+    actions: &[(usize, Action)],
+) -> Vec<usize> {
+    let mut held: Vec<usize> = actions.iter().map(|(_, a)| a.after()).collect();
+    let Some((out, _)) = fits else {
+        return held;
     };
     let ops = profile.op_nanos.len();
-    let mut left = out.seconds(bytes);
-    let mut op = after;
-    // Held at most until the iteration's last op, or the op before its return.
-    let last = prefetch_at.min(ops).saturating_sub(1).max(after);
-    while left > 0.0 && op < last {
-        op += 1;
-        left -= profile.op_nanos[op] as f64 * 1e-9;
+    // When each op of the iteration is done, from its start.
+    let mut done_at = Vec::with_capacity(ops);
+    let mut clock = 0.0;
+    for &nanos in &profile.op_nanos {
+        clock += nanos as f64 * 1e-9;
+        done_at.push(clock);
     }
-    op
+    let mut queued: Vec<usize> = (0..actions.len())
+        .filter(|&j| matches!(actions[j].1, Action::Offload { inline: false, .. }))
+        .collect();
+    queued.sort_by_key(|&j| actions[j].1.after());
+    let mut free_from = 0.0_f64;
+    for j in queued {
+        let (
+            tensor,
+            Action::Offload {
+                after, prefetch_at, ..
+            },
+        ) = actions[j]
+        else {
+            continue;
+        };
+        let start = done_at.get(after).copied().unwrap_or(clock).max(free_from);
+        let copied = start + out.seconds(trace.tensors[tensor].bytes);
+        free_from = copied;
+        // Held at most until the iteration's last op, or the op before its return.
+        let last = prefetch_at.min(ops).saturating_sub(1).max(after);
+        let mut op = after;
+        while op < last && done_at.get(op).is_some_and(|&d| d < copied) {
+            op += 1;
+        }
+        held[j] = op;
+    }
+    held
 }

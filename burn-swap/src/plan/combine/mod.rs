@@ -28,7 +28,7 @@ use crate::trace::Trace;
 mod fit;
 
 pub use fit::lifetimes;
-use fit::{fit, held_until, lifetimes_held, needed};
+use fit::{fit, held_in_queue, lifetimes_held, needed};
 
 /// What the plan does with a tensor during its gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,10 +262,7 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
     let fits = link_fits(profile);
     let mut actions: Vec<(usize, Action)> = taken.iter().map(|t| (t.tensor, t.action)).collect();
     let used: Vec<usize> = taken.iter().map(|t| t.used).collect();
-    let copied: Vec<usize> = actions
-        .iter()
-        .map(|&(tensor, action)| held_until(profile, fits, trace.tensors[tensor].bytes, action))
-        .collect();
+    let copied = held_in_queue(trace, profile, fits, &actions);
     let mut held = copied.clone();
     let live = fit(trace, &mut actions, (&used, &mut held), budget);
     // The ways out the plan does not need stay resident instead.

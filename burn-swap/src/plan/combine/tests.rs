@@ -310,3 +310,42 @@ fn single_op_gaps_reach_a_peak_that_sits_between_two_uses() {
             .all(|c| !c.planner.contains("single-op"))
     );
 }
+
+/// Copies to the host are made one after another: a second offload after the same op
+/// starts when the first is done, and holds its device bytes an op longer.
+#[test]
+fn an_offload_queued_behind_another_holds_its_bytes_longer() {
+    let trace = chain(8, 1000);
+    // Each 1000-byte copy takes 1.4 ops' time (ops take 1 µs).
+    let p = profile(&trace, 1000.0 / 1.4e-6);
+    let fits = link_fits(&p);
+    let offload = |tensor| {
+        (
+            tensor,
+            Action::Offload {
+                after: 2,
+                prefetch_at: 12,
+                inline: false,
+            },
+        )
+    };
+    assert_eq!(held_in_queue(&trace, &p, fits, &[offload(1)]), vec![4]);
+    assert_eq!(held_in_queue(&trace, &p, fits, &[offload(2)]), vec![4]);
+    assert_eq!(
+        held_in_queue(&trace, &p, fits, &[offload(1), offload(2)]),
+        vec![4, 5]
+    );
+    // A copy on the op thread is done at once and does not hold the queue.
+    let inline = (
+        1,
+        Action::Offload {
+            after: 2,
+            prefetch_at: 12,
+            inline: true,
+        },
+    );
+    assert_eq!(
+        held_in_queue(&trace, &p, fits, &[inline, offload(2)]),
+        vec![2, 4]
+    );
+}
