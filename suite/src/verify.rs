@@ -457,6 +457,77 @@ where
     );
 }
 
+/// Trains unbudgeted to find the counted peak, then under every policy at a half and a
+/// quarter of it, with and without compression: bit for bit against the plain backend, the
+/// counted peak within the budget; and at the minimum budget the unbudgeted run's report
+/// named, under the policies that recompute nothing of their own accord. On burn-flex's
+/// device; `plain` is the unwrapped run's outcome, `swapped` trains through
+/// `Autodiff<Swap<Flex>>`. Returns the unbudgeted run's report.
+pub fn every_policy(
+    name: &str,
+    plain: Outcome,
+    swapped: impl Fn() -> Outcome,
+) -> burn_swap::Report {
+    let device = burn::backend::flex::FlexDevice;
+    let _guard = crate::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
+    let unbudgeted = burn_swap::report(&device).unwrap();
+    let peak = unbudgeted.peak_bytes;
+    let minimum = unbudgeted.minimum_budget_bytes;
+    eprintln!(
+        "{name}: peak {peak}, largest op {}, minimum budget {minimum} ({:.1}% of the peak)",
+        unbudgeted.largest_op_bytes,
+        100.0 * minimum as f64 / peak as f64
+    );
+    assert!(peak > 0 && minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
+    for policy in Policy::ALL {
+        let budgets = [
+            ("half", peak / 2),
+            ("a quarter", peak / 4),
+            ("the minimum", minimum),
+        ];
+        for (label, budget) in budgets {
+            // Planned recomputation pins its recipes' inputs on top of what the minimum
+            // counts (the unbudgeted run made no recipes): the policies that plan it are
+            // held to the fractions.
+            if label == "the minimum" && matches!(policy, Policy::RecomputeOnly | Policy::Planned) {
+                continue;
+            }
+            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
+                let what = format!(
+                    "{name}, {} at {label} of its peak ({budget} of {peak} bytes), compression {compression:?}",
+                    policy.name()
+                );
+                let config = SwapConfig::budget_bytes(budget)
+                    .with_policy(policy)
+                    .with_compression(compression);
+                eprintln!("{what}");
+                burn_swap::configure(&device, config).unwrap();
+                burn_swap::restart_trace(&device);
+                burn_swap::reset_counters(&device);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
+                let report = burn_swap::report(&device).unwrap();
+                let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
+                plain.assert_same(&outcome, &what);
+                assert!(
+                    report.peak_bytes <= budget,
+                    "{what}: counted peak {} over the budget\n{report}",
+                    report.peak_bytes
+                );
+                assert!(
+                    report.offloads + report.recomputes > 0,
+                    "{what}: nothing left the device\n{report}"
+                );
+            }
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    unbudgeted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

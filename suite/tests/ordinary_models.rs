@@ -12,7 +12,6 @@
 //! models do not: reductions over `swap_dims` views (batch norm), `chunk`/`slice` then gates
 //! (recurrent cells), `iter_dim`, broadcasting over `[1, C, 1, 1]` statistics.
 
-use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
 use burn::nn::conv::{Conv1d, Conv1dConfig};
@@ -33,8 +32,9 @@ use burn::nn::{
 };
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use burn_swap::{Compression, Policy, Swap, SwapConfig};
+use burn_swap::Swap;
 use burn_swap_suite::train::{Outcome, parameters, train_loop};
+use burn_swap_suite::verify::every_policy as check;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -406,70 +406,6 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
         losses,
         params: parameters(&model),
     }
-}
-
-/// Trains unbudgeted to find the counted peak, then under every policy at a half and a
-/// quarter of it, with and without compression: bit for bit against the plain backend, the
-/// counted peak within the budget. Returns the unbudgeted run's report.
-fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) -> burn_swap::Report {
-    let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
-    let unbudgeted = burn_swap::report(&device).unwrap();
-    let peak = unbudgeted.peak_bytes;
-    let minimum = unbudgeted.minimum_budget_bytes;
-    eprintln!(
-        "{name}: peak {peak}, largest op {}, minimum budget {minimum} ({:.1}% of the peak)",
-        unbudgeted.largest_op_bytes,
-        100.0 * minimum as f64 / peak as f64
-    );
-    assert!(peak > 0 && minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
-    for policy in Policy::ALL {
-        let budgets = [
-            ("half", peak / 2),
-            ("a quarter", peak / 4),
-            ("the minimum", minimum),
-        ];
-        for (label, budget) in budgets {
-            // Planned recomputation pins its recipes' inputs on top of what the minimum
-            // counts (the unbudgeted run made no recipes): the policies that plan it are
-            // held to the fractions.
-            if label == "the minimum" && matches!(policy, Policy::RecomputeOnly | Policy::Planned) {
-                continue;
-            }
-            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
-                let what = format!(
-                    "{name}, {} at {label} of its peak ({budget} of {peak} bytes), compression {compression:?}",
-                    policy.name()
-                );
-                let config = SwapConfig::budget_bytes(budget)
-                    .with_policy(policy)
-                    .with_compression(compression);
-                eprintln!("{what}");
-                burn_swap::configure(&device, config).unwrap();
-                burn_swap::restart_trace(&device);
-                burn_swap::reset_counters(&device);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
-                let report = burn_swap::report(&device).unwrap();
-                let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
-                plain.assert_same(&outcome, &what);
-                assert!(
-                    report.peak_bytes <= budget,
-                    "{what}: counted peak {} over the budget\n{report}",
-                    report.peak_bytes
-                );
-                assert!(
-                    report.offloads + report.recomputes > 0,
-                    "{what}: nothing left the device\n{report}"
-                );
-            }
-        }
-    }
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    unbudgeted
 }
 
 #[test]

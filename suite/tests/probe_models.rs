@@ -9,7 +9,6 @@
 //! GAN with two optimizers, a learning rate changing every step and evaluation passes on the
 //! inner backend.
 
-use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
 use burn::nn::attention::generate_autoregressive_mask;
@@ -28,8 +27,9 @@ use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer,
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use burn_swap::{Compression, Policy, Swap, SwapConfig};
+use burn_swap::Swap;
 use burn_swap_suite::train::{Outcome, parameters};
+use burn_swap_suite::verify::every_policy;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -252,53 +252,6 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
 }
 
-fn check(name: &str, plain: Outcome, swapped: impl Fn() -> Outcome) {
-    let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
-    let unbudgeted = burn_swap::report(&device).unwrap();
-    let peak = unbudgeted.peak_bytes;
-    let minimum = unbudgeted.minimum_budget_bytes;
-    eprintln!("{name}: peak {peak}, minimum {minimum}");
-    for policy in Policy::ALL {
-        let mut budgets = vec![("half", peak / 2), ("a quarter", peak / 4)];
-        if matches!(policy, Policy::Reactive | Policy::OffloadOnly) {
-            budgets.push(("the minimum", minimum));
-        }
-        for (label, budget) in budgets {
-            if budget < minimum {
-                continue;
-            }
-            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
-                let what = format!(
-                    "{name}, {} at {label} ({budget} of {peak} bytes), {compression:?}",
-                    policy.name()
-                );
-                eprintln!("{what}");
-                let config = SwapConfig::budget_bytes(budget)
-                    .with_policy(policy)
-                    .with_compression(compression);
-                burn_swap::configure(&device, config).unwrap();
-                burn_swap::restart_trace(&device);
-                burn_swap::reset_counters(&device);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&swapped));
-                let report = burn_swap::report(&device).unwrap();
-                let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
-                plain.assert_same(&outcome, &what);
-                assert!(report.peak_bytes <= budget, "{what}: over budget\n{report}");
-                assert!(
-                    report.offloads + report.recomputes > 0,
-                    "{what}: nothing left\n{report}"
-                );
-            }
-        }
-    }
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-}
-
 #[test]
 fn tied_causal_lm_with_accumulation_and_norm_clipping() {
     fn run<B: AutodiffBackend>() -> Outcome {
@@ -307,7 +260,7 @@ fn tied_causal_lm_with_accumulation_and_norm_clipping() {
             .init::<B, TiedLm<B>>();
         train::<B, _>(TiedLm::new, |m, s, k| m.loss(s, k), optimizer)
     }
-    check("tied causal LM", run::<Plain>(), run::<Swapped>);
+    every_policy("tied causal LM", run::<Plain>(), run::<Swapped>);
 }
 
 #[test]
@@ -320,7 +273,7 @@ fn pooled_convolutions_with_sgd_momentum_and_value_clipping() {
             .init::<B, PoolNet<B>>();
         train::<B, _>(PoolNet::new, |m, s, k| m.loss(s, k), optimizer)
     }
-    check("pooled convolutions", run::<Plain>(), run::<Swapped>);
+    every_policy("pooled convolutions", run::<Plain>(), run::<Swapped>);
 }
 
 /// Odd ops ordinary code uses: padding, roll, flip, unfold, chunk, repeat, variance,
@@ -433,7 +386,7 @@ fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
             params: parameters(&model),
         }
     }
-    check("odd ops", run::<Plain>(), run::<Swapped>);
+    every_policy("odd ops", run::<Plain>(), run::<Swapped>);
 }
 
 /// A GAN's two players.
@@ -520,5 +473,5 @@ fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
             params,
         }
     }
-    check("GAN", run::<Plain>(), run::<Swapped>);
+    every_policy("GAN", run::<Plain>(), run::<Swapped>);
 }
