@@ -349,18 +349,15 @@ impl fmt::Display for Report {
         self.transfer_rows(&mut rows);
         self.plan_rows(&mut rows);
         self.device_rows(&mut rows);
-        // Columns as wide as their widest cell (at least 16 and 32 characters).
+        // The names as wide as the widest (at least 16 characters: a planner's name can be
+        // longer); values in 32, a longer one overflowing its row only.
         let keys = rows
             .iter()
             .map(|(k, _)| k.chars().count())
             .fold(16, usize::max);
-        let values = rows
-            .iter()
-            .map(|(_, v)| v.chars().count())
-            .fold(32, usize::max);
-        writeln!(f, "|{:-<w$}|{:-<v$}|", "", "", w = keys + 2, v = values + 2)?;
+        writeln!(f, "|{:-<w$}|{:-<34}|", "", "", w = keys + 2)?;
         for (k, v) in rows {
-            writeln!(f, "| {k:<keys$} | {v:>values$} |")?;
+            writeln!(f, "| {k:<keys$} | {v:>32} |")?;
         }
         Ok(())
     }

@@ -449,8 +449,8 @@ impl Ranked {
 }
 
 /// The other gaps of each candidate's tensor (its candidate has the longest): gaps between
-/// two of its uses at least `min_gap` ops apart (as the candidates' own), and the one across the iteration boundary
-/// for a carried tensor. They can leave by offload only (a tensor is recomputed in one gap at
+/// two of its uses at least `min_gap` ops apart (the candidates' own minimum), and the one
+/// across the iteration boundary for a carried tensor. They can leave by offload only (a tensor is recomputed in one gap at
 /// most), so that a tensor used at many points of the iteration need not stay resident
 /// between all the others.
 fn other_gaps(
