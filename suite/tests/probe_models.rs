@@ -28,6 +28,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use burn_swap::Swap;
+use burn_swap_suite::data::XorShift;
 use burn_swap_suite::train::{Outcome, parameters};
 use burn_swap_suite::verify::every_policy;
 
@@ -37,16 +38,25 @@ type Swapped = Autodiff<Swap<Flex>>;
 const STEPS: usize = 12;
 const MICRO: usize = 2;
 
+/// `n` values uniform in [-1, 1) from `seed`.
 fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    XorShift::new(seed).vec_f32(n, 1.0)
+}
+
+/// Inputs of shape `dims` from `seed`, and one label in `0..classes` per row.
+fn labelled<B: Backend, const D: usize>(
+    seed: u64,
+    dims: [usize; D],
+    classes: usize,
+    device: &B::Device,
+) -> (Tensor<B, D>, Tensor<B, 1, Int>) {
+    let n = dims.iter().product();
+    let x = Tensor::from_data(TensorData::new(noise(seed, n), dims), device);
+    let y: Vec<i64> = noise(seed + 1, dims[0])
+        .iter()
+        .map(|v| (((v + 1.0) / 2.0 * classes as f32) as i64).min(classes as i64 - 1))
+        .collect();
+    (x, Tensor::from_data(TensorData::new(y, [dims[0]]), device))
 }
 
 /// A two-layer causal language model whose logits are its hidden states against the
@@ -180,15 +190,7 @@ impl<B: Backend> PoolNet<B> {
     fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
         let device = self.head.weight.device();
         let seed = 300 + (step * MICRO + micro) as u64;
-        let x = Tensor::<B, 4>::from_data(
-            TensorData::new(noise(seed, 6 * 3 * 16 * 16), [6, 3, 16, 16]),
-            &device,
-        );
-        let y: Vec<i64> = noise(seed + 7, 6)
-            .iter()
-            .map(|v| ((v + 1.0) * 1.49) as i64)
-            .collect();
-        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(y, [6]), &device);
+        let (x, y) = labelled::<B, 4>(seed, [6, 3, 16, 16], 3, &device);
         let h = self.stem.forward(x).clamp_min(0.0);
         let mut g = h;
         for conv in &self.grouped {
@@ -303,15 +305,7 @@ impl<B: Backend> Odds<B> {
     fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
         let device = self.head.weight.device();
         let seed = 500 + (step * MICRO + micro) as u64;
-        let x = Tensor::<B, 3>::from_data(
-            TensorData::new(noise(seed, 8 * 10 * 12), [8, 10, 12]),
-            &device,
-        );
-        let y: Vec<i64> = noise(seed + 1, 8)
-            .iter()
-            .map(|v| ((v + 1.0) * 2.49) as i64)
-            .collect();
-        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(y, [8]), &device);
+        let (x, y) = labelled::<B, 3>(seed, [8, 10, 12], 5, &device);
         let h = self.frozen.forward(x.clone()).tanh();
         let mut h = h;
         for (a, b) in self.a.iter().zip(&self.b) {
@@ -417,18 +411,6 @@ impl<B: Backend> Player<B> {
     }
 }
 
-fn gaussian_batch<B: Backend>(
-    seed: u64,
-    rows: usize,
-    cols: usize,
-    device: &B::Device,
-) -> Tensor<B, 2> {
-    Tensor::from_data(
-        TensorData::new(noise(seed, rows * cols), [rows, cols]),
-        device,
-    )
-}
-
 /// A GAN: the discriminator steps on real and detached fake samples, then the generator
 /// steps through the discriminator, each with its own optimizer and a learning rate that
 /// changes every step; every third step an evaluation pass runs on the inner backend (no
@@ -446,8 +428,10 @@ fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
         let mut values = Vec::new();
         for step in 0..STEPS {
             let lr = 2e-3 * (1.0 + (step as f64 * 0.7).cos()) / 2.0 + 1e-4;
-            let real = gaussian_batch::<B>(700 + step as u64, 16, 16, &device).tanh();
-            let z = gaussian_batch::<B>(800 + step as u64, 16, 8, &device);
+            let real = labelled::<B, 2>(700 + step as u64, [16, 16], 2, &device)
+                .0
+                .tanh();
+            let z = labelled::<B, 2>(800 + step as u64, [16, 8], 2, &device).0;
             let fake = g.forward(z.clone());
             let d_real = d.forward(real);
             let d_fake = d.forward(fake.clone().detach());
@@ -461,7 +445,7 @@ fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
             let grads = GradientsParams::from_grads(g_loss.backward(), &g);
             g = opt_g.step(lr, g, grads);
             if step % 3 == 2 {
-                let z = gaussian_batch::<B::InnerBackend>(900, 32, 8, &device);
+                let z = labelled::<B::InnerBackend, 2>(900, [32, 8], 2, &device).0;
                 let sample = g.valid().forward(z);
                 values.push(sample.powf_scalar(2.0).mean().into_scalar().elem::<f32>());
             }

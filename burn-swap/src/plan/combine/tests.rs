@@ -15,6 +15,22 @@ fn chain(layers: usize, forward_ns: u64) -> Trace {
     )
 }
 
+/// `trace` with tensor `tensor` read once more, by op `op` (its accesses in order).
+fn read_again(trace: &mut Trace, tensor: usize, op: usize) {
+    use crate::trace::{Access, AccessKind};
+    let accesses = &mut trace.tensors[tensor].accesses;
+    let at = accesses.partition_point(|a| a.op < op);
+    accesses.insert(
+        at,
+        Access {
+            op,
+            kind: AccessKind::Read,
+        },
+    );
+    let id = trace.tensors[tensor].id;
+    trace.ops[op].inputs.push(id);
+}
+
 fn profile(trace: &Trace, bandwidth: f64) -> Profile {
     let samples = [1u64 << 10, 1 << 20]
         .iter()
@@ -114,20 +130,12 @@ fn prefetch_starts_late_enough_to_land_just_in_time() {
 
 #[test]
 fn a_tensor_leaves_in_each_of_its_gaps_and_returns_just_in_time() {
-    use crate::trace::{Access, AccessKind};
     // A chain of 8 whose activation 0 (8000 bytes) op 4 reads again, and whose
     // activation 2 is as large: activation 0 must be gone while activation 2 is made
     // (ops 2 and 3) and again while the backward reads it (op 14).
     let mut trace =
         crate::trace::synthetic::chain(8, |l| if l == 0 || l == 2 { 8000 } else { 1000 }, |_| 1000);
-    trace.tensors[0].accesses.insert(
-        1,
-        Access {
-            op: 4,
-            kind: AccessKind::Read,
-        },
-    );
-    trace.ops[4].inputs.push(0);
+    read_again(&mut trace, 0, 4);
     let p = profile(&trace, 1e9);
     let plan = combine(&trace, &p, &candidates(&trace, &p, 3), 12_000);
     assert!(plan.feasible, "{plan:?}");
@@ -261,17 +269,9 @@ fn a_copy_that_costs_less_than_handing_it_over_is_made_on_the_op_thread() {
 /// no other fits.
 #[test]
 fn single_op_gaps_reach_a_peak_that_sits_between_two_uses() {
-    use crate::trace::{Access, AccessKind};
     let mut trace =
         crate::trace::synthetic::chain(8, |l| if l <= 2 { 8000 } else { 1000 }, |_| 1000);
-    trace.tensors[0].accesses.insert(
-        1,
-        Access {
-            op: 3,
-            kind: AccessKind::Read,
-        },
-    );
-    trace.ops[3].inputs.push(0);
+    read_again(&mut trace, 0, 3);
     let p = profile(&trace, 1e9);
     let offload_only = |min_gap| -> Vec<Candidate> {
         candidates(&trace, &p, min_gap)
