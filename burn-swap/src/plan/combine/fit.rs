@@ -148,7 +148,7 @@ fn pin_recipe_inputs(trace: &Trace, actions: &[(usize, Action)], lifetimes: &mut
 
 /// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
 /// of an op together, as [`simulate::simulate`] counts them).
-fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
+pub(super) fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
     let mut delta = vec![0i64; ops + 1];
     for l in lifetimes {
         let from = l.from.unwrap_or(0);
@@ -307,6 +307,61 @@ pub(super) fn fit(
         }
     }
     live
+}
+
+/// Fetches started into the budget's slack: the planned fetches, taken in the order of their
+/// uses, each start at the earliest op before its planned start where its bytes fit beside
+/// the counted bytes (`live`) of every op up to that start, but not before its copy out is
+/// done (`held`) nor before the fetch of an earlier use starts (the receive side takes
+/// fetches one after another, in the order they are started: a fetch started ahead of one
+/// needed sooner would delay it). The planned start hides a fetch at the link's measured
+/// speed; copies made while the compute runs can take longer than that, and a fetch started
+/// sooner in room the budget leaves free costs no budget. Updates `live`.
+pub(super) fn lead_into_slack(
+    trace: &Trace,
+    actions: &mut [(usize, Action)],
+    (used, held): (&[usize], &[usize]),
+    (live, budget): (&mut [i64], u64),
+) {
+    let ops = trace.ops.len();
+    if ops == 0 || live.len() != ops {
+        return;
+    }
+    let budget = budget as i64;
+    let mut fetches: Vec<usize> = (0..actions.len())
+        .filter(|&j| matches!(actions[j].1, Action::Offload { inline: false, .. }))
+        .collect();
+    fetches.sort_by_key(|&j| match actions[j].1 {
+        Action::Offload { prefetch_at, .. } => (used[j], prefetch_at),
+        Action::Recompute { .. } => (used[j], 0),
+    });
+    // The start of the fetch taken before, in the ops numbered on into the next iteration.
+    let mut floor = 0;
+    for j in fetches {
+        let (
+            tensor,
+            Action::Offload {
+                after, prefetch_at, ..
+            },
+        ) = actions[j]
+        else {
+            continue;
+        };
+        let bytes = trace.tensors[tensor].bytes as i64;
+        // A fetch planned in the next iteration stays there (the executor starts it after
+        // the op before `prefetch_at`, the offload's tag carried across the boundary).
+        let boundary = if prefetch_at >= ops { ops } else { 0 };
+        let lowest = (held[j].max(after) + 1).max(floor).max(boundary);
+        let mut at = prefetch_at;
+        while at > lowest && live[(at - 1) % ops] + bytes <= budget {
+            at -= 1;
+            live[at % ops] += bytes;
+        }
+        if let Action::Offload { prefetch_at, .. } = &mut actions[j].1 {
+            *prefetch_at = at;
+        }
+        floor = floor.max(at);
+    }
 }
 
 /// The last op during which each offload's device copy is still held: its copy to the host

@@ -17,8 +17,11 @@
 //!
 //! An offload starts after the access that opens the gap; its prefetch starts at the latest op
 //! from which the compute left before the next use hides the fetch at the profiled bandwidth
-//! (or right after the offload, when nothing can hide it). The other destinations (peers) and
-//! compression come in as further actions here.
+//! (or right after the offload, when nothing can hide it); once the plan is fitted to the
+//! budget, each fetch starts sooner where the budget has room for its bytes at every op up to
+//! that start, in the order of the uses (copies made while the compute runs can take longer
+//! than the link measured alone). The other destinations (peers) and compression come in as
+//! further actions here.
 
 use super::checkpoint::Candidate;
 use super::profile::{LinkFit, Profile};
@@ -28,7 +31,7 @@ use crate::trace::Trace;
 mod fit;
 
 pub use fit::lifetimes;
-use fit::{fit, held_in_queue, lifetimes_held, needed};
+use fit::{fit, held_in_queue, lead_into_slack, lifetimes_held, live_per_op, needed};
 
 /// What the plan does with a tensor during its gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +278,10 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
     let mut taken = taken.to_vec();
     retain_kept(&mut taken, &keep);
     let taken = &taken[..];
+    if ops > 0 {
+        let mut live = live_per_op(&lifetimes_held(trace, &actions, &held), ops);
+        lead_into_slack(trace, &mut actions, (&used, &held), (&mut live, budget));
+    }
     let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
     let here = OnThread::of(profile);
     let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
