@@ -7,26 +7,46 @@
 //! concatenation, a detached branch, cumulative sums and sorting; odd ops (padding, roll,
 //! unfold, `mask_where`) with a frozen layer and a reload of the parameters mid-training; a
 //! GAN with two optimizers, a learning rate changing every step and evaluation passes on the
-//! inner backend.
+//! inner backend; a sequence-to-sequence transformer (cross-attention, a source padding
+//! mask, label smoothing, RMSprop) decoding greedily with its autoregressive cache; 3-D,
+//! deformable and transposed 1-D convolutions with Huber, binary cross-entropy and KL losses
+//! under AdaGrad; image patches (`Unfold4d`) with a CTC loss under Muon.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
 use burn::nn::attention::generate_autoregressive_mask;
 use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
+use burn::nn::conv::{
+    Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig, ConvTranspose1d,
+    ConvTranspose1dConfig, DeformConv2d, DeformConv2dConfig,
+};
+use burn::nn::loss::{
+    BinaryCrossEntropyLossConfig, CTCLossConfig, CrossEntropyLossConfig, HuberLossConfig,
+    KLDivLossConfig, Reduction,
+};
+use burn::nn::pool::{
+    AvgPool1d, AvgPool1dConfig, AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
+};
+use burn::nn::transformer::{
+    TransformerDecoder, TransformerDecoderConfig, TransformerDecoderInput, TransformerEncoder,
+    TransformerEncoderConfig, TransformerEncoderInput,
+};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear,
-    LinearConfig, PaddingConfig2d,
+    LinearConfig, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d, PositionalEncoding,
+    PositionalEncodingConfig, Unfold4d, Unfold4dConfig,
 };
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::grad_clipping::GradientClippingConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer, SgdConfig};
+use burn::optim::{
+    AdaGradConfig, AdamWConfig, GradientsAccumulator, GradientsParams, MuonConfig, Optimizer,
+    RmsPropConfig, SgdConfig,
+};
+use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::PadMode;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use burn_swap::Swap;
 use burn_swap_suite::data::XorShift;
 use burn_swap_suite::train::{Outcome, parameters};
@@ -458,4 +478,331 @@ fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
         }
     }
     every_policy("GAN", run::<Plain>(), run::<Swapped>);
+}
+
+/// A sequence-to-sequence transformer: an encoder over the source with a padding mask, a
+/// decoder with causal self-attention and cross-attention over the encoder's memory,
+/// sinusoidal positions and label smoothing.
+#[derive(Module, Debug)]
+struct Seq2Seq<B: Backend> {
+    source: Embedding<B>,
+    target: Embedding<B>,
+    positions: PositionalEncoding<B>,
+    encoder: TransformerEncoder<B>,
+    decoder: TransformerDecoder<B>,
+    out: Linear<B>,
+}
+
+impl<B: Backend> Seq2Seq<B> {
+    const VOCAB: usize = 20;
+    const D: usize = 16;
+    const SEQ: usize = 8;
+    const BATCH: usize = 3;
+
+    fn new(device: &B::Device) -> Self {
+        Self {
+            source: EmbeddingConfig::new(Self::VOCAB, Self::D).init(device),
+            target: EmbeddingConfig::new(Self::VOCAB, Self::D).init(device),
+            positions: PositionalEncodingConfig::new(Self::D)
+                .with_max_sequence_size(16)
+                .init(device),
+            encoder: TransformerEncoderConfig::new(Self::D, 32, 2, 2).init(device),
+            decoder: TransformerDecoderConfig::new(Self::D, 32, 2, 2)
+                .with_norm_first(true)
+                .init(device),
+            out: LinearConfig::new(Self::D, Self::VOCAB).init(device),
+        }
+    }
+
+    /// `b × s` token ids from `seed`.
+    fn ids(seed: u64, [b, s]: [usize; 2], device: &B::Device) -> Tensor<B, 2, Int> {
+        let ids: Vec<i64> = noise(seed, b * s)
+            .into_iter()
+            .map(|v| ((v + 1.0) * 9.99) as i64)
+            .collect();
+        Tensor::from_data(TensorData::new(ids, [b, s]), device)
+    }
+
+    /// The encoder's memory of step `step`'s source (the first row's last two positions
+    /// padding), and that step's target sequence.
+    fn encode(&self, step: usize) -> (Tensor<B, 3>, Tensor<B, 2, Int>) {
+        let device = self.out.weight.device();
+        let (b, s) = (Self::BATCH, Self::SEQ);
+        let seed = 1000 + step as u64;
+        let pad: Vec<bool> = (0..b * s).map(|i| (s - 2..s).contains(&i)).collect();
+        let pad = Tensor::<B, 2, Bool>::from_data(TensorData::new(pad, [b, s]), &device);
+        let x = self
+            .positions
+            .forward(self.source.forward(Self::ids(seed, [b, s], &device)));
+        let memory = self
+            .encoder
+            .forward(TransformerEncoderInput::new(x).mask_pad(pad));
+        (memory, Self::ids(seed + 500, [b, s + 1], &device))
+    }
+
+    /// Teacher-forced next-token loss and accuracy.
+    fn loss(&self, step: usize) -> (Tensor<B, 1>, Tensor<B, 1>) {
+        let device = self.out.weight.device();
+        let (b, s) = (Self::BATCH, Self::SEQ);
+        let (memory, tgt) = self.encode(step);
+        let input = tgt.clone().slice([0..b, 0..s]);
+        let target = tgt.slice([0..b, 1..s + 1]).reshape([b * s]);
+        let y = self.positions.forward(self.target.forward(input));
+        let mask = generate_autoregressive_mask::<B>(b, s, &device);
+        let h = self
+            .decoder
+            .forward(TransformerDecoderInput::new(y, memory).target_mask_attn(mask));
+        let logits = self.out.forward(h).reshape([b * s, Self::VOCAB]);
+        let hit = logits
+            .clone()
+            .argmax(1)
+            .reshape([b * s])
+            .equal(target.clone())
+            .int()
+            .float()
+            .mean();
+        let loss = CrossEntropyLossConfig::new()
+            .with_smoothing(Some(0.1))
+            .init(&device)
+            .forward(logits, target);
+        (loss, hit)
+    }
+
+    /// Four tokens decoded greedily from token 0 with the decoder's autoregressive cache:
+    /// their ids.
+    fn decode(&self, step: usize) -> Vec<i64> {
+        let device = self.out.weight.device();
+        let b = Self::BATCH;
+        let (memory, _) = self.encode(step);
+        let mut cache = self.decoder.new_autoregressive_cache();
+        let mut tokens = Tensor::<B, 2, Int>::zeros([b, 1], &device);
+        for t in 0..4 {
+            let y = self.positions.forward(self.target.forward(tokens.clone()));
+            let mask = generate_autoregressive_mask::<B>(b, t + 1, &device);
+            let h = self.decoder.forward_autoregressive_inference(
+                TransformerDecoderInput::new(y, memory.clone()).target_mask_attn(mask),
+                &mut cache,
+            );
+            let last = h.slice([0..b, t..t + 1]).reshape([b, Self::D]);
+            let next = self.out.forward(last).argmax(1);
+            tokens = Tensor::cat(vec![tokens, next], 1);
+        }
+        tokens.into_data().iter::<i64>().collect()
+    }
+}
+
+#[test]
+fn seq2seq_transformer_with_rmsprop_and_cached_greedy_decoding() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 9);
+        let mut model = Seq2Seq::<B>::new(&device);
+        let mut optimizer = RmsPropConfig::new()
+            .with_momentum(0.5)
+            .with_centered(true)
+            .init::<B, Seq2Seq<B>>();
+        let mut values = Vec::new();
+        for step in 0..STEPS {
+            let (loss, hit) = model.loss(step);
+            values.push(loss.clone().into_scalar().elem::<f32>());
+            values.push(hit.into_scalar().elem::<f32>());
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optimizer.step(3e-3, model, grads);
+            // Greedy decoding on the inner backend, as an evaluation pass does.
+            if step % 3 == 2 {
+                values.extend(model.valid().decode(step).iter().map(|&t| t as f32));
+            }
+        }
+        Outcome {
+            losses: values,
+            params: parameters(&model),
+        }
+    }
+    every_policy("seq2seq transformer", run::<Plain>(), run::<Swapped>);
+}
+
+/// A 3-D convolution over short clips read out as a sequence by residual 1-D convolutions,
+/// average pooling and a transposed 1-D convolution, beside a deformable convolution over images
+/// (its offsets made by a plain one); three heads trained at once with a Huber loss, a binary
+/// cross-entropy on logits and a KL divergence.
+#[derive(Module, Debug)]
+struct Signals<B: Backend> {
+    clip: Conv3d<B>,
+    seq: Conv1d<B>,
+    mix: Vec<Conv1d<B>>,
+    pool: AvgPool1d,
+    up: ConvTranspose1d<B>,
+    offsets: Conv2d<B>,
+    deform: DeformConv2d<B>,
+    regress: Linear<B>,
+    flags: Linear<B>,
+    dist: Linear<B>,
+}
+
+impl<B: Backend> Signals<B> {
+    const BATCH: usize = 4;
+
+    fn new(device: &B::Device) -> Self {
+        Self {
+            clip: Conv3dConfig::new([2, 4], [3, 3, 3])
+                .with_padding(PaddingConfig3d::Explicit(1, 1, 1))
+                .init(device),
+            seq: Conv1dConfig::new(16, 8, 3)
+                .with_padding(PaddingConfig1d::Explicit(1, 1))
+                .init(device),
+            mix: (0..6)
+                .map(|_| {
+                    Conv1dConfig::new(8, 8, 3)
+                        .with_padding(PaddingConfig1d::Explicit(1, 1))
+                        .init(device)
+                })
+                .collect(),
+            pool: AvgPool1dConfig::new(2).init(),
+            up: ConvTranspose1dConfig::new([8, 4], 4)
+                .with_stride(2)
+                .init(device),
+            offsets: Conv2dConfig::new([3, 18], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device),
+            deform: DeformConv2dConfig::new([3, 4], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device),
+            regress: LinearConfig::new(4 * 38 + 4, 2).init(device),
+            flags: LinearConfig::new(4 * 38 + 4, 3).init(device),
+            dist: LinearConfig::new(4 * 38 + 4, 5).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.regress.weight.device();
+        let b = Self::BATCH;
+        let seed = 2000 + 10 * (step * MICRO + micro) as u64;
+        let clips = labelled::<B, 5>(seed, [b, 2, 4, 6, 6], 2, &device).0;
+        let images = labelled::<B, 4>(seed + 2, [b, 3, 6, 6], 2, &device).0;
+        // [b, 4, 4, 6, 6] -> a sequence of 36 positions with 16 channels.
+        let v = self.clip.forward(clips).clamp_min(0.0).reshape([b, 16, 36]);
+        let mut v = self.seq.forward(v).tanh();
+        for conv in &self.mix {
+            v = conv.forward(v.clone()).tanh() + v;
+        }
+        let v = self.up.forward(self.pool.forward(v));
+        let offsets = self.offsets.forward(images.clone()) * 0.5;
+        let w = self.deform.forward(images, offsets, None);
+        let w = w.mean_dim(3).mean_dim(2).reshape([b, 4]);
+        let h = Tensor::cat(vec![v.flatten::<2>(1, 2), w], 1);
+        let target = labelled::<B, 2>(seed + 4, [b, 2], 2, &device).0;
+        let huber = HuberLossConfig::new(0.5).init().forward(
+            self.regress.forward(h.clone()),
+            target,
+            Reduction::Mean,
+        );
+        let flags = labelled::<B, 2>(seed + 6, [b, 3], 2, &device)
+            .0
+            .greater_elem(0.0)
+            .int();
+        let bce = BinaryCrossEntropyLossConfig::new()
+            .with_logits(true)
+            .init(&device)
+            .forward(self.flags.forward(h.clone()), flags);
+        let wanted = softmax(labelled::<B, 2>(seed + 8, [b, 5], 2, &device).0, 1);
+        let dist = self.dist.forward(h);
+        let kl = KLDivLossConfig::new().init().forward(
+            log_softmax(dist.clone(), 1),
+            wanted,
+            Reduction::BatchMean,
+        );
+        let top = dist.argmax(1).reshape([b]).sum().reshape([1]);
+        (huber.clone() + bce + kl, huber, top)
+    }
+}
+
+#[test]
+fn conv3d_deformable_and_transposed_1d_with_adagrad_and_three_losses() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = AdaGradConfig::new().init::<B, Signals<B>>();
+        train::<B, _>(Signals::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    every_policy(
+        "conv3d, deformable, transposed 1-D",
+        run::<Plain>(),
+        run::<Swapped>,
+    );
+}
+
+/// Image patches (`Unfold4d`) through bias-free linear layers, read as a sequence of
+/// frames and trained with a CTC loss under Muon (whose Newton-Schulz iterations run on the
+/// inner backend).
+#[derive(Module, Debug)]
+struct Patches<B: Backend> {
+    unfold: Unfold4d,
+    layers: Vec<Linear<B>>,
+}
+
+impl<B: Backend> Patches<B> {
+    const BATCH: usize = 3;
+    /// 8 frames of 4 × 4 patches, 6 classes (0 the blank).
+    const FRAMES: usize = 8;
+    const CLASSES: usize = 6;
+
+    fn new(device: &B::Device) -> Self {
+        let widths = [16, 24, 24, Self::CLASSES];
+        Self {
+            unfold: Unfold4dConfig::new([4, 4]).with_stride([4, 4]).init(),
+            layers: widths
+                .windows(2)
+                .map(|w| LinearConfig::new(w[0], w[1]).with_bias(false).init(device))
+                .collect(),
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.layers[0].weight.device();
+        let b = Self::BATCH;
+        let seed = 3000 + 10 * (step * MICRO + micro) as u64;
+        let images = labelled::<B, 4>(seed, [b, 1, 8, 16], 2, &device).0;
+        // [b, 16, 8]: 16 values per patch, 8 patches -> frames [b, 8, 16].
+        let mut h = self.unfold.forward(images).swap_dims(1, 2);
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = layer.forward(h);
+            if i + 1 < self.layers.len() {
+                h = h.tanh();
+            }
+        }
+        let log_probs = log_softmax(h, 2).swap_dims(0, 1);
+        let labels: Vec<i64> = noise(seed + 1, b * 3)
+            .iter()
+            .map(|v| 1 + ((v + 1.0) * 2.49) as i64)
+            .collect();
+        let targets = Tensor::from_data(TensorData::new(labels, [b, 3]), &device);
+        let lengths = |values: Vec<i64>| Tensor::from_data(TensorData::new(values, [b]), &device);
+        let loss = CTCLossConfig::new()
+            .init()
+            .forward(
+                log_probs.clone(),
+                targets,
+                lengths(vec![Self::FRAMES as i64; b]),
+                lengths(vec![3, 2, 3]),
+            )
+            .mean();
+        let blank = log_probs
+            .clone()
+            .detach()
+            .argmax(2)
+            .equal_elem(0)
+            .int()
+            .float()
+            .mean();
+        let best = log_probs.argmax(2).sum().reshape([1]);
+        (loss, blank, best)
+    }
+}
+
+#[test]
+fn unfolded_patches_with_ctc_loss_and_muon() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = MuonConfig::new().init::<B, Patches<B>>();
+        train::<B, _>(Patches::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    every_policy("patches, CTC, Muon", run::<Plain>(), run::<Swapped>);
 }
