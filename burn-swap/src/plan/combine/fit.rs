@@ -1,7 +1,8 @@
 //! Fitting a plan into its budget: the lifetimes a plan leaves, the counted bytes per op,
 //! the waits and later fetches that bring an op under the budget (`fit`), how long an
-//! offload's device copy is held while it is copied (`held_in_queue`), and which ways out a
-//! fitted plan does not need (`needed`).
+//! offload's device copy is held while it is copied (`held_in_queue`), how late each fetch
+//! lands behind the fetches before it (`late_in_queue`), and which ways out a fitted plan does
+//! not need (`needed`).
 
 use super::{Action, Taken};
 use crate::plan::profile::{LinkFit, Profile};
@@ -414,4 +415,58 @@ pub(super) fn held_in_queue(
         held[j] = op;
     }
     held
+}
+
+/// How late each planned fetch lands, in seconds after the start of the op that uses it
+/// (zero when in time): a fetch starts when the op before its `prefetch_at` is done, as the
+/// program starts it, or when the fetch started before it is done, whichever is later (the
+/// receive worker, or the device's copy stream, makes them one after another, in the order
+/// they are started: by op, then in the plan's order), and takes the link's time for its
+/// bytes. Zero for a recomputation or a copy made on the op thread. Op numbers run on into the
+/// next iteration for a gap across the boundary.
+pub(super) fn late_in_queue(
+    trace: &Trace,
+    profile: &Profile,
+    fits: Option<(LinkFit, LinkFit)>,
+    actions: &[(usize, Action)],
+    used: &[usize],
+) -> Vec<f64> {
+    let mut late = vec![0.0; actions.len()];
+    let Some((_, back)) = fits else {
+        return late;
+    };
+    let ops = profile.op_nanos.len();
+    if ops == 0 {
+        return late;
+    }
+    let mut done_at = Vec::with_capacity(ops);
+    let mut clock = 0.0;
+    for &nanos in &profile.op_nanos {
+        clock += nanos as f64 * 1e-9;
+        done_at.push(clock);
+    }
+    // When op `k` is done, ops numbered on into the following iterations.
+    let done = |k: usize| (k / ops) as f64 * clock + done_at[k % ops];
+    let mut queued: Vec<(usize, usize)> = actions
+        .iter()
+        .enumerate()
+        .filter_map(|(j, &(_, action))| match action {
+            Action::Offload {
+                after,
+                prefetch_at,
+                inline: false,
+            } => Some((prefetch_at.saturating_sub(1).max(after), j)),
+            _ => None,
+        })
+        .collect();
+    queued.sort_unstable();
+    let mut free_from = 0.0_f64;
+    for (at, j) in queued {
+        let bytes = trace.tensors[actions[j].0].bytes;
+        let landed = done(at).max(free_from) + back.seconds(bytes);
+        free_from = landed;
+        let needed = if used[j] == 0 { 0.0 } else { done(used[j] - 1) };
+        late[j] = (landed - needed).max(0.0);
+    }
+    late
 }

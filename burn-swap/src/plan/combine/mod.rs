@@ -31,7 +31,9 @@ use crate::trace::Trace;
 mod fit;
 
 pub use fit::lifetimes;
-use fit::{fit, held_in_queue, lead_into_slack, lifetimes_held, live_per_op, needed};
+use fit::{
+    fit, held_in_queue, late_in_queue, lead_into_slack, lifetimes_held, live_per_op, needed,
+};
 
 /// What the plan does with a tensor during its gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +285,7 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         lead_into_slack(trace, &mut actions, (&used, &held), (&mut live, budget));
     }
     let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
+    let late = late_in_queue(trace, profile, fits, &actions, &used);
     let here = OnThread::of(profile);
     let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
     for (j, (&(tensor, action), t)) in actions.iter().zip(taken).enumerate() {
@@ -291,15 +294,10 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
             (Action::Offload { inline: true, .. }, _) => {
                 exposed += here.round_trip(bytes).unwrap_or(t.cost);
             }
-            (
-                Action::Offload {
-                    after, prefetch_at, ..
-                },
-                Some(fits),
-            ) => {
+            (Action::Offload { after, .. }, Some(fits)) => {
                 let waited = (held[j] < copied[j]).then_some(held[j] + 1);
                 exposed +=
-                    offload_exposed(profile, fits, bytes, (after, prefetch_at, used[j]), waited);
+                    offload_exposed(profile, fits, bytes, (after, used[j]), (waited, late[j]));
                 handover += 2.0 * here.handover;
             }
             (Action::Offload { .. }, None) => {}
@@ -498,23 +496,22 @@ fn other_gaps(
     out
 }
 
-/// The time an offload after op `after`, fetched from `prefetch_at` on for its use at op
-/// `used` (and waited for before op `waited`, when the budget needs its bytes there),
-/// leaves exposed: its round trip beyond the compute of its gap, or the part of its copy out
-/// that the ops before the wait do not hide plus the part of its fetch that the ops between
-/// the prefetch and the use do not, whichever is more.
+/// The time an offload after op `after`, used again at op `used` (and waited for before op
+/// `waited`, when the budget needs its bytes there), whose fetch lands `late` seconds after
+/// its use starts (see `late_in_queue`), leaves exposed: its
+/// round trip beyond the compute of its gap, or the part of its copy out that the ops before
+/// the wait do not hide plus its fetch's lateness, whichever is more.
 fn offload_exposed(
     profile: &Profile,
     (out, back): (LinkFit, LinkFit),
     bytes: u64,
-    (after, prefetch_at, used): (usize, usize, usize),
-    waited: Option<usize>,
+    (after, used): (usize, usize),
+    (waited, late): (Option<usize>, f64),
 ) -> f64 {
     let (out_s, back_s) = (out.seconds(bytes), back.seconds(bytes));
     let round_trip = out_s + back_s - profile.gap_seconds(after, used);
     let copy_out = waited.map_or(0.0, |w| (out_s - profile.gap_seconds(after, w)).max(0.0));
-    let fetch = (back_s - profile.gap_seconds(prefetch_at.saturating_sub(1), used)).max(0.0);
-    round_trip.max(copy_out + fetch).max(0.0)
+    round_trip.max(copy_out + late).max(0.0)
 }
 
 /// The candidates (and their other gaps) ranked with their cheaper way out, one level deep:
