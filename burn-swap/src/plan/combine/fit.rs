@@ -381,13 +381,7 @@ pub(super) fn held_in_queue(
         return held;
     };
     let ops = profile.op_nanos.len();
-    // When each op of the iteration is done, from its start.
-    let mut done_at = Vec::with_capacity(ops);
-    let mut clock = 0.0;
-    for &nanos in &profile.op_nanos {
-        clock += nanos as f64 * 1e-9;
-        done_at.push(clock);
-    }
+    let (done_at, clock) = done_times(profile);
     let mut queued: Vec<usize> = (0..actions.len())
         .filter(|&j| matches!(actions[j].1, Action::Offload { inline: false, .. }))
         .collect();
@@ -439,12 +433,7 @@ pub(super) fn late_in_queue(
     if ops == 0 {
         return late;
     }
-    let mut done_at = Vec::with_capacity(ops);
-    let mut clock = 0.0;
-    for &nanos in &profile.op_nanos {
-        clock += nanos as f64 * 1e-9;
-        done_at.push(clock);
-    }
+    let (done_at, clock) = done_times(profile);
     // When op `k` is done, ops numbered on into the following iterations.
     let done = |k: usize| (k / ops) as f64 * clock + done_at[k % ops];
     let mut queued: Vec<(usize, usize)> = actions
@@ -469,4 +458,16 @@ pub(super) fn late_in_queue(
         late[j] = (landed - needed).max(0.0);
     }
     late
+}
+
+/// When each op of the profiled iteration is done, in seconds from the iteration's start, and
+/// the iteration's length.
+fn done_times(profile: &Profile) -> (Vec<f64>, f64) {
+    let mut done_at = Vec::with_capacity(profile.op_nanos.len());
+    let mut clock = 0.0;
+    for &nanos in &profile.op_nanos {
+        clock += nanos as f64 * 1e-9;
+        done_at.push(clock);
+    }
+    (done_at, clock)
 }

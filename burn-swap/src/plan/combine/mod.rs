@@ -498,9 +498,9 @@ fn other_gaps(
 
 /// The time an offload after op `after`, used again at op `used` (and waited for before op
 /// `waited`, when the budget needs its bytes there), whose fetch lands `late` seconds after
-/// its use starts (see `late_in_queue`), leaves exposed: its
-/// round trip beyond the compute of its gap, or the part of its copy out that the ops before
-/// the wait do not hide plus its fetch's lateness, whichever is more.
+/// its use starts (see `late_in_queue`), leaves exposed: its round trip beyond the compute of
+/// its gap, or the part of its copy out that the ops before the wait do not hide plus its
+/// fetch's lateness, whichever is more.
 fn offload_exposed(
     profile: &Profile,
     (out, back): (LinkFit, LinkFit),
