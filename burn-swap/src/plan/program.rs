@@ -116,6 +116,8 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         offloads: 0,
         recomputes: 0,
     };
+    // By tag: the op that next uses the tensor each offload takes away.
+    let mut uses = Vec::new();
     for &(index, action) in &plan.actions {
         let tensor = &trace.tensors[index];
         match action {
@@ -130,6 +132,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
                 // A tensor may leave in several gaps: the tag names this offload.
                 let tag = program.tagged.len() as u32;
                 program.tagged.push(index);
+                uses.push(next_use(trace, index, after));
                 program.after[after].push(Step::Offload { port, tag, inline });
                 // Started right after the op before `prefetch_at`, which lies in the next
                 // iteration for a tensor carried across the boundary.
@@ -153,12 +156,29 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
             }
         }
     }
-    // Within one op, offloads and evictions come before prefetches: a prefetch due right
-    // after its own offload's op must find it queued.
+    // Within one op, offloads and evictions come before prefetches (a prefetch due right
+    // after its own offload's op must find it queued), and prefetches go in the order of the
+    // uses they are for: the receive side makes them one after another, and the one needed
+    // sooner goes first.
     for steps in &mut program.after {
-        steps.sort_by_key(|s| matches!(s, Step::Prefetch { .. }));
+        steps.sort_by_key(|s| match *s {
+            Step::Prefetch { tag, .. } => (1, uses[tag as usize]),
+            _ => (0, 0),
+        });
     }
     program
+}
+
+/// The op of the tensor's first access after op `after` in the iteration; `usize::MAX` when
+/// its next use is in the next iteration (a tensor carried across the boundary). The same
+/// order as the combiner's `late_in_queue` takes for fetches started after one op.
+pub(super) fn next_use(trace: &Trace, index: usize, after: usize) -> usize {
+    trace.tensors[index]
+        .accesses
+        .iter()
+        .map(|a| a.op)
+        .find(|&op| op > after)
+        .unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -278,6 +298,46 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn prefetches_after_one_op_go_in_the_order_of_their_uses() {
+        // Activations 1 and 2 of a chain of 6 are read again at ops 11 and 10; both fetches
+        // start after op 7, listed in the plan activation 1 first.
+        let trace = crate::trace::synthetic::chain(6, |_| 100, |_| 1000);
+        let made_by = |op| {
+            trace
+                .tensors
+                .iter()
+                .position(|t| t.producer == Some(op))
+                .unwrap()
+        };
+        let offload = |after| Action::Offload {
+            after,
+            prefetch_at: 8,
+            inline: false,
+        };
+        let program = compile(
+            &trace,
+            &plan(vec![(made_by(1), offload(2)), (made_by(2), offload(3))]),
+        );
+        assert_eq!(program.tagged, vec![made_by(1), made_by(2)]);
+        // Activation 2 (tag 1) is needed first: its fetch is started first.
+        assert_eq!(
+            program.after[7],
+            vec![
+                Step::Prefetch {
+                    tag: 1,
+                    inline: false
+                },
+                Step::Prefetch {
+                    tag: 0,
+                    inline: false
+                }
+            ]
+        );
+        assert_eq!(next_use(&trace, made_by(2), 3), 10);
+        assert_eq!(next_use(&trace, made_by(2), 10), usize::MAX);
     }
 
     #[test]

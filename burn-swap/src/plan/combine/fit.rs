@@ -415,8 +415,8 @@ pub(super) fn held_in_queue(
 /// (zero when in time): a fetch starts when the op before its `prefetch_at` is done, as the
 /// program starts it, or when the fetch started before it is done, whichever is later (the
 /// receive worker, or the device's copy stream, makes them one after another, in the order
-/// they are started: by op, then in the plan's order), and takes the link's time for its
-/// bytes. Zero for a recomputation or a copy made on the op thread. Op numbers run on into the
+/// the program starts them: by op, then the one needed sooner first, a use in the next
+/// iteration last), and takes the link's time for its bytes. Zero for a recomputation or a copy made on the op thread. Op numbers run on into the
 /// next iteration for a gap across the boundary.
 pub(super) fn late_in_queue(
     trace: &Trace,
@@ -436,7 +436,8 @@ pub(super) fn late_in_queue(
     let (done_at, clock) = done_times(profile);
     // When op `k` is done, ops numbered on into the following iterations.
     let done = |k: usize| (k / ops) as f64 * clock + done_at[k % ops];
-    let mut queued: Vec<(usize, usize)> = actions
+    // The program's order (`program::compile`): by the op that starts them, then by use.
+    let mut queued: Vec<(usize, usize, usize)> = actions
         .iter()
         .enumerate()
         .filter_map(|(j, &(_, action))| match action {
@@ -444,13 +445,16 @@ pub(super) fn late_in_queue(
                 after,
                 prefetch_at,
                 inline: false,
-            } => Some((prefetch_at.saturating_sub(1).max(after), j)),
+            } => {
+                let next = if used[j] < ops { used[j] } else { usize::MAX };
+                Some((prefetch_at.saturating_sub(1).max(after), next, j))
+            }
             _ => None,
         })
         .collect();
     queued.sort_unstable();
     let mut free_from = 0.0_f64;
-    for (at, j) in queued {
+    for (at, _, j) in queued {
         let bytes = trace.tensors[actions[j].0].bytes;
         let landed = done(at).max(free_from) + back.seconds(bytes);
         free_from = landed;

@@ -414,7 +414,8 @@ fn fetches_start_early_in_the_budgets_slack_in_the_order_of_their_uses() {
 
 /// Fetches are made one after another, in the order they are started: two fetches started
 /// after the same op, each in time alone, land one behind the other, and the second is late
-/// by what the first delays it; which one is second is the plan's order.
+/// by what the first delays it; the one needed sooner goes first, whatever the plan's order
+/// (as `program::compile` orders them).
 #[test]
 fn a_fetch_queued_behind_another_lands_later() {
     let trace = chain(8, 1000);
@@ -439,12 +440,24 @@ fn a_fetch_queued_behind_another_lands_later() {
     // Behind it, one needed at op 14 (14 µs) lands at 14.2 µs: 0.2 µs late.
     let both = late_in_queue(&trace, &p, fits, &[fetch(1), fetch(2)], &[13, 14]);
     assert!(near(both[0], 0.0) && near(both[1], 0.2e-6), "{both:?}");
-    // In the other order, the one needed at op 13 waits: it lands at 14.2 µs, 1.2 µs late.
+    // Listed the other way round, the one needed at op 13 still goes first.
     let swapped = late_in_queue(&trace, &p, fits, &[fetch(2), fetch(1)], &[14, 13]);
     assert!(
-        near(swapped[0], 0.0) && near(swapped[1], 1.2e-6),
+        near(swapped[0], 0.2e-6) && near(swapped[1], 0.0),
         "{swapped:?}"
     );
+    // Started an op apart, the order started wins: the one needed at op 13, started after
+    // op 11 (12 µs) behind one started after op 10, lands at 14.2 µs, 1.2 µs late.
+    let later = (
+        1,
+        Action::Offload {
+            after: 2,
+            prefetch_at: 12,
+            inline: false,
+        },
+    );
+    let apart = late_in_queue(&trace, &p, fits, &[fetch(2), later], &[14, 13]);
+    assert!(near(apart[0], 0.0) && near(apart[1], 1.2e-6), "{apart:?}");
     // A copy on the op thread takes no place in the queue.
     let inline = (
         1,
