@@ -329,25 +329,17 @@ pub(super) fn lead_into_slack(
         return;
     }
     let budget = budget as i64;
-    let mut fetches: Vec<usize> = (0..actions.len())
-        .filter(|&j| matches!(actions[j].1, Action::Offload { inline: false, .. }))
-        .collect();
-    fetches.sort_by_key(|&j| match actions[j].1 {
-        Action::Offload { prefetch_at, .. } => (used[j], prefetch_at),
-        Action::Recompute { .. } => (used[j], 0),
-    });
+    let mut fetches = by_workers(actions);
+    fetches.sort_by_key(|c| (used[c.j], c.prefetch_at));
     // The start of the fetch taken before, in the ops numbered on into the next iteration.
     let mut floor = 0;
-    for j in fetches {
-        let (
-            tensor,
-            Action::Offload {
-                after, prefetch_at, ..
-            },
-        ) = actions[j]
-        else {
-            continue;
-        };
+    for ByWorkers {
+        j,
+        tensor,
+        after,
+        prefetch_at,
+    } in fetches
+    {
         let bytes = trace.tensors[tensor].bytes as i64;
         // A fetch planned in the next iteration stays there (the executor starts it after
         // the op before `prefetch_at`, the offload's tag carried across the boundary).
@@ -382,21 +374,16 @@ pub(super) fn held_in_queue(
     };
     let ops = profile.op_nanos.len();
     let (done_at, clock) = done_times(profile);
-    let mut queued: Vec<usize> = (0..actions.len())
-        .filter(|&j| matches!(actions[j].1, Action::Offload { inline: false, .. }))
-        .collect();
-    queued.sort_by_key(|&j| actions[j].1.after());
+    let mut queued = by_workers(actions);
+    queued.sort_by_key(|c| c.after);
     let mut free_from = 0.0_f64;
-    for j in queued {
-        let (
-            tensor,
-            Action::Offload {
-                after, prefetch_at, ..
-            },
-        ) = actions[j]
-        else {
-            continue;
-        };
+    for ByWorkers {
+        j,
+        tensor,
+        after,
+        prefetch_at,
+    } in queued
+    {
         let start = done_at.get(after).copied().unwrap_or(clock).max(free_from);
         let copied = start + out.seconds(trace.tensors[tensor].bytes);
         free_from = copied;
@@ -437,25 +424,21 @@ pub(super) fn late_in_queue(
     // When op `k` is done, ops numbered on into the following iterations.
     let done = |k: usize| (k / ops) as f64 * clock + done_at[k % ops];
     // The program's order (`program::compile`): by the op that starts them, then by use.
-    let mut queued: Vec<(usize, usize, usize)> = actions
-        .iter()
-        .enumerate()
-        .filter_map(|(j, &(_, action))| match action {
-            Action::Offload {
-                after,
-                prefetch_at,
-                inline: false,
-            } => {
-                let next = if used[j] < ops { used[j] } else { usize::MAX };
-                Some((prefetch_at.saturating_sub(1).max(after), next, j))
-            }
-            _ => None,
+    let mut queued: Vec<(usize, usize, ByWorkers)> = by_workers(actions)
+        .into_iter()
+        .map(|c| {
+            let next = if used[c.j] < ops {
+                used[c.j]
+            } else {
+                usize::MAX
+            };
+            (c.prefetch_at.saturating_sub(1).max(c.after), next, c)
         })
         .collect();
-    queued.sort_unstable();
+    queued.sort_unstable_by_key(|&(at, next, c)| (at, next, c.j));
     let mut free_from = 0.0_f64;
-    for (at, _, j) in queued {
-        let bytes = trace.tensors[actions[j].0].bytes;
+    for (at, _, ByWorkers { j, tensor, .. }) in queued {
+        let bytes = trace.tensors[tensor].bytes;
         let landed = done(at).max(free_from) + back.seconds(bytes);
         free_from = landed;
         let needed = if used[j] == 0 { 0.0 } else { done(used[j] - 1) };
@@ -474,4 +457,35 @@ fn done_times(profile: &Profile) -> (Vec<f64>, f64) {
         done_at.push(clock);
     }
     (done_at, clock)
+}
+
+/// A planned offload whose copies the transfer workers make (not the op thread): its place in
+/// the plan, its tensor, and its op numbers.
+#[derive(Debug, Clone, Copy)]
+struct ByWorkers {
+    j: usize,
+    tensor: usize,
+    after: usize,
+    prefetch_at: usize,
+}
+
+/// The plan's offloads copied by the transfer workers, in the plan's order.
+fn by_workers(actions: &[(usize, Action)]) -> Vec<ByWorkers> {
+    actions
+        .iter()
+        .enumerate()
+        .filter_map(|(j, &(tensor, action))| match action {
+            Action::Offload {
+                after,
+                prefetch_at,
+                inline: false,
+            } => Some(ByWorkers {
+                j,
+                tensor,
+                after,
+                prefetch_at,
+            }),
+            _ => None,
+        })
+        .collect()
 }
