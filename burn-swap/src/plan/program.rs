@@ -172,7 +172,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
 /// The op of the tensor's first access after op `after` in the iteration; `usize::MAX` when
 /// its next use is in the next iteration (a tensor carried across the boundary). The same
 /// order as the combiner's `late_in_queue` takes for fetches started after one op.
-pub(super) fn next_use(trace: &Trace, index: usize, after: usize) -> usize {
+fn next_use(trace: &Trace, index: usize, after: usize) -> usize {
     trace.tensors[index]
         .accesses
         .iter()

@@ -32,6 +32,27 @@ fn read_again(trace: &mut Trace, tensor: usize, op: usize) {
     trace.ops[op].inputs.push(id);
 }
 
+/// An offload after op `after` whose fetch starts at `prefetch_at`, copied on the op thread
+/// when `inline`.
+fn offload(after: usize, prefetch_at: usize, inline: bool) -> Action {
+    Action::Offload {
+        after,
+        prefetch_at,
+        inline,
+    }
+}
+
+/// Where each of the plan's offloads starts its fetch.
+fn starts(actions: &[(usize, Action)]) -> Vec<usize> {
+    actions
+        .iter()
+        .map(|(_, a)| match *a {
+            Action::Offload { prefetch_at, .. } => prefetch_at,
+            Action::Recompute { .. } => panic!("expected offloads: {actions:?}"),
+        })
+        .collect()
+}
+
 fn profile(trace: &Trace, bandwidth: f64) -> Profile {
     let samples = [1u64 << 10, 1 << 20]
         .iter()
@@ -131,15 +152,7 @@ fn prefetch_starts_early_enough_to_land_in_time() {
     // Each fetch is hidden alone, but they are made one after another: activations 3, 2, 1
     // and 0 are fetched from the ends of ops 13, 14, 15 and 16 (each 4 µs) for ops 21, 22, 23
     // and 24, so activation 2 lands just in time, 1 lands 3 µs late and 0 lands 6 µs late.
-    let starts: Vec<usize> = plan
-        .actions
-        .iter()
-        .map(|(_, a)| match *a {
-            Action::Offload { prefetch_at, .. } => prefetch_at,
-            Action::Recompute { .. } => unreachable!(),
-        })
-        .collect();
-    assert_eq!(starts, vec![17, 16, 15, 14], "{plan:?}");
+    assert_eq!(starts(&plan.actions), vec![17, 16, 15, 14], "{plan:?}");
     assert!((plan.exposed_seconds - 9e-6).abs() < 1e-9, "{plan:?}");
 }
 
@@ -334,33 +347,17 @@ fn an_offload_queued_behind_another_holds_its_bytes_longer() {
     // Each 1000-byte copy takes 1.4 ops' time (ops take 1 µs).
     let p = profile(&trace, 1000.0 / 1.4e-6);
     let fits = link_fits(&p);
-    let offload = |tensor| {
-        (
-            tensor,
-            Action::Offload {
-                after: 2,
-                prefetch_at: 12,
-                inline: false,
-            },
-        )
-    };
-    assert_eq!(held_in_queue(&trace, &p, fits, &[offload(1)]), vec![4]);
-    assert_eq!(held_in_queue(&trace, &p, fits, &[offload(2)]), vec![4]);
+    let copy = |tensor| (tensor, offload(2, 12, false));
+    assert_eq!(held_in_queue(&trace, &p, fits, &[copy(1)]), vec![4]);
+    assert_eq!(held_in_queue(&trace, &p, fits, &[copy(2)]), vec![4]);
     assert_eq!(
-        held_in_queue(&trace, &p, fits, &[offload(1), offload(2)]),
+        held_in_queue(&trace, &p, fits, &[copy(1), copy(2)]),
         vec![4, 5]
     );
     // A copy on the op thread is done at once and does not hold the queue.
-    let inline = (
-        1,
-        Action::Offload {
-            after: 2,
-            prefetch_at: 12,
-            inline: true,
-        },
-    );
+    let inline = (1, offload(2, 12, true));
     assert_eq!(
-        held_in_queue(&trace, &p, fits, &[inline, offload(2)]),
+        held_in_queue(&trace, &p, fits, &[inline, copy(2)]),
         vec![2, 4]
     );
 }
@@ -373,11 +370,6 @@ fn an_offload_queued_behind_another_holds_its_bytes_longer() {
 fn fetches_start_early_in_the_budgets_slack_in_the_order_of_their_uses() {
     // Tensor 2 (1000 B) is used again at op 14, tensor 1 (400 B) at op 15; 17 ops.
     let trace = crate::trace::synthetic::chain(8, |l| if l == 1 { 400 } else { 1000 }, |_| 1000);
-    let offload = |after, prefetch_at, inline| Action::Offload {
-        after,
-        prefetch_at,
-        inline,
-    };
     let mut actions = vec![
         (2, offload(2, 13, false)),
         (1, offload(1, 14, false)),
@@ -390,17 +382,10 @@ fn fetches_start_early_in_the_budgets_slack_in_the_order_of_their_uses() {
     let mut live = vec![5000i64; trace.ops.len()];
     live[8] = 6000;
     lead_into_slack(&trace, &mut actions, (&used, &held), (&mut live, 6500));
-    let starts: Vec<usize> = actions
-        .iter()
-        .map(|(_, a)| match *a {
-            Action::Offload { prefetch_at, .. } => prefetch_at,
-            Action::Recompute { .. } => unreachable!(),
-        })
-        .collect();
     // Tensor 2 stops after op 8, where its 1000 B would make 7000; tensor 1's 400 B would fit
     // there, but it is needed later and starts no sooner than tensor 2's fetch; the next
     // iteration's fetch starts at that iteration's first op; the inline copy stays.
-    assert_eq!(starts, vec![9, 9, 17, 11]);
+    assert_eq!(starts(&actions), vec![9, 9, 17, 11]);
     assert_eq!(live[8], 6000);
     assert_eq!(&live[9..13], &[6400; 4]);
     assert_eq!(live[13], 5400);
@@ -422,16 +407,7 @@ fn a_fetch_queued_behind_another_lands_later() {
     // Ops take 1 µs; each 1000-byte fetch 1.6 µs.
     let p = profile(&trace, 1000.0 / 1.6e-6);
     let fits = link_fits(&p);
-    let fetch = |tensor| {
-        (
-            tensor,
-            Action::Offload {
-                after: 2,
-                prefetch_at: 11,
-                inline: false,
-            },
-        )
-    };
+    let fetch = |tensor| (tensor, offload(2, 11, false));
     let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
     // Started when op 10 is done (11 µs): needed at op 13 (starts at 13 µs), it lands at
     // 12.6 µs, in time.
@@ -448,25 +424,11 @@ fn a_fetch_queued_behind_another_lands_later() {
     );
     // Started an op apart, the order started wins: the one needed at op 13, started after
     // op 11 (12 µs) behind one started after op 10, lands at 14.2 µs, 1.2 µs late.
-    let later = (
-        1,
-        Action::Offload {
-            after: 2,
-            prefetch_at: 12,
-            inline: false,
-        },
-    );
+    let later = (1, offload(2, 12, false));
     let apart = late_in_queue(&trace, &p, fits, &[fetch(2), later], &[14, 13]);
     assert!(near(apart[0], 0.0) && near(apart[1], 1.2e-6), "{apart:?}");
     // A copy on the op thread takes no place in the queue.
-    let inline = (
-        1,
-        Action::Offload {
-            after: 2,
-            prefetch_at: 13,
-            inline: true,
-        },
-    );
+    let inline = (1, offload(2, 13, true));
     let mixed = late_in_queue(&trace, &p, fits, &[inline, fetch(2)], &[13, 14]);
     assert_eq!(mixed[0], 0.0);
     assert!(near(mixed[1], 0.0), "{mixed:?}");
