@@ -15,6 +15,18 @@ use burn_swap::{Policy, Swap, SwapConfig};
 
 pub use crate::workload::Workload;
 
+/// The measured steps of one row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Steps {
+    /// Each step's wall time in seconds (the first includes the model's initialisation:
+    /// warm-up steps are never measured).
+    pub times: Vec<f64>,
+    /// Minor page faults of the whole process per step after step `measure_from`, where the
+    /// platform tells them (Linux): pages the kernel mapped and zeroed because the allocator
+    /// had given memory back to it. `None` elsewhere, or with nothing after `measure_from`.
+    pub faults_per_step: Option<f64>,
+}
+
 /// Trains `workload` for `steps` steps on `B` and returns each step's wall time in seconds
 /// (the first includes the model's initialisation: warm-up steps are never measured).
 pub fn step_times<B: AutodiffBackend>(
@@ -22,28 +34,51 @@ pub fn step_times<B: AutodiffBackend>(
     device: &B::Device,
     steps: usize,
 ) -> Vec<f64> {
-    step_times_from::<B>(workload, device, steps, usize::MAX)
+    measure_steps::<B>(workload, device, steps, usize::MAX).times
 }
 
-/// [`step_times`], resetting burn-swap's counters after step `measure_from` (so that the
+/// Trains `workload` for `steps` steps on `B`: each step's wall time, and the page faults per
+/// step after step `measure_from`, where burn-swap's counters are reset too (so that the
 /// report covers the measured steps only).
-pub fn step_times_from<B: AutodiffBackend>(
+pub fn measure_steps<B: AutodiffBackend>(
     workload: &Workload,
     device: &B::Device,
     steps: usize,
     measure_from: usize,
-) -> Vec<f64> {
+) -> Steps {
     let mut times = Vec::with_capacity(steps);
+    let mut faults_from = None;
     let mut last = Instant::now();
     workload.train_with::<B>(device, steps, |step, _| {
         if step + 1 == measure_from {
             burn_swap::reset_counters(device);
+            faults_from = minor_faults();
         }
         let now = Instant::now();
         times.push((now - last).as_secs_f64());
         last = now;
     });
-    times
+    let measured = steps.saturating_sub(measure_from);
+    let faults_per_step = match (faults_from, minor_faults()) {
+        (Some(from), Some(to)) if measured > 0 => {
+            Some(to.saturating_sub(from) as f64 / measured as f64)
+        }
+        _ => None,
+    };
+    Steps {
+        times,
+        faults_per_step,
+    }
+}
+
+/// The minor page faults of this process so far (all threads; `/proc/self/stat`'s tenth
+/// field), or `None` where the platform does not tell them.
+pub fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt.
+    let fields = stat.rsplit_once(')')?.1;
+    fields.split_whitespace().nth(7)?.parse().ok()
 }
 
 /// One measured configuration.
@@ -70,6 +105,8 @@ pub struct Row {
     pub fetched_per_step: u64,
     /// Time per step the ops waited on transfers, in seconds.
     pub exposed_per_step: f64,
+    /// Minor page faults of the process per measured step ([`Steps::faults_per_step`]).
+    pub faults_per_step: Option<f64>,
     /// `exposed_per_step` by cause (`burn_swap::ExposedWait`), in seconds per step.
     pub exposed_by_cause: burn_swap::ExposedWait,
     /// The planner whose plan was followed (`Report::plan_chosen`): `keep-all`,
@@ -199,13 +236,26 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
             (quantile(&measured, 0.75) - quantile(&measured, 0.25)) / m,
         )
     };
+    let unbudgeted = |checkpointing: bool| {
+        let workload = &plan.workload;
+        if checkpointing {
+            measure_steps::<Autodiff<I, BalancedCheckpointing>>(
+                workload,
+                device,
+                total,
+                plan.warm_up,
+            )
+        } else {
+            measure_steps::<Autodiff<I>>(workload, device, total, plan.warm_up)
+        }
+    };
 
     // The first run in a process pays for cold caches and the allocator's first growth:
     // one run of the unwrapped backend is thrown away, and it is measured again at the end
     // (the last row) to show the drift of the machine over the whole run.
     step_times::<Autodiff<I>>(&plan.workload, device, total);
-    let (unwrapped, unwrapped_spread) =
-        steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
+    let first = unbudgeted(false);
+    let (unwrapped, unwrapped_spread) = steady(first.times);
     let mut rows = vec![Row {
         config: "unwrapped".into(),
         budget_fraction: None,
@@ -217,15 +267,16 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         offloaded_per_step: 0,
         fetched_per_step: 0,
         exposed_per_step: 0.0,
+        faults_per_step: first.faults_per_step,
         exposed_by_cause: Default::default(),
         plan: None,
         predicted_peak_bytes: None,
         predicted_exposed_per_step: None,
         error: None,
     }];
-    let (checkpointed, checkpointed_spread) = steady(step_times::<
-        Autodiff<I, BalancedCheckpointing>,
-    >(&plan.workload, device, total));
+    let checkpointed = unbudgeted(true);
+    let faults = checkpointed.faults_per_step;
+    let (checkpointed, checkpointed_spread) = steady(checkpointed.times);
     let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
     rows.push(Row {
         config: "balanced-checkpointing".into(),
@@ -238,6 +289,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         offloaded_per_step: 0,
         fetched_per_step: 0,
         exposed_per_step: 0.0,
+        faults_per_step: faults,
         exposed_by_cause: Default::default(),
         plan: None,
         predicted_peak_bytes: None,
@@ -270,7 +322,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
             burn_swap::restart_trace(device);
             let workload = plan.workload;
             let result = guarded(|| {
-                step_times_from::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
+                measure_steps::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
             });
             let measured = plan.steps.max(1) as u64;
             let report = burn_swap::report(device);
@@ -282,8 +334,8 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                 eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
             }
             let row = match (result, report) {
-                (Ok(times), Some(r)) => {
-                    let (step, spread) = steady(times);
+                (Ok(steps), Some(r)) => {
+                    let (step, spread) = steady(steps.times);
                     Row {
                         config: format!("{}{mark}", policy.name()),
                         budget_fraction: Some(fraction),
@@ -295,6 +347,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                         offloaded_per_step: r.offloaded_bytes / measured,
                         fetched_per_step: r.fetched_bytes / measured,
                         exposed_per_step: r.exposed_wait_seconds / measured as f64,
+                        faults_per_step: steps.faults_per_step,
                         exposed_by_cause: burn_swap::ExposedWait {
                             fetch_seconds: r.exposed_wait.fetch_seconds / measured as f64,
                             prefetch_seconds: r.exposed_wait.prefetch_seconds / measured as f64,
@@ -325,6 +378,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                     offloaded_per_step: 0,
                     fetched_per_step: 0,
                     exposed_per_step: 0.0,
+                    faults_per_step: None,
                     exposed_by_cause: Default::default(),
                     plan: None,
                     predicted_peak_bytes: None,
@@ -339,12 +393,14 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         }
     }
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
-    let (again, again_spread) = steady(step_times::<Autodiff<I>>(&plan.workload, device, total));
+    let last = unbudgeted(false);
+    let (again, again_spread) = steady(last.times);
     rows.push(Row {
         config: "unwrapped-again".into(),
         median_step: Some(again),
         spread: Some(again_spread),
         time_ratio: Some(again / unwrapped),
+        faults_per_step: last.faults_per_step,
         ..rows[0].clone()
     });
     rows
@@ -402,14 +458,14 @@ pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) ->
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
         "config,budget_fraction,median_step_ms,spread,time_ratio,peak_bytes,memory_ratio,\
-         offloaded_per_step,fetched_per_step,exposed_ms_per_step,\
+         offloaded_per_step,fetched_per_step,exposed_ms_per_step,page_faults_per_step,\
          exposed_fetch_ms,exposed_prefetch_ms,exposed_room_ms,exposed_offload_ms,plan,predicted_peak_bytes,\
          predicted_exposed_ms_per_step,error\n",
     );
     let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{},{},{},{}\n",
             r.config,
             opt(r.budget_fraction, 1.0),
             opt(r.median_step, 1e3),
@@ -420,6 +476,8 @@ pub fn csv(rows: &[Row]) -> String {
             r.offloaded_per_step,
             r.fetched_per_step,
             r.exposed_per_step * 1e3,
+            r.faults_per_step
+                .map_or(String::new(), |f| format!("{f:.0}")),
             r.exposed_by_cause.fetch_seconds * 1e3,
             r.exposed_by_cause.prefetch_seconds * 1e3,
             r.exposed_by_cause.room_seconds * 1e3,
@@ -450,6 +508,7 @@ pub fn table(rows: &[Row]) -> String {
         "plan",
         "pred/meas peak",
         "pred wait",
+        "faults",
     ]);
     for r in rows {
         let budget = r
@@ -482,6 +541,7 @@ pub fn table(rows: &[Row]) -> String {
                 }),
                 r.predicted_exposed_per_step
                     .map_or("-".into(), |w| format!("{:.2}", w * 1e3)),
+                r.faults_per_step.map_or("-".into(), |f| format!("{f:.0}")),
             ],
             _ => vec![
                 r.config.clone(),
@@ -552,6 +612,20 @@ mod tests {
             assert_eq!(found, largest, "largest {largest}");
             assert!(probes <= 10, "{probes} probes");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn minor_faults_count_the_pages_fresh_memory_maps() {
+        // 32 MiB is above glibc's largest mmap threshold: the allocation comes fresh from
+        // the kernel, and writing it faults in each of its 8,192 pages once.
+        const BYTES: usize = 32 << 20;
+        let before = minor_faults().expect("Linux tells the minor faults");
+        let memory = std::hint::black_box(vec![1u8; BYTES]);
+        let after = minor_faults().expect("Linux tells the minor faults");
+        assert_eq!(memory[BYTES - 1], 1);
+        // Huge pages (transparent) may map it in fewer faults; never in none.
+        assert!(after > before, "{before} -> {after}");
     }
 
     #[test]
