@@ -10,7 +10,10 @@
 //! inner backend; a sequence-to-sequence transformer (cross-attention, a source padding
 //! mask, label smoothing, RMSprop) decoding greedily with its autoregressive cache; 3-D,
 //! deformable and transposed 1-D convolutions with Huber, binary cross-entropy and KL losses
-//! under AdaGrad; image patches (`Unfold4d`) with a CTC loss under Muon.
+//! under AdaGrad; image patches (`Unfold4d`) with a CTC loss under Muon; a mixture of
+//! experts routing tokens by data-dependent gathers and scatter-adds (top-2 gate, `argwhere`,
+//! `select_assign`) under Adam with AMSGrad; a variational autoencoder sampling its latent
+//! from noise drawn on the device inside the step.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
@@ -805,4 +808,187 @@ fn unfolded_patches_with_ctc_loss_and_muon() {
         train::<B, _>(Patches::new, |m, s, k| m.loss(s, k), optimizer)
     }
     every_policy("patches, CTC, Muon", run::<Plain>(), run::<Swapped>);
+}
+
+/// A mixture of experts as sparse models route tokens: a softmax gate picks two of four
+/// expert MLPs per token (`topk_with_indices`), each expert takes only its tokens by a
+/// data-dependent gather (`argwhere`, then `select`) and adds its weighted output back in
+/// place (`select_assign` with `Add`); a load-balancing auxiliary loss from the one-hot
+/// routing; Adam with AMSGrad.
+#[derive(Module, Debug)]
+struct Experts<B: Backend> {
+    embed: Linear<B>,
+    gate: Linear<B>,
+    up: Vec<Linear<B>>,
+    down: Vec<Linear<B>>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> Experts<B> {
+    const EXPERTS: usize = 4;
+    const TOKENS: usize = 24;
+    const D: usize = 12;
+    const CLASSES: usize = 5;
+
+    fn new(device: &B::Device) -> Self {
+        let (d, e) = (Self::D, Self::EXPERTS);
+        Self {
+            embed: LinearConfig::new(8, d).init(device),
+            gate: LinearConfig::new(d, e).init(device),
+            up: (0..e)
+                .map(|_| LinearConfig::new(d, 2 * d).init(device))
+                .collect(),
+            down: (0..e)
+                .map(|_| LinearConfig::new(2 * d, d).init(device))
+                .collect(),
+            head: LinearConfig::new(d, Self::CLASSES).init(device),
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.gate.weight.device();
+        let (t, d, e) = (Self::TOKENS, Self::D, Self::EXPERTS);
+        let seed = 4000 + 10 * (step * MICRO + micro) as u64;
+        let (x, y) = labelled::<B, 2>(seed, [t, 8], Self::CLASSES, &device);
+        let h = self.embed.forward(x).tanh();
+        let probs = softmax(self.gate.forward(h.clone()), 1);
+        let (top, chosen) = probs.clone().topk_with_indices(2, 1);
+        let weights = top.clone() / top.sum_dim(1);
+        let mut mixed = Tensor::<B, 2>::zeros([t, d], &device);
+        for expert in 0..e {
+            let picked = chosen.clone().equal_elem(expert as i64);
+            let weight = weights
+                .clone()
+                .mask_fill(picked.clone().bool_not(), 0.0)
+                .sum_dim(1);
+            // Which tokens chose this expert: a shape known only from the data.
+            let rows = picked.any_dim(1).squeeze_dim::<1>(1).argwhere();
+            if rows.dims()[0] == 0 {
+                continue;
+            }
+            let rows = rows.squeeze_dim::<1>(1);
+            let tokens = h.clone().select(0, rows.clone());
+            let hidden = burn::tensor::activation::gelu(self.up[expert].forward(tokens));
+            let out = self.down[expert].forward(hidden) * weight.select(0, rows.clone());
+            mixed = mixed.select_assign(0, rows, out, burn::tensor::IndexingUpdateOp::Add);
+        }
+        let logits = self.head.forward(mixed + h);
+        let ce = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(logits.clone(), y.clone());
+        // Load balancing: the share of routings each expert took (no gradient) against its
+        // mean gate probability.
+        let routed = chosen
+            .clone()
+            .one_hot::<3>(e)
+            .float()
+            .sum_dim(1)
+            .squeeze_dim::<2>(1)
+            .mean_dim(0)
+            / 2.0;
+        let balance = (routed.detach() * probs.mean_dim(0)).sum() * e as f64;
+        let loss = ce + balance * 0.01;
+        let hit = logits
+            .argmax(1)
+            .squeeze_dim::<1>(1)
+            .equal(y)
+            .int()
+            .float()
+            .mean();
+        let to_first = chosen.equal_elem(0).int().sum();
+        (loss, hit, to_first)
+    }
+}
+
+#[test]
+fn mixture_of_experts_routed_by_data_dependent_gathers_with_amsgrad() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = burn::optim::AdamConfig::new()
+            .with_amsgrad(true)
+            .init::<B, Experts<B>>();
+        train::<B, _>(Experts::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    every_policy("mixture of experts", run::<Plain>(), run::<Swapped>);
+}
+
+/// A variational autoencoder: the encoder gives a mean and a log-variance, the latent is
+/// sampled by the reparameterisation trick from noise drawn on the device inside the step
+/// (`Tensor::random`), and the loss is the decoder's binary cross-entropy plus the KL term;
+/// AdamW with a stronger weight decay than its default.
+#[derive(Module, Debug)]
+struct Vae<B: Backend> {
+    encode: Linear<B>,
+    mean: Linear<B>,
+    log_var: Linear<B>,
+    decode: Vec<Linear<B>>,
+}
+
+impl<B: Backend> Vae<B> {
+    const BATCH: usize = 6;
+    const PIXELS: usize = 20;
+    const LATENT: usize = 3;
+
+    fn new(device: &B::Device) -> Self {
+        let (p, l) = (Self::PIXELS, Self::LATENT);
+        Self {
+            encode: LinearConfig::new(p, 16).init(device),
+            mean: LinearConfig::new(16, l).init(device),
+            log_var: LinearConfig::new(16, l).init(device),
+            decode: vec![
+                LinearConfig::new(l, 16).init(device),
+                LinearConfig::new(16, p).init(device),
+            ],
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.encode.weight.device();
+        let seed = 5000 + 10 * (step * MICRO + micro) as u64;
+        let images = labelled::<B, 2>(seed, [Self::BATCH, Self::PIXELS], 2, &device).0;
+        let targets = images.clone().greater_elem(0.0).float();
+        let h = burn::tensor::activation::relu(self.encode.forward(images));
+        let (mean, log_var) = (self.mean.forward(h.clone()), self.log_var.forward(h));
+        let noise = Tensor::<B, 2>::random(
+            [Self::BATCH, Self::LATENT],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let z = mean.clone() + (log_var.clone() * 0.5).exp() * noise;
+        let logits = self.decode[1].forward(self.decode[0].forward(z).tanh());
+        let reconstruction = BinaryCrossEntropyLossConfig::new()
+            .with_logits(true)
+            .init(&device)
+            .forward(logits.clone(), targets.clone().int());
+        let kl =
+            ((log_var.clone().exp() + mean.powi_scalar(2) - log_var - 1.0).sum_dim(1) * 0.5).mean();
+        let loss = reconstruction + kl * 0.1;
+        let right = logits
+            .greater_elem(0.0)
+            .float()
+            .equal(targets)
+            .float()
+            .mean();
+        let on = noise_sign(seed);
+        (
+            loss,
+            right,
+            Tensor::from_data(TensorData::new(vec![on], [1]), &device),
+        )
+    }
+}
+
+/// An integer metric that needs no tensor: the sign of the step's first input.
+fn noise_sign(seed: u64) -> i64 {
+    (noise(seed, 1)[0] > 0.0) as i64
+}
+
+#[test]
+fn variational_autoencoder_sampling_on_the_device_with_adamw() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = AdamWConfig::new()
+            .with_weight_decay(1e-2)
+            .init::<B, Vae<B>>();
+        train::<B, _>(Vae::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    every_policy("variational autoencoder", run::<Plain>(), run::<Swapped>);
 }
