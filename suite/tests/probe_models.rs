@@ -13,7 +13,8 @@
 //! under AdaGrad; image patches (`Unfold4d`) with a CTC loss under Muon; a mixture of
 //! experts routing tokens by data-dependent gathers and scatter-adds (top-2 gate, `argwhere`,
 //! `select_assign`) under Adam with AMSGrad; a variational autoencoder sampling its latent
-//! from noise drawn on the device inside the step.
+//! from noise drawn on the device inside the step; batches whose shapes change between steps
+//! (longer and shorter sequences, a short last batch) while a plan is in force.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
@@ -991,4 +992,101 @@ fn variational_autoencoder_sampling_on_the_device_with_adamw() {
         train::<B, _>(Vae::new, |m, s, k| m.loss(s, k), optimizer)
     }
     every_policy("variational autoencoder", run::<Plain>(), run::<Swapped>);
+}
+
+/// Batches whose shapes change between steps, as bucketed or epoch-ending batches do: a
+/// transformer encoder classifies sequences of 8 tokens for four steps (long enough for a
+/// plan of that schedule to be made and followed), then of 12, then a short last batch of
+/// 3, then 8 again, then 5 and 12; a mean over the valid positions under a padding mask.
+#[derive(Module, Debug)]
+struct Buckets<B: Backend> {
+    tokens: Embedding<B>,
+    encoder: TransformerEncoder<B>,
+    out: Linear<B>,
+}
+
+impl<B: Backend> Buckets<B> {
+    const VOCAB: usize = 16;
+    const D: usize = 16;
+    const CLASSES: usize = 3;
+
+    fn new(device: &B::Device) -> Self {
+        Self {
+            tokens: EmbeddingConfig::new(Self::VOCAB, Self::D).init(device),
+            encoder: TransformerEncoderConfig::new(Self::D, 32, 2, 2).init(device),
+            out: LinearConfig::new(Self::D, Self::CLASSES).init(device),
+        }
+    }
+
+    /// The batch size and sequence length of a step.
+    fn shape(step: usize) -> [usize; 2] {
+        match step {
+            4 => [4, 12],
+            5 => [3, 8],
+            10 => [4, 5],
+            11 => [4, 12],
+            _ => [4, 8],
+        }
+    }
+
+    fn loss(&self, step: usize, micro: usize) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1, Int>) {
+        let device = self.out.weight.device();
+        let [b, s] = Self::shape(step);
+        let seed = 6000 + 10 * (step * MICRO + micro) as u64;
+        let ids: Vec<i64> = noise(seed, b * s)
+            .into_iter()
+            .map(|v| ((v + 1.0) * 7.99) as i64)
+            .collect();
+        let ids = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [b, s]), &device);
+        // Row r keeps its first s - r positions; the rest is padding.
+        let pad: Vec<bool> = (0..b * s).map(|i| i % s >= s - i / s).collect();
+        let pad = Tensor::<B, 2, Bool>::from_data(TensorData::new(pad.clone(), [b, s]), &device);
+        let h = self
+            .encoder
+            .forward(TransformerEncoderInput::new(self.tokens.forward(ids)).mask_pad(pad.clone()));
+        let keep = pad.bool_not().float().unsqueeze_dim::<3>(2);
+        let pooled =
+            (h * keep.clone()).sum_dim(1).squeeze_dim::<2>(1) / keep.sum_dim(1).squeeze_dim::<2>(1);
+        let logits = self.out.forward(pooled);
+        let y = labelled::<B, 2>(seed + 1, [b, 1], Self::CLASSES, &device).1;
+        let hit = logits
+            .clone()
+            .argmax(1)
+            .squeeze_dim::<1>(1)
+            .equal(y.clone())
+            .int()
+            .float()
+            .mean();
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(logits, y);
+        let length = Tensor::from_data(TensorData::new(vec![s as i64], [1]), &device);
+        (loss, hit, length)
+    }
+}
+
+#[test]
+fn batches_whose_shapes_change_between_steps() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let optimizer = AdamWConfig::new().init::<B, Buckets<B>>();
+        train::<B, _>(Buckets::new, |m, s, k| m.loss(s, k), optimizer)
+    }
+    let plain = run::<Plain>();
+    let unbudgeted = every_policy("changing batch shapes", plain.clone(), run::<Swapped>);
+    // The case this probe is for: a plan made for one shape's schedule was in force when
+    // the shape changed, and every value above stayed the plain backend's.
+    let device = burn::backend::flex::FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let budget = unbudgeted.peak_bytes / 4;
+    burn_swap::configure(&device, burn_swap::SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    plain.assert_same(
+        &run::<Swapped>(),
+        "changing batch shapes, planned, checked for plans",
+    );
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, burn_swap::SwapConfig::default()).unwrap();
+    assert!(report.plans > 0, "no plan was made\n{report}");
+    assert!(report.peak_bytes <= budget, "{report}");
 }
