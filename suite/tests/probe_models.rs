@@ -14,7 +14,8 @@
 //! experts routing tokens by data-dependent gathers and scatter-adds (top-2 gate, `argwhere`,
 //! `select_assign`) under Adam with AMSGrad; a variational autoencoder sampling its latent
 //! from noise drawn on the device inside the step; batches whose shapes change between steps
-//! (longer and shorter sequences, a short last batch) while a plan is in force.
+//! (longer and shorter sequences, a short last batch) while a plan is in force; a mean
+//! teacher kept as plain tensors across steps, with an activation read after the backward.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
@@ -1089,4 +1090,117 @@ fn batches_whose_shapes_change_between_steps() {
     burn_swap::configure(&device, burn_swap::SwapConfig::default()).unwrap();
     assert!(report.plans > 0, "no plan was made\n{report}");
     assert!(report.peak_bytes <= budget, "{report}");
+}
+
+/// A student and its mean teacher (an exponential moving average of the student's weights,
+/// kept by the training loop as plain tensors outside any module and updated every step
+/// without gradients), a consistency loss against the teacher's detached outputs, and an
+/// activation kept past the backward pass and read whole for a histogram, as logging code
+/// does; SGD.
+#[derive(Module, Debug)]
+struct Student<B: Backend> {
+    layers: Vec<Linear<B>>,
+}
+
+impl<B: Backend> Student<B> {
+    const WIDTHS: [usize; 4] = [10, 24, 24, 4];
+    const BATCH: usize = 8;
+
+    fn new(device: &B::Device) -> Self {
+        Self {
+            layers: Self::WIDTHS
+                .windows(2)
+                .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+                .collect(),
+        }
+    }
+
+    /// The weights and biases as detached tensors: the teacher's first copy.
+    fn weights(&self) -> Vec<(Tensor<B, 2>, Tensor<B, 1>)> {
+        self.layers
+            .iter()
+            .map(|l| {
+                let bias = l.bias.as_ref().expect("a bias").val();
+                (l.weight.val().detach(), bias.detach())
+            })
+            .collect()
+    }
+
+    /// The logits and the first hidden activation.
+    fn forward(&self, x: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+        let first = self.layers[0].forward(x).tanh();
+        let mut h = first.clone();
+        for layer in &self.layers[1..] {
+            h = layer.forward(h.tanh());
+        }
+        (h, first)
+    }
+}
+
+/// The teacher's logits from its own weights.
+fn teacher_logits<B: Backend>(
+    teacher: &[(Tensor<B, 2>, Tensor<B, 1>)],
+    x: Tensor<B, 2>,
+) -> Tensor<B, 2> {
+    let mut h = x;
+    for (i, (w, b)) in teacher.iter().enumerate() {
+        if i > 0 {
+            h = h.tanh();
+        }
+        h = h.matmul(w.clone()) + b.clone().unsqueeze_dim::<2>(0);
+        if i == 0 {
+            h = h.tanh();
+        }
+    }
+    h
+}
+
+#[test]
+fn mean_teacher_with_tensors_kept_across_steps_and_an_activation_read_after_backward() {
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 9);
+        let mut student = Student::<B>::new(&device);
+        let mut teacher = student.weights();
+        let mut optimizer = SgdConfig::new().init::<B, Student<B>>();
+        let mut values = Vec::new();
+        for step in 0..STEPS {
+            let seed = 7000 + 10 * step as u64;
+            let (x, y) = labelled::<B, 2>(seed, [Student::<B>::BATCH, 10], 4, &device);
+            let target = softmax(teacher_logits(&teacher, x.clone()), 1).detach();
+            let (logits, first) = student.forward(x);
+            let consistency = (softmax(logits.clone(), 1) - target).powi_scalar(2).mean();
+            let loss = CrossEntropyLossConfig::new()
+                .init(&device)
+                .forward(logits, y)
+                + consistency * 0.5;
+            values.push(loss.clone().into_scalar().elem::<f32>());
+            let grads = GradientsParams::from_grads(loss.backward(), &student);
+            student = optimizer.step(5e-2, student, grads);
+            // Read after the backward pass: eight bins of the first activation.
+            let data = first.into_data();
+            let mut bins = [0u32; 8];
+            for v in data.iter::<f32>() {
+                bins[(((v + 1.0) * 4.0) as usize).min(7)] += 1;
+            }
+            values.extend(bins.iter().map(|&n| n as f32));
+            // The teacher follows the student without gradients.
+            teacher = teacher
+                .into_iter()
+                .zip(student.weights())
+                .map(|((tw, tb), (sw, sb))| (tw * 0.9 + sw * 0.1, tb * 0.9 + sb * 0.1))
+                .collect();
+        }
+        let mut params = parameters(&student);
+        for (w, b) in &teacher {
+            params.push(w.clone().into_data());
+            params.push(b.clone().into_data());
+        }
+        Outcome {
+            losses: values,
+            params,
+        }
+    }
+    every_policy("mean teacher", run::<Plain>(), run::<Swapped>);
 }
