@@ -141,6 +141,11 @@ pub struct Plan {
     pub minimum: bool,
     /// The memory cap of the max-batch search, as a fraction of the unwrapped peak.
     pub cap_fraction: f64,
+    /// Rounds per budget: each round runs every policy's row once (warm-up and measured
+    /// steps), the policies' order turned by one each round, and a row's figures are taken
+    /// over the measured steps of all its rounds. More than one interleaves the rows being
+    /// compared, so that a machine's drift over minutes falls on all of them alike.
+    pub rounds: usize,
 }
 
 /// The `q` quantile of `xs` (linear between the nearest ranks); NaN when empty.
@@ -315,81 +320,40 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     if plan.minimum && peak > 0 {
         budgets.push((minimum as f64 / peak as f64, minimum, ""));
     }
+    let rounds = plan.rounds.max(1);
     for (fraction, budget, mark) in budgets {
-        for &policy in &plan.policies {
-            burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
-                .expect("a positive budget is valid");
-            burn_swap::restart_trace(device);
-            let workload = plan.workload;
-            let result = guarded(|| {
-                measure_steps::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
-            });
-            let measured = plan.steps.max(1) as u64;
-            let report = burn_swap::report(device);
-            // `SWAP_BENCH_REPORTS=1`: each budgeted row's report on stderr (the plan's
-            // choices, recomputes, waits), to see why a row is slow.
-            if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
-                && let Some(r) = &report
-            {
-                eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
-            }
-            let row = match (result, report) {
-                (Ok(steps), Some(r)) => {
-                    let (step, spread) = steady(steps.times);
-                    Row {
-                        config: format!("{}{mark}", policy.name()),
-                        budget_fraction: Some(fraction),
-                        median_step: Some(step),
-                        spread: Some(spread),
-                        time_ratio: Some(step / unwrapped),
-                        peak_bytes: Some(r.peak_bytes),
-                        memory_ratio: Some(r.peak_bytes as f64 / peak as f64),
-                        offloaded_per_step: r.offloaded_bytes / measured,
-                        fetched_per_step: r.fetched_bytes / measured,
-                        exposed_per_step: r.exposed_wait_seconds / measured as f64,
-                        faults_per_step: steps.faults_per_step,
-                        exposed_by_cause: burn_swap::ExposedWait {
-                            fetch_seconds: r.exposed_wait.fetch_seconds / measured as f64,
-                            prefetch_seconds: r.exposed_wait.prefetch_seconds / measured as f64,
-                            room_seconds: r.exposed_wait.room_seconds / measured as f64,
-                            offload_seconds: r.exposed_wait.offload_seconds / measured as f64,
-                        },
-                        plan: match (&r.plan_chosen, r.plan_choices.is_empty()) {
-                            (Some(name), _) => Some(name.clone()),
-                            (None, false) => Some("none fits".into()),
-                            (None, true) => None,
-                        },
-                        predicted_peak_bytes: r.plan_chosen.as_ref().and(r.predicted_peak_bytes),
-                        predicted_exposed_per_step: r
-                            .plan_chosen
-                            .as_ref()
-                            .and(r.predicted_exposed_seconds),
-                        error: None,
-                    }
+        // Each policy's measured steps and reports, over the rounds.
+        let mut runs: Vec<Vec<Result<(Steps, burn_swap::Report), String>>> =
+            vec![Vec::new(); plan.policies.len()];
+        for round in 0..rounds {
+            for k in 0..plan.policies.len() {
+                let which = (k + round) % plan.policies.len();
+                let policy = plan.policies[which];
+                burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
+                    .expect("a positive budget is valid");
+                burn_swap::restart_trace(device);
+                let workload = plan.workload;
+                let result = guarded(|| {
+                    measure_steps::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
+                });
+                let report = burn_swap::report(device);
+                // `SWAP_BENCH_REPORTS=1`: each budgeted row's report on stderr (the plan's
+                // choices, recomputes, waits), to see why a row is slow.
+                if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
+                    && let Some(r) = &report
+                {
+                    eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
                 }
-                (result, _) => Row {
-                    config: format!("{}{mark}", policy.name()),
-                    budget_fraction: Some(fraction),
-                    median_step: None,
-                    spread: None,
-                    time_ratio: None,
-                    peak_bytes: None,
-                    memory_ratio: None,
-                    offloaded_per_step: 0,
-                    fetched_per_step: 0,
-                    exposed_per_step: 0.0,
-                    faults_per_step: None,
-                    exposed_by_cause: Default::default(),
-                    plan: None,
-                    predicted_peak_bytes: None,
-                    predicted_exposed_per_step: None,
-                    error: Some(match result {
-                        Err(message) => message.lines().next().unwrap_or("").to_string(),
-                        Ok(_) => "no report".to_string(),
-                    }),
-                },
-            };
-            rows.push(row);
+                runs[which].push(match (result, report) {
+                    (Ok(steps), Some(r)) => Ok((steps, r)),
+                    (Err(message), _) => Err(message.lines().next().unwrap_or("").to_string()),
+                    (Ok(_), None) => Err("no report".to_string()),
+                });
+            }
+        }
+        for (&policy, runs) in plan.policies.iter().zip(runs) {
+            let config = format!("{}{mark}", policy.name());
+            rows.push(budgeted_row(config, fraction, runs, plan, unwrapped, peak));
         }
     }
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
@@ -404,6 +368,86 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         ..rows[0].clone()
     });
     rows
+}
+
+/// A budgeted row from its rounds: the step time over the measured steps of every round,
+/// the per-step figures over all of them, the plan and its predictions from the last round;
+/// the first error if a round failed.
+fn budgeted_row(
+    config: String,
+    fraction: f64,
+    runs: Vec<Result<(Steps, burn_swap::Report), String>>,
+    plan: &Plan,
+    unwrapped: f64,
+    peak: u64,
+) -> Row {
+    let failed = |error: String| Row {
+        config: config.clone(),
+        budget_fraction: Some(fraction),
+        median_step: None,
+        spread: None,
+        time_ratio: None,
+        peak_bytes: None,
+        memory_ratio: None,
+        offloaded_per_step: 0,
+        fetched_per_step: 0,
+        exposed_per_step: 0.0,
+        faults_per_step: None,
+        exposed_by_cause: Default::default(),
+        plan: None,
+        predicted_peak_bytes: None,
+        predicted_exposed_per_step: None,
+        error: Some(error),
+    };
+    let runs = match runs.into_iter().collect::<Result<Vec<_>, _>>() {
+        Ok(runs) if !runs.is_empty() => runs,
+        Ok(_) => return failed("did not run".into()),
+        Err(error) => return failed(error),
+    };
+    let measured: Vec<f64> = runs
+        .iter()
+        .flat_map(|(steps, _)| steps.times.iter().skip(plan.warm_up).copied())
+        .collect();
+    let step = median(measured.clone());
+    let spread = (quantile(&measured, 0.75) - quantile(&measured, 0.25)) / step;
+    let n = (plan.steps.max(1) * runs.len()) as f64;
+    let sum = |f: &dyn Fn(&burn_swap::Report) -> f64| runs.iter().map(|(_, r)| f(r)).sum::<f64>();
+    let faults: Option<Vec<f64>> = runs.iter().map(|(s, _)| s.faults_per_step).collect();
+    let last = &runs[runs.len() - 1].1;
+    Row {
+        config,
+        budget_fraction: Some(fraction),
+        median_step: Some(step),
+        spread: Some(spread),
+        time_ratio: Some(step / unwrapped),
+        peak_bytes: runs.iter().map(|(_, r)| r.peak_bytes).max(),
+        memory_ratio: runs
+            .iter()
+            .map(|(_, r)| r.peak_bytes)
+            .max()
+            .map(|p| p as f64 / peak as f64),
+        offloaded_per_step: (sum(&|r| r.offloaded_bytes as f64) / n) as u64,
+        fetched_per_step: (sum(&|r| r.fetched_bytes as f64) / n) as u64,
+        exposed_per_step: sum(&|r| r.exposed_wait_seconds) / n,
+        faults_per_step: faults.map(|f| f.iter().sum::<f64>() / f.len() as f64),
+        exposed_by_cause: burn_swap::ExposedWait {
+            fetch_seconds: sum(&|r| r.exposed_wait.fetch_seconds) / n,
+            prefetch_seconds: sum(&|r| r.exposed_wait.prefetch_seconds) / n,
+            room_seconds: sum(&|r| r.exposed_wait.room_seconds) / n,
+            offload_seconds: sum(&|r| r.exposed_wait.offload_seconds) / n,
+        },
+        plan: match (&last.plan_chosen, last.plan_choices.is_empty()) {
+            (Some(name), _) => Some(name.clone()),
+            (None, false) => Some("none fits".into()),
+            (None, true) => None,
+        },
+        predicted_peak_bytes: last.plan_chosen.as_ref().and(last.predicted_peak_bytes),
+        predicted_exposed_per_step: last
+            .plan_chosen
+            .as_ref()
+            .and(last.predicted_exposed_seconds),
+        error: None,
+    }
 }
 
 /// The largest batch (bisection from 1 up to `limit`) for which `fits` holds.
@@ -626,6 +670,53 @@ mod tests {
         assert_eq!(memory[BYTES - 1], 1);
         // Huge pages (transparent) may map it in fewer faults; never in none.
         assert!(after > before, "{before} -> {after}");
+    }
+
+    /// Two rounds of one row: the step time is the median over both rounds' measured steps
+    /// (the warm-up of each left out), the bytes moved their mean per step; a round that
+    /// failed makes the row an error.
+    #[test]
+    fn a_row_over_rounds_takes_every_rounds_measured_steps() {
+        use burn::backend::{Flex, flex::FlexDevice};
+        let _guard = crate::swap_device_lock();
+        let device = FlexDevice;
+        let workload = Workload::Mlp(crate::models::MlpConfig::small());
+        let plan = Plan {
+            workload,
+            warm_up: 2,
+            steps: 3,
+            budgets: Vec::new(),
+            policies: vec![Policy::Reactive],
+            minimum: false,
+            cap_fraction: 0.5,
+            rounds: 2,
+        };
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        measure_steps::<Autodiff<Swap<Flex>>>(&workload, &device, 2, 1);
+        let peak = burn_swap::memory(&device).unwrap().peak_bytes;
+        burn_swap::configure(&device, SwapConfig::budget_bytes(peak / 3)).unwrap();
+        let mut runs = Vec::new();
+        for times in [[9.0, 9.0, 1.0, 2.0, 3.0], [9.0, 9.0, 4.0, 5.0, 6.0]] {
+            burn_swap::restart_trace(&device);
+            let mut steps = measure_steps::<Autodiff<Swap<Flex>>>(&workload, &device, 5, 2);
+            steps.times = times.to_vec();
+            runs.push(Ok((steps, burn_swap::report(&device).unwrap())));
+        }
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let moved: u64 = runs
+            .iter()
+            .map(|r| r.as_ref().unwrap().1.offloaded_bytes)
+            .sum();
+        assert!(moved > 0, "nothing moved at a third of the peak");
+        let row = budgeted_row("reactive".into(), 1.0 / 3.0, runs.clone(), &plan, 2.0, peak);
+        assert_eq!(row.median_step, Some(3.5));
+        assert_eq!(row.time_ratio, Some(1.75));
+        assert_eq!(row.offloaded_per_step, moved / 6);
+        assert_eq!(row.error, None);
+        runs[1] = Err("out of memory".into());
+        let row = budgeted_row("reactive".into(), 1.0 / 3.0, runs, &plan, 2.0, peak);
+        assert_eq!(row.error.as_deref(), Some("out of memory"));
+        assert_eq!(row.median_step, None);
     }
 
     #[test]

@@ -7,14 +7,15 @@
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
-//!     [--policies reactive,planned,offload-only,recompute-only]
+//!     [--policies reactive,planned,offload-only,recompute-only] [--rounds 1]
 //! ```
 //!
 //! Besides the fractions, every policy runs at Burn's `BalancedCheckpointing` counted peak
 //! (rows marked `@balanced`, where it lowers the peak) and at the smallest budget the
 //! unbudgeted run's report names (`minimum_budget_bytes`). Step times are medians of the
 //! measured steps with their interquartile range; the unwrapped backend is measured first
-//! and last.
+//! and last. `--rounds R` runs each budget's rows R times, interleaved (the policies' order
+//! turned by one each round), and takes each row over the measured steps of all its rounds.
 //!
 //! GPT presets: `small` (the default: 2 blocks of width 64), `cpu` (4 blocks of width 256,
 //! 128 positions, batch 4: ops of 100 µs and more on the CPU, so that transfers can hide
@@ -65,6 +66,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "probe-batch",
             "probe-cap",
             "policies",
+            "rounds",
         ],
     )?;
     let quick = args.flag("quick");
@@ -128,6 +130,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         policies,
         minimum: !quick,
         cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
+        rounds: args.get("rounds", 1)?,
     };
     let limit: usize = args.get("limit", if quick { 256 } else { 4096 })?;
     let device = args.value("device").unwrap_or("flex").to_string();
