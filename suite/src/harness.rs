@@ -371,8 +371,9 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
 }
 
 /// A budgeted row from its rounds: the step time over the measured steps of every round,
-/// the per-step figures over all of them, the plan and its predictions from the last round;
-/// the first error if a round failed.
+/// the per-step figures (bytes, waits, faults) over all of them, the highest counted peak of
+/// any round, the plan and its predictions from the last round; the first error if a round
+/// failed.
 fn budgeted_row(
     config: String,
     fraction: f64,

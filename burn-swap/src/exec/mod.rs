@@ -10,6 +10,7 @@ pub(crate) mod cube;
 pub(crate) mod engine;
 pub mod faults;
 mod host;
+mod host_pool;
 mod layout;
 pub(crate) mod peers;
 mod ports;

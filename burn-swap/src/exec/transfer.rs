@@ -22,6 +22,7 @@ use burn_ir::{BackendIr, TensorHandle, TensorId};
 use burn_std::reader::try_read_sync;
 
 use super::faults::{self, Hook};
+use super::host_pool::HostPool;
 use super::peers::PeerPool;
 use super::residency::HostCopy;
 use crate::codec;
@@ -109,6 +110,8 @@ struct OffloadJob<B: BackendIr> {
     shape: Shape,
     dtype: DType,
     route: Route<B>,
+    /// The memory of raw host copies on a backend whose tensors live in host memory.
+    pool: Option<Arc<HostPool>>,
 }
 
 /// A fetch for the receive worker.
@@ -191,6 +194,8 @@ pub(crate) struct Transfers<B: BackendIr> {
     jitter: Arc<AtomicU64>,
     /// The allocator's figures for the workers' streams.
     memory: Arc<WorkerMemory>,
+    /// The memory of raw host copies, on a backend whose tensors live in host memory.
+    pool: Option<Arc<HostPool>>,
 }
 
 impl<B: BackendIr> Default for Transfers<B> {
@@ -203,6 +208,7 @@ impl<B: BackendIr> Default for Transfers<B> {
             in_flight: 0,
             jitter: Arc::new(AtomicU64::new(0)),
             memory: Arc::default(),
+            pool: adopts_bytes::<B>().then(Arc::default),
         }
     }
 }
@@ -231,14 +237,27 @@ fn read<B: BackendIr>(
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
+    pool: Option<&HostPool>,
 ) -> Result<TensorData, TransferError> {
     let handle = TensorHandle { handle, shape };
     let result = if dtype.is_float() {
-        try_read_sync(B::float_into_data(B::float_tensor(handle)))
+        let tensor = B::float_tensor(handle);
+        if let Some(data) = pool.and_then(|pool| copy_host_resident(&tensor, pool)) {
+            return Ok(data);
+        }
+        try_read_sync(B::float_into_data(tensor))
     } else if dtype.is_int() {
-        try_read_sync(B::int_into_data(B::int_tensor(handle)))
+        let tensor = B::int_tensor(handle);
+        if let Some(data) = pool.and_then(|pool| copy_host_resident(&tensor, pool)) {
+            return Ok(data);
+        }
+        try_read_sync(B::int_into_data(tensor))
     } else if dtype.is_bool() {
-        try_read_sync(B::bool_into_data(B::bool_tensor(handle)))
+        let tensor = B::bool_tensor(handle);
+        if let Some(data) = pool.and_then(|pool| copy_host_resident(&tensor, pool)) {
+            return Ok(data);
+        }
+        try_read_sync(B::bool_into_data(tensor))
     } else {
         return Err(TransferError::Dtype(dtype));
     };
@@ -246,6 +265,58 @@ fn read<B: BackendIr>(
         Some(Ok(data)) => Ok(pinned_pool_fallback(data)),
         Some(Err(error)) => Err(error.into()),
         None => Err(TransferError::CannotBlock),
+    }
+}
+
+/// A Flex tensor that is its whole buffer in order, borrowed; `None` for another backend's
+/// tensor or a view.
+fn whole_flex_tensor<T: 'static>(tensor: &T) -> Option<&burn::backend::flex::FlexTensor> {
+    let tensor =
+        (tensor as &dyn core::any::Any).downcast_ref::<burn::backend::flex::FlexTensor>()?;
+    let layout = tensor.layout();
+    let whole = layout.num_elements() * tensor.dtype().size();
+    (layout.is_contiguous() && layout.start_offset() == 0 && tensor.bytes().len() == whole)
+        .then_some(tensor)
+}
+
+/// A copy of a Flex tensor's bytes in memory from `pool`, as Flex's own `into_data` would
+/// make them (it copies too: the engine keeps the tensor until the copy is done); `None` for
+/// another backend's tensor or a view.
+fn copy_host_resident<T: 'static>(tensor: &T, pool: &HostPool) -> Option<TensorData> {
+    let tensor = whole_flex_tensor(tensor)?;
+    Some(TensorData {
+        bytes: pool.copy(tensor.bytes()),
+        shape: tensor.layout().shape().clone(),
+        dtype: tensor.dtype(),
+    })
+}
+
+/// The storage of a Flex tensor that nothing else refers to, taken whole for `pool` (see
+/// [`HostPool`]); anything else is dropped as it would have been.
+fn recycle<B: BackendIr>(
+    handle: B::Handle,
+    shape: Shape,
+    dtype: DType,
+    pool: &HostPool,
+    room: u64,
+) {
+    use burn::backend::flex::FlexTensor;
+    let handle = TensorHandle { handle, shape };
+    let tensor: Box<dyn core::any::Any> = if dtype.is_float() {
+        Box::new(B::float_tensor(handle))
+    } else if dtype.is_int() {
+        Box::new(B::int_tensor(handle))
+    } else if dtype.is_bool() {
+        Box::new(B::bool_tensor(handle))
+    } else {
+        return;
+    };
+    let Ok(tensor) = tensor.downcast::<FlexTensor>() else {
+        return;
+    };
+    if tensor.is_unique() && whole_flex_tensor(&*tensor).is_some() {
+        // Unique and whole: `into_data` hands over the buffer itself, without a copy.
+        pool.keep(tensor.into_data().bytes, room);
     }
 }
 
@@ -276,6 +347,7 @@ fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), Trans
         &job.route.compression,
         job.route.peers.as_ref(),
         &job.route.device,
+        job.pool.as_deref(),
     )
 }
 
@@ -283,7 +355,8 @@ fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), Trans
 /// peers, split across them as the advisor says (seed 000; the host keeps what they cannot
 /// take); otherwise to the host, compressed where it pays (on the device for a CubeCL
 /// backend). Returns the copy, the nanoseconds spent on compression, and whether the device
-/// compressed it.
+/// compressed it. A raw copy of a host-resident tensor takes its memory from `host_pool`
+/// when one is given.
 pub(crate) fn copy_out<B: BackendIr>(
     handle: B::Handle,
     shape: Shape,
@@ -291,6 +364,7 @@ pub(crate) fn copy_out<B: BackendIr>(
     compression: &Policy,
     peers: Option<&Arc<PeerPool>>,
     device: &B::Device,
+    host_pool: Option<&HostPool>,
 ) -> Result<(HostCopy, u64, bool), TransferError> {
     // A failed offload leaves the tensor resident: the device handle is only read.
     let injected = faults::take_first(&[
@@ -309,7 +383,7 @@ pub(crate) fn copy_out<B: BackendIr>(
         {
             return Ok((HostCopy::Peers(Box::new(copy)), 0, false));
         }
-        let data = read::<B>(handle, shape, dtype)?;
+        let data = read::<B>(handle, shape, dtype, host_pool)?;
         // The host's bandwidth as measured, else taken as slower than any peer link.
         let host = compression.link_bandwidth.unwrap_or(1.0);
         // The codec first, where it pays: the compressed bytes are what the peers take.
@@ -337,14 +411,14 @@ pub(crate) fn copy_out<B: BackendIr>(
             return match result? {
                 (Some(compressed), nanos) => Ok((HostCopy::Compressed(compressed), nanos, true)),
                 (None, nanos) => Ok((
-                    HostCopy::Raw(read::<B>(handle, shape, dtype)?),
+                    HostCopy::Raw(read::<B>(handle, shape, dtype, host_pool)?),
                     nanos,
                     false,
                 )),
             };
         }
     }
-    let data = read::<B>(handle, shape, dtype)?;
+    let data = read::<B>(handle, shape, dtype, host_pool)?;
     let (copy, nanos) = pack(data, compression);
     Ok((copy, nanos, false))
 }
@@ -704,6 +778,21 @@ impl<B: BackendIr> Transfers<B> {
         self.memory.total()
     }
 
+    /// The pool of raw host copies, on a backend whose tensors live in host memory (also for
+    /// the copies made on the compute thread).
+    pub fn pool(&self) -> Option<&HostPool> {
+        self.pool.as_deref()
+    }
+
+    /// Drops the device copy of a tensor whose offload completed: on a backend whose tensors
+    /// live in host memory its buffer goes to the pool of host copies, within `room` bytes.
+    pub fn release(&self, handle: B::Handle, shape: Shape, dtype: DType, room: u64) {
+        match &self.pool {
+            Some(pool) => recycle::<B>(handle, shape, dtype, pool, room),
+            None => drop(handle),
+        }
+    }
+
     /// Sets the ordering stress test's maximum delay (0: off), also for workers running.
     pub fn set_jitter(&self, max_micros: u64) {
         self.jitter.store(max_micros, Ordering::Relaxed);
@@ -757,6 +846,7 @@ impl<B: BackendIr> Transfers<B> {
             shape,
             dtype,
             route,
+            pool: self.pool.clone(),
         };
         if send.send(job).is_err() {
             self.send = None;
@@ -851,6 +941,50 @@ mod tests {
         let (again, kept) = super::lend(kept);
         drop(kept);
         assert_eq!(again, expected);
+    }
+
+    /// On Flex a device copy that nothing else holds goes to the host pool when its offload
+    /// completes, and the next copy of its length is made into it: the same bytes as Flex's
+    /// own read, in the same buffer. A device copy something else still holds is left alone.
+    #[test]
+    fn a_freed_device_copy_takes_the_next_host_copy_of_its_length() {
+        use super::{HostPool, read, recycle};
+        use burn::backend::Flex;
+        use burn_backend::ops::FloatTensorOps;
+        use burn_ir::HandleKind;
+        let device = Default::default();
+        let tensor = |values: Vec<f32>| {
+            let data = TensorData::new(values, [2, 2]);
+            HandleKind::<Flex>::Float(Flex::float_from_data(data, &device))
+        };
+        let (shape, dtype) = (burn_std::Shape::new([2, 2]), burn_std::DType::F32);
+        let pool = HostPool::default();
+
+        // Held elsewhere too (a view, a clone): not taken, and intact.
+        let shared = tensor(vec![1.0, 2.0, 3.0, 4.0]);
+        let other = shared.clone();
+        recycle::<Flex>(shared, shape.clone(), dtype, &pool, 1 << 20);
+        assert_eq!(pool.idle_bytes(), 0);
+        let data = read::<Flex>(other, shape.clone(), dtype, None).unwrap();
+        assert_eq!(data.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+
+        // Held by nothing else: taken whole, then filled by the next copy of 16 bytes.
+        let freed = tensor(vec![0.0; 4]);
+        let address = match &freed {
+            HandleKind::Float(t) => t.bytes().as_ptr(),
+            _ => unreachable!(),
+        };
+        recycle::<Flex>(freed, shape.clone(), dtype, &pool, 1 << 20);
+        assert_eq!(pool.idle_bytes(), 16);
+        let source = tensor(vec![-1.5, 0.0, 2.25, 8.0]);
+        let copy = read::<Flex>(source.clone(), shape.clone(), dtype, Some(&pool)).unwrap();
+        assert_eq!(copy.bytes.as_ptr(), address, "made in the recycled buffer");
+        assert_eq!(pool.idle_bytes(), 0);
+        let own = read::<Flex>(source, shape, dtype, None).unwrap();
+        assert_eq!(copy, own, "the same bytes as Flex's own read");
+        // Adopted back as a tensor, it is Flex's own buffer: written in place, not copied.
+        let added = Flex::float_add_scalar(Flex::float_from_data(copy, &device), 1.0f32.into());
+        assert_eq!(added.bytes().as_ptr(), address, "written in place");
     }
 
     /// A panic that escapes a job is that job's failure, reported; the worker goes on with

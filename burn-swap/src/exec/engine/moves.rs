@@ -174,6 +174,7 @@ impl<B: BackendIr> Engine<B> {
             &compression,
             self.peers.as_ref(),
             &self.runner.device(),
+            self.transfers.pool(),
         );
         let nanos = start.elapsed().as_nanos() as u64;
         self.counters.add_exposed(Wait::Offload, nanos);
@@ -214,7 +215,17 @@ impl<B: BackendIr> Engine<B> {
         if self.residency.complete_offload(&id, copy).is_err() {
             return;
         }
-        self.runner.register_op(OperationIr::Drop(ir));
+        if self.transfers.pool().is_some() {
+            // The device copy goes to the pool of host copies (host memory on this backend),
+            // within the room below the host copies' peak.
+            let books = self.residency.books();
+            let room = books.peak_host.saturating_sub(books.host);
+            let (shape, dtype) = (ir.shape.clone(), ir.dtype);
+            let handle = self.runner.get_tensor_handle(&ir);
+            self.transfers.release(handle, shape, dtype, room);
+        } else {
+            self.runner.register_op(OperationIr::Drop(ir));
+        }
         let c = &mut self.counters;
         c.offloads += 1;
         c.offloaded_bytes += raw;
