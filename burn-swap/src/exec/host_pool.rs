@@ -19,7 +19,8 @@
 //!
 //! The pool never makes the host memory burn-swap holds exceed the host copies' own peak: a
 //! buffer is kept only while the idle bytes fit in the room between the host copies counted
-//! now and their peak (the caller passes that room), and freed otherwise.
+//! now and the highest they have been since the pool began (not reset with the report's
+//! counters, so that the pool stays full across a reset), and freed otherwise.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -38,6 +39,8 @@ struct State {
     idle: HashMap<usize, Vec<Bytes>>,
     /// Bytes of the idle buffers.
     idle_bytes: usize,
+    /// The most host-copy bytes the caller has reported.
+    most_host: u64,
 }
 
 impl HostPool {
@@ -60,11 +63,14 @@ impl HostPool {
         }
     }
 
-    /// Keeps `bytes` for a later copy while the idle bytes stay within `room`; frees them
-    /// otherwise.
-    pub(crate) fn keep(&self, bytes: Bytes, room: u64) {
+    /// Keeps `bytes` for a later copy while the idle bytes stay within the room between the
+    /// host copies' bytes now (`host`) and the most they have been (`peak`, and any peak
+    /// reported before); frees them otherwise.
+    pub(crate) fn keep(&self, bytes: Bytes, host: u64, peak: u64) {
         let len = bytes.len();
         let mut state = self.lock();
+        state.most_host = state.most_host.max(peak).max(host);
+        let room = state.most_host - host;
         if (state.idle_bytes + len) as u64 > room {
             drop(state);
             drop(bytes);
@@ -96,7 +102,7 @@ mod tests {
         let pool = HostPool::default();
         let freed = Bytes::from_bytes_vec(vec![9; 4]);
         let address = freed.as_ptr();
-        pool.keep(freed, 1 << 20);
+        pool.keep(freed, 0, 1 << 20);
         assert_eq!(pool.idle_bytes(), 4);
         // Another length: a new buffer, the kept one stays.
         let other = pool.copy(&[1, 2, 3]);
@@ -109,14 +115,18 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_keeps_no_more_idle_bytes_than_the_room_it_is_given() {
+    fn the_pool_keeps_no_more_idle_bytes_than_the_room_below_the_highest_peak() {
         let pool = HostPool::default();
-        pool.keep(Bytes::from_bytes_vec(vec![0; 8]), 12);
-        pool.keep(Bytes::from_bytes_vec(vec![0; 8]), 12);
+        // 20 bytes of host copies at most, 8 now: room for 12.
+        pool.keep(Bytes::from_bytes_vec(vec![0; 8]), 8, 20);
+        pool.keep(Bytes::from_bytes_vec(vec![0; 8]), 8, 20);
         assert_eq!(pool.idle_bytes(), 8, "the second would go over the room");
-        pool.keep(Bytes::from_bytes_vec(vec![0; 4]), 12);
+        pool.keep(Bytes::from_bytes_vec(vec![0; 4]), 8, 20);
         assert_eq!(pool.idle_bytes(), 12);
-        pool.keep(Bytes::from_bytes_vec(vec![0; 1]), 0);
+        pool.keep(Bytes::from_bytes_vec(vec![0; 1]), 8, 20);
         assert_eq!(pool.idle_bytes(), 12);
+        // A peak reset (the report's counters) does not shrink the room: the highest stays.
+        pool.keep(Bytes::from_bytes_vec(vec![0; 1]), 0, 0);
+        assert_eq!(pool.idle_bytes(), 13);
     }
 }

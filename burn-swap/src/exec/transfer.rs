@@ -298,7 +298,7 @@ fn recycle<B: BackendIr>(
     shape: Shape,
     dtype: DType,
     pool: &HostPool,
-    room: u64,
+    (host, peak): (u64, u64),
 ) {
     use burn::backend::flex::FlexTensor;
     let handle = TensorHandle { handle, shape };
@@ -316,7 +316,7 @@ fn recycle<B: BackendIr>(
     };
     if tensor.is_unique() && whole_flex_tensor(&*tensor).is_some() {
         // Unique and whole: `into_data` hands over the buffer itself, without a copy.
-        pool.keep(tensor.into_data().bytes, room);
+        pool.keep(tensor.into_data().bytes, host, peak);
     }
 }
 
@@ -785,10 +785,11 @@ impl<B: BackendIr> Transfers<B> {
     }
 
     /// Drops the device copy of a tensor whose offload completed: on a backend whose tensors
-    /// live in host memory its buffer goes to the pool of host copies, within `room` bytes.
-    pub fn release(&self, handle: B::Handle, shape: Shape, dtype: DType, room: u64) {
+    /// live in host memory its buffer goes to the pool of host copies, within the room below
+    /// the host copies' highest peak (`host` and `peak`: their bytes now and their peak).
+    pub fn release(&self, handle: B::Handle, shape: Shape, dtype: DType, host: (u64, u64)) {
         match &self.pool {
-            Some(pool) => recycle::<B>(handle, shape, dtype, pool, room),
+            Some(pool) => recycle::<B>(handle, shape, dtype, pool, host),
             None => drop(handle),
         }
     }
@@ -963,7 +964,7 @@ mod tests {
         // Held elsewhere too (a view, a clone): not taken, and intact.
         let shared = tensor(vec![1.0, 2.0, 3.0, 4.0]);
         let other = shared.clone();
-        recycle::<Flex>(shared, shape.clone(), dtype, &pool, 1 << 20);
+        recycle::<Flex>(shared, shape.clone(), dtype, &pool, (0, 1 << 20));
         assert_eq!(pool.idle_bytes(), 0);
         let data = read::<Flex>(other, shape.clone(), dtype, None).unwrap();
         assert_eq!(data.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
@@ -974,7 +975,7 @@ mod tests {
             HandleKind::Float(t) => t.bytes().as_ptr(),
             _ => unreachable!(),
         };
-        recycle::<Flex>(freed, shape.clone(), dtype, &pool, 1 << 20);
+        recycle::<Flex>(freed, shape.clone(), dtype, &pool, (0, 1 << 20));
         assert_eq!(pool.idle_bytes(), 16);
         let source = tensor(vec![-1.5, 0.0, 2.25, 8.0]);
         let copy = read::<Flex>(source.clone(), shape.clone(), dtype, Some(&pool)).unwrap();

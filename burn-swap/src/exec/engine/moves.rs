@@ -217,12 +217,12 @@ impl<B: BackendIr> Engine<B> {
         }
         if self.transfers.pool().is_some() {
             // The device copy goes to the pool of host copies (host memory on this backend),
-            // within the room below the host copies' peak.
+            // within the room below the host copies' highest peak.
             let books = self.residency.books();
-            let room = books.peak_host.saturating_sub(books.host);
+            let host = (books.host, books.peak_host);
             let (shape, dtype) = (ir.shape.clone(), ir.dtype);
             let handle = self.runner.get_tensor_handle(&ir);
-            self.transfers.release(handle, shape, dtype, room);
+            self.transfers.release(handle, shape, dtype, host);
         } else {
             self.runner.register_op(OperationIr::Drop(ir));
         }
