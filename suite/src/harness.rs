@@ -415,18 +415,15 @@ fn budgeted_row(
     let sum = |f: &dyn Fn(&burn_swap::Report) -> f64| runs.iter().map(|(_, r)| f(r)).sum::<f64>();
     let faults: Option<Vec<f64>> = runs.iter().map(|(s, _)| s.faults_per_step).collect();
     let last = &runs[runs.len() - 1].1;
+    let highest = runs.iter().map(|(_, r)| r.peak_bytes).max();
     Row {
         config,
         budget_fraction: Some(fraction),
         median_step: Some(step),
         spread: Some(spread),
         time_ratio: Some(step / unwrapped),
-        peak_bytes: runs.iter().map(|(_, r)| r.peak_bytes).max(),
-        memory_ratio: runs
-            .iter()
-            .map(|(_, r)| r.peak_bytes)
-            .max()
-            .map(|p| p as f64 / peak as f64),
+        peak_bytes: highest,
+        memory_ratio: highest.map(|p| p as f64 / peak as f64),
         offloaded_per_step: (sum(&|r| r.offloaded_bytes as f64) / n) as u64,
         fetched_per_step: (sum(&|r| r.fetched_bytes as f64) / n) as u64,
         exposed_per_step: sum(&|r| r.exposed_wait_seconds) / n,
