@@ -1,0 +1,253 @@
+//! Training as Burn's book teaches it: burn-train's `SupervisedTraining` and `Learner`, with a
+//! data loader, a batcher, accuracy and loss metrics, a learning-rate schedule and a file
+//! checkpointer, through `Autodiff<Swap<Flex>>` against `Autodiff<Flex>`, bit for bit, under
+//! every policy at a half, a quarter and the minimum of the unbudgeted counted peak.
+//!
+//! burn-train reads the device from threads of its own while the step runs: its metrics
+//! thread reads each step's loss, logits and targets (one `Transaction`), its checkpointer
+//! thread reads the model and optimizer records; validation runs on the inner backend
+//! (`Swap<Flex>`, no autodiff) between epochs. What is compared: the trained model's
+//! parameters and every metric file the learner wrote (train and valid, every epoch), byte
+//! for byte.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use burn::backend::{Autodiff, Flex};
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::InMemDataset;
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use burn::nn::{
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig, PaddingConfig2d, Relu,
+};
+use burn::optim::AdamConfig;
+use burn::optim::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
+use burn::record::{BinFileRecorder, FullPrecisionSettings};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use burn_swap::Swap;
+use burn_swap_suite::data::XorShift;
+use burn_swap_suite::train::{Outcome, parameters};
+use burn_swap_suite::verify::every_policy;
+use burn_train::metric::{AccuracyMetric, LossMetric};
+use burn_train::{
+    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+};
+
+type Plain = Autodiff<Flex>;
+type Swapped = Autodiff<Swap<Flex>>;
+
+const SIDE: usize = 8;
+const CLASSES: usize = 4;
+
+/// One image and its class.
+#[derive(Clone, Debug)]
+struct Item {
+    pixels: Vec<f32>,
+    label: i64,
+}
+
+/// `count` images whose class is the quadrant holding their brightest patch, with noise.
+fn items(seed: u64, count: usize) -> Vec<Item> {
+    let mut rng = XorShift::new(seed);
+    (0..count)
+        .map(|_| {
+            let label = (rng.next_u64() % CLASSES as u64) as i64;
+            let mut pixels = rng.vec_f32(SIDE * SIDE, 0.5);
+            let (row, col) = (
+                (label as usize / 2) * SIDE / 2,
+                (label as usize % 2) * SIDE / 2,
+            );
+            for r in row..row + SIDE / 2 {
+                for c in col..col + SIDE / 2 {
+                    pixels[r * SIDE + c] += 1.0;
+                }
+            }
+            Item { pixels, label }
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug)]
+struct ImageBatch<B: Backend> {
+    images: Tensor<B, 4>,
+    targets: Tensor<B, 1, Int>,
+}
+
+#[derive(Clone, Default)]
+struct ImageBatcher;
+
+impl<B: Backend> Batcher<B, Item, ImageBatch<B>> for ImageBatcher {
+    fn batch(&self, items: Vec<Item>, device: &B::Device) -> ImageBatch<B> {
+        let n = items.len();
+        let pixels: Vec<f32> = items
+            .iter()
+            .flat_map(|i| i.pixels.iter().copied())
+            .collect();
+        let labels: Vec<i64> = items.iter().map(|i| i.label).collect();
+        ImageBatch {
+            images: Tensor::from_data(TensorData::new(pixels, [n, 1, SIDE, SIDE]), device),
+            targets: Tensor::from_data(TensorData::new(labels, [n]), device),
+        }
+    }
+}
+
+/// The book's guide model, smaller: two convolutions with batch norm, pooling, dropout and
+/// two linear layers.
+#[derive(Module, Debug)]
+struct Net<B: Backend> {
+    conv1: Conv2d<B>,
+    norm1: BatchNorm<B>,
+    conv2: Conv2d<B>,
+    norm2: BatchNorm<B>,
+    pool: AdaptiveAvgPool2d,
+    dropout: Dropout,
+    hidden: Linear<B>,
+    out: Linear<B>,
+    act: Relu,
+}
+
+impl<B: Backend> Net<B> {
+    fn new(device: &B::Device) -> Self {
+        let conv = |i, o| {
+            Conv2dConfig::new([i, o], [3, 3])
+                .with_padding(PaddingConfig2d::Same)
+                .init(device)
+        };
+        Self {
+            conv1: conv(1, 8),
+            norm1: BatchNormConfig::new(8).init(device),
+            conv2: conv(8, 8),
+            norm2: BatchNormConfig::new(8).init(device),
+            pool: AdaptiveAvgPool2dConfig::new([4, 4]).init(),
+            dropout: DropoutConfig::new(0.25).init(),
+            hidden: LinearConfig::new(8 * 16, 32).init(device),
+            out: LinearConfig::new(32, CLASSES).init(device),
+            act: Relu::new(),
+        }
+    }
+
+    fn classify(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
+        let x = self
+            .act
+            .forward(self.norm1.forward(self.conv1.forward(batch.images)));
+        let x = self.act.forward(self.norm2.forward(self.conv2.forward(x)));
+        let x = self.dropout.forward(self.pool.forward(x)).flatten(1, 3);
+        let output = self.out.forward(self.act.forward(self.hidden.forward(x)));
+        let loss = CrossEntropyLossConfig::new()
+            .init(&output.device())
+            .forward(output.clone(), batch.targets.clone());
+        ClassificationOutput::new(loss, output, batch.targets)
+    }
+}
+
+impl<B: AutodiffBackend> TrainStep for Net<B> {
+    type Input = ImageBatch<B>;
+    type Output = ClassificationOutput<B>;
+
+    fn step(&self, batch: ImageBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+        let item = self.classify(batch);
+        TrainOutput::new(self, item.loss.backward(), item)
+    }
+}
+
+impl<B: Backend> InferenceStep for Net<B> {
+    type Input = ImageBatch<B>;
+    type Output = ClassificationOutput<B>;
+
+    fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
+        self.classify(batch)
+    }
+}
+
+/// A directory of its own for each run.
+fn artifacts() -> PathBuf {
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    let run = RUN.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("burn-swap-learner-{}-{run}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Every `.log` file under `dir` (metrics per split and epoch), by path, as one text.
+fn metric_logs(dir: &Path) -> String {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "log")
+                && path.file_name().is_some_and(|n| n != "experiment.log")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files.sort();
+    let mut text = String::new();
+    for file in files {
+        let relative = file.strip_prefix(dir).unwrap_or(&file);
+        text.push_str(&format!("== {}\n", relative.display()));
+        text.push_str(&std::fs::read_to_string(&file).unwrap_or_default());
+    }
+    text
+}
+
+/// Two epochs of the learner; the outcome holds the metric logs' bytes after the trained
+/// parameters.
+fn run<B: AutodiffBackend>() -> Outcome {
+    let device = B::Device::default();
+    let _rng = burn_swap_suite::rng_lock();
+    B::seed(&device, 21);
+    let train = DataLoaderBuilder::<B, Item, ImageBatch<B>>::new(ImageBatcher)
+        .batch_size(16)
+        .shuffle(7)
+        .build(InMemDataset::new(items(3, 96)));
+    let valid =
+        DataLoaderBuilder::<B::InnerBackend, Item, ImageBatch<B::InnerBackend>>::new(ImageBatcher)
+            .batch_size(16)
+            .build(InMemDataset::new(items(4, 32)));
+    let dir = artifacts();
+    let training = SupervisedTraining::new(&dir, train, valid)
+        .metric_train_numeric(AccuracyMetric::new())
+        .metric_valid_numeric(AccuracyMetric::new())
+        .metric_train_numeric(LossMetric::new())
+        .metric_valid_numeric(LossMetric::new())
+        .with_file_checkpointer(BinFileRecorder::<FullPrecisionSettings>::new())
+        .num_epochs(2);
+    let schedule = CosineAnnealingLrSchedulerConfig::new(5e-3, 12)
+        .init()
+        .expect("a valid schedule");
+    let result = training.launch(Learner::new(
+        Net::<B>::new(&device),
+        AdamConfig::new().init(),
+        schedule,
+    ));
+    let mut params = parameters(&result.model);
+    drop(result);
+    let logs = metric_logs(&dir);
+    assert!(
+        logs.contains("train") && logs.contains("valid"),
+        "the learner wrote no metric logs under {}:\n{logs}",
+        dir.display()
+    );
+    let bytes = logs.into_bytes();
+    let len = bytes.len();
+    params.push(TensorData::new(bytes, [len]));
+    let _ = std::fs::remove_dir_all(&dir);
+    Outcome {
+        losses: Vec::new(),
+        params,
+    }
+}
+
+#[test]
+fn burn_train_learner_with_metrics_checkpoints_and_validation() {
+    every_policy("burn-train learner", run::<Plain>(), run::<Swapped>);
+}
