@@ -1,7 +1,8 @@
 //! The swap client: receives every op of one device from the router and hands it to the
 //! engine.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use burn_backend::{DType, DTypeUsageSet, ExecutionError, Shape, TensorData};
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr};
@@ -25,6 +26,9 @@ pub(crate) struct Shared<B: BackendIr> {
     device: B::Device,
     runner: Runner<B>,
     engine: Mutex<Engine<B>>,
+    /// Set when the inner backend panicked inside the runner (its lock is then poisoned):
+    /// the panic's message.
+    broken: OnceLock<String>,
 }
 
 impl<B: BackendIr> Clone for SwapClient<B> {
@@ -102,6 +106,7 @@ impl<B: BackendIr> SwapClient<B> {
                 device: device.clone(),
                 runner: runner.clone(),
                 engine: Mutex::new(Engine::new(runner, config, budget)),
+                broken: OnceLock::new(),
             }),
         };
         registry::register::<B>(registry::DeviceKey::of(device), Arc::new(client.clone()));
@@ -117,7 +122,39 @@ impl<B: BackendIr> SwapClient<B> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Fails with [`SwapError::InnerBackendPanicked`] once the inner backend has panicked
+    /// inside the runner.
+    pub(crate) fn check_usable(&self) {
+        if let Some(message) = self.shared.broken.get() {
+            fail(SwapError::InnerBackendPanicked {
+                message: message.clone(),
+            })
+        }
+    }
+
+    /// Runs `f`, an op that reaches burn-router's runner: a panic out of it that is not one of
+    /// burn-swap's typed errors came from inside the runner (or left the engine mid-op), so
+    /// the device is marked unusable before the panic goes on.
+    fn through_runner<R>(&self, f: impl FnOnce() -> R) -> R {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(value) => value,
+            Err(payload) => {
+                if payload.downcast_ref::<SwapError>().is_none() {
+                    let message = payload
+                        .downcast_ref::<&str>()
+                        .map(|m| m.to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".to_string());
+                    tracing::error!(%message, "burn-swap: the inner backend panicked in the runner");
+                    let _ = self.shared.broken.set(message);
+                }
+                resume_unwind(payload)
+            }
+        }
+    }
+
     pub(crate) fn take_handle(&self, tensor: &TensorIr) -> B::Handle {
+        self.check_usable();
         let result = self.engine().take_handle(tensor);
         result.unwrap_or_else(|e| fail(e))
     }
@@ -128,6 +165,7 @@ impl<B: BackendIr> SwapClient<B> {
         shape: Shape,
         dtype: DType,
     ) -> TensorId {
+        self.check_usable();
         let result = self.engine().register_handle(handle, shape, dtype);
         result.unwrap_or_else(|e| fail(e))
     }
@@ -149,10 +187,11 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     /// Builds the output tensors in the engine's own pass over the op's outputs (Burn's
     /// default walks them once more).
     fn register(&self, mut op: OperationIr) -> Vec<RouterTensor<Self>> {
+        self.check_usable();
         // Most ops make one output: room for it up front (a push into an empty `Vec` takes
         // the slower growth path).
         let mut outputs = Vec::with_capacity(1);
-        let result = {
+        let result = self.through_runner(|| {
             let mut engine = self.engine();
             let result = engine.run_op_with(&mut op, |t| {
                 outputs.push(RouterTensor::new(
@@ -166,7 +205,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
                 engine.abandon_op();
             }
             result
-        };
+        });
         if let Err(error) = result {
             fail(error)
         }
@@ -175,21 +214,30 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
 
     #[inline]
     fn register_op(&self, mut op: OperationIr) {
-        let result = {
+        if self.shared.broken.get().is_some() {
+            // Tensors dropped after the runner broke (while its panic unwinds, too) leave
+            // nothing to free that the runner could still reach.
+            if matches!(op, OperationIr::Drop(_)) {
+                return;
+            }
+            self.check_usable();
+        }
+        let result = self.through_runner(|| {
             let mut engine = self.engine();
             let result = engine.run_op(&mut op);
             if result.is_err() {
                 engine.abandon_op();
             }
             result
-        };
+        });
         if let Err(error) = result {
             fail(error)
         }
     }
 
     fn read_tensor_async(&self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
-        self.engine().read(tensor)
+        self.check_usable();
+        self.through_runner(|| self.engine().read(tensor))
     }
 
     fn sync(&self) -> Result<(), ExecutionError> {
@@ -197,11 +245,13 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     }
 
     fn create_empty_handle(&self) -> TensorId {
+        self.check_usable();
         self.shared.runner.create_empty_handle()
     }
 
     fn register_tensor_data(&self, data: TensorData) -> RouterTensor<Self> {
-        let result = self.engine().register_data(data);
+        self.check_usable();
+        let result = self.through_runner(|| self.engine().register_data(data));
         let ir = result.unwrap_or_else(|e| fail(e));
         RouterTensor::new(ir.id, ir.shape, ir.dtype, self.clone())
     }

@@ -54,6 +54,7 @@ impl<I: BackendIr> NativeOp<I> {
     /// Fetches the inputs and makes room for the outputs (failing the op like any other when
     /// the budget cannot hold it), runs `f`, and records the op.
     pub fn run<R>(self, f: impl FnOnce(&mut NativeCtx<'_, I>) -> R) -> R {
+        self.client.check_usable();
         let mut engine = self.client.engine();
         if let Err(error) = engine.native_prepare(self.name, &self.inputs, self.expected) {
             engine.abandon_op();
