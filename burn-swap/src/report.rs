@@ -109,6 +109,9 @@ pub struct Report {
     pub allocator_peak: Option<AllocatorUsage>,
     /// Plans made (one per profiled schedule, under a planned policy).
     pub plans: u64,
+    /// Iterations of the training loop that ended under a plan followed since its schedule
+    /// was found: how much of the run the plans steered (the others ran on the fallback).
+    pub planned_iterations: u64,
     /// Seconds spent planning, in total.
     pub planning_seconds: f64,
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
@@ -287,6 +290,7 @@ impl Report {
             allocator: c.allocator,
             allocator_peak: c.allocator_peak,
             plans: c.plans,
+            planned_iterations: c.planned_iterations,
             planning_seconds: seconds(c.planning_nanos),
             predicted_peak_bytes: c.predicted_peak,
             predicted_pool_bytes: c.predicted_pool,
@@ -470,6 +474,13 @@ impl Report {
                 self.planned_offloads,
                 self.planned_recomputes,
                 self.planning_seconds * 1e3
+            ),
+        );
+        row(
+            "followed",
+            format!(
+                "{} iterations of {} plans",
+                self.planned_iterations, self.plans
             ),
         );
         let pool = self

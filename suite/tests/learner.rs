@@ -29,7 +29,7 @@ use burn::optim::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::record::{BinFileRecorder, FullPrecisionSettings};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
-use burn_swap::Swap;
+use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_suite::data::XorShift;
 use burn_swap_suite::train::{Outcome, parameters};
 use burn_swap_suite::verify::every_policy;
@@ -199,16 +199,21 @@ fn metric_logs(dir: &Path) -> String {
     text
 }
 
-/// Two epochs of the learner; the outcome holds the metric logs' bytes after the trained
-/// parameters.
+/// Two epochs of the learner, six steps each; the outcome holds the metric logs' bytes after
+/// the trained parameters.
 fn run<B: AutodiffBackend>() -> Outcome {
+    run_with::<B>(6)
+}
+
+/// Two epochs of `steps` steps of 16 images.
+fn run_with<B: AutodiffBackend>(steps: usize) -> Outcome {
     let device = B::Device::default();
     let _rng = burn_swap_suite::rng_lock();
     B::seed(&device, 21);
     let train = DataLoaderBuilder::<B, Item, ImageBatch<B>>::new(ImageBatcher)
         .batch_size(16)
         .shuffle(7)
-        .build(InMemDataset::new(items(3, 96)));
+        .build(InMemDataset::new(items(3, 16 * steps)));
     let valid =
         DataLoaderBuilder::<B::InnerBackend, Item, ImageBatch<B::InnerBackend>>::new(ImageBatcher)
             .batch_size(16)
@@ -250,4 +255,28 @@ fn run<B: AutodiffBackend>() -> Outcome {
 #[test]
 fn burn_train_learner_with_metrics_checkpoints_and_validation() {
     every_policy("burn-train learner", run::<Plain>(), run::<Swapped>);
+}
+
+/// The metrics thread reads each step's outputs at a place among the next step's ops that
+/// varies from step to step; the loop's schedule is found and holds through it, so `planned`
+/// makes and follows plans (the recorder's tests pin the reorderings down deterministically).
+#[test]
+fn the_planned_policy_plans_under_the_learner_threads() {
+    let device = burn::backend::flex::FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    run_with::<Swapped>(30);
+    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let config = SwapConfig::budget_bytes(peak / 4).with_policy(Policy::Planned);
+    burn_swap::configure(&device, config).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    run_with::<Swapped>(30);
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert!(
+        report.plans > 0 && report.planned_iterations > 0,
+        "no plan was followed\n{report}"
+    );
+    assert!(report.peak_bytes <= peak / 4, "over the budget\n{report}");
 }

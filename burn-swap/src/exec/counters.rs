@@ -35,6 +35,8 @@ pub(crate) struct Counters {
     pub allocator: Option<AllocatorUsage>,
     pub allocator_peak: Option<AllocatorUsage>,
     pub plans: u64,
+    /// Iterations whose last op ran while a plan was followed.
+    pub planned_iterations: u64,
     pub planning_nanos: u64,
     pub predicted_peak: Option<u64>,
     pub predicted_pool: Option<u64>,

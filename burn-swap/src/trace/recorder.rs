@@ -160,6 +160,10 @@ pub(crate) struct Recorder {
 /// At most this many ops differing from the op a period before, followed by
 /// [`SWAP_RESUME`] that match, leave the schedule in force (see `verify_last`).
 const SWAP_OPS: usize = 4;
+/// A longer stretch of differing ops leaves the schedule in force when it is the same ops
+/// as the stretch a period before in another order, and at most a period divided by this
+/// long (see `reordered`).
+const REORDER_FRACTION: usize = 2;
 /// Matching ops after a short difference that resume the schedule in force.
 const SWAP_RESUME: usize = 16;
 
@@ -311,31 +315,55 @@ impl Recorder {
     /// periodic log read), the schedule resynchronises as soon as one full period matches
     /// again: the boundary moves with the inserted ops and the numbering continues.
     fn verify_last(&mut self) {
-        let Some(s) = self.schedule.as_mut() else {
+        let Some(s) = self.schedule else {
             return;
         };
         let last = self.base + self.ops.len() as u64 - 1;
         let local = self.ops.len() - 1;
         let p = s.period;
         if local >= p && self.ops[local].signature == self.ops[local - p].signature {
-            if s.verified_end == last {
-                s.verified_end = last + 1;
-            } else if self.run_start.saturating_sub(s.verified_end) <= SWAP_OPS as u64
-                && last + 1 - self.run_start >= SWAP_RESUME as u64
-                && p > 2 * SWAP_RESUME
+            let differed = self.run_start.saturating_sub(s.verified_end);
+            // The matching run has just reached the length that resumes the schedule (the
+            // only op at which the differing stretch is judged: it does not change after).
+            let resumed = last + 1 - self.run_start == SWAP_RESUME as u64 && p > 2 * SWAP_RESUME;
+            if s.verified_end == last
+                || resumed
+                    && (differed <= SWAP_OPS as u64
+                        || self.reordered(s.verified_end..self.run_start, p))
             {
                 // A few ops that differed from the op a period before (two swapped, such as
-                // an old batch's drop and the next batch's upload), then a run that matches
-                // again at the same alignment: the schedule holds on, its anchor, numbering
-                // and op times kept (and so the plan made for it), instead of waiting a full
-                // period to be found again.
-                s.verified_end = last + 1;
+                // an old batch's drop and the next batch's upload; or another thread's reads,
+                // such as a metrics thread's, landing among the step's ops at another place
+                // each iteration), then a run that matches again at the same alignment: the
+                // schedule holds on, its anchor, numbering and op times kept (and so the
+                // plan made for it), instead of waiting a full period to be found again.
+                if let Some(s) = self.schedule.as_mut() {
+                    s.verified_end = last + 1;
+                }
             } else if last + 1 - self.run_start >= p as u64 {
                 self.heal(last + 1);
             }
         } else {
             self.run_start = last + 1;
         }
+    }
+
+    /// Whether the ops of the global range `stretch` are those of the range a period `p`
+    /// before, in another order, and the stretch is short beside the period: the iteration
+    /// did the same work, with ops of other threads interleaved differently. Runs once per
+    /// break, when the matching run after it reaches [`SWAP_RESUME`] ops.
+    fn reordered(&self, stretch: Range<u64>, p: usize) -> bool {
+        let len = stretch.end.saturating_sub(stretch.start) as usize;
+        if len == 0 || len > p / REORDER_FRACTION || stretch.start < self.base + p as u64 {
+            return false;
+        }
+        let from = (stretch.start - self.base) as usize;
+        let sorted = |at: usize| {
+            let mut s: Vec<u64> = self.ops[at..at + len].iter().map(|o| o.signature).collect();
+            s.sort_unstable();
+            s
+        };
+        sorted(from) == sorted(from - p)
     }
 
     /// A broken schedule whose period has matched again up to `end`: the window is analysed
@@ -492,8 +520,13 @@ impl Recorder {
         self.analysed_at = self.next_index();
         self.analysed_len = self.ops.len();
         let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
-        let Some(found) = period::detect_recent(&signatures) else {
-            return;
+        let exact = period::detect_recent(&signatures);
+        let loose = self.detect_around_movable(&signatures);
+        let found = match (exact, loose) {
+            (Some(e), Some(l)) if l.cover() > e.cover() => l,
+            (Some(e), _) => e,
+            (None, Some(l)) => l,
+            (None, None) => return,
         };
         let (start, end) = (self.base + found.start as u64, self.base + found.end as u64);
         if let Some(s) = self.schedule.as_mut() {
@@ -529,8 +562,63 @@ impl Recorder {
         self.summarised_to = schedule.anchor;
         self.peaks.clear();
         self.reset_timing(found.period);
-        self.run_start = start;
+        // A stretch that ends before the window does (the loose detection's last movable ops)
+        // is a break whose matching run starts now: it resumes as any short difference does.
+        self.run_start = if found.end < self.ops.len() {
+            self.next_index()
+        } else {
+            start
+        };
         self.schedule = Some(schedule);
+    }
+
+    /// The period of the window's ops without the ones that move data rather than compute
+    /// (`Read`, `Init`, `Drop`), mapped back onto the whole window: a loop whose every
+    /// iteration also holds another thread's reads or uploads (a metrics thread, a data
+    /// loader's workers) at places that vary has no exact period, but its own ops do. Taken
+    /// only where the iterations so found hold as many ops each and the last two are the same
+    /// ops; the schedule's checks then allow their reordering (`reordered`).
+    fn detect_around_movable(&self, signatures: &[u64]) -> Option<period::Stretch> {
+        let movable: Vec<bool> = self
+            .kinds
+            .names
+            .iter()
+            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
+            .collect();
+        let kept: Vec<usize> = (0..self.ops.len())
+            .filter(|&i| !movable[self.ops[i].kind as usize])
+            .collect();
+        if kept.len() == self.ops.len() {
+            return None;
+        }
+        let reduced: Vec<u64> = kept.iter().map(|&i| signatures[i]).collect();
+        let found = period::detect_recent(&reduced)?;
+        let q = found.period;
+        // Iterations are measured between kept ops a period apart; another thread's op at the
+        // edge can fall on either side, so a few alignments are tried.
+        let last = found.end.checked_sub(1)?;
+        let lowest = (found.start + 2 * q).max(last.saturating_sub(q.min(64)));
+        for at in (lowest..=last).rev() {
+            let p = kept[at] - kept[at - q];
+            if p != kept[at - q] - kept[at - 2 * q] {
+                continue;
+            }
+            let end = kept[at] + 1;
+            let sorted = |r: Range<usize>| {
+                let mut v = signatures[r].to_vec();
+                v.sort_unstable();
+                v
+            };
+            if sorted(end - p..end) != sorted(end - 2 * p..end - p) {
+                return None;
+            }
+            return Some(period::Stretch {
+                period: p,
+                start: kept[found.start],
+                end,
+            });
+        }
+        None
     }
 
     /// The period and the global range of the last complete iteration in the window.

@@ -29,6 +29,9 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         if pos + 1 == self.recorder_period() {
+            if self.program.is_some() {
+                self.counters.planned_iterations += 1;
+            }
             self.maybe_plan();
         }
         let Some(active) = self.program.as_mut() else {

@@ -110,6 +110,117 @@ fn two_ops_that_swap_places_leave_the_schedule_in_force() {
 }
 
 #[test]
+fn another_threads_reads_landing_elsewhere_each_iteration_leave_the_schedule_in_force() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    // Iterations of 80 ops of the step and three reads of its outputs by a metrics thread,
+    // which land among the first ops of the next step at a place that varies: 83 ops each.
+    let iteration = |r: &mut Recorder, id: &mut u64, at: [u64; 3]| {
+        let mut reads = 0;
+        for i in 0..80u64 {
+            while reads < 3 && at[reads] == i {
+                op(r, id, 90, 2 + reads);
+                reads += 1;
+            }
+            op(r, id, i, 4 + i as usize);
+        }
+    };
+    for _ in 0..10 {
+        iteration(&mut r, &mut id, [0, 0, 0]);
+    }
+    assert_eq!(r.period(), Some(83));
+    let key = r.schedule_key();
+    let places = [
+        [1, 1, 1],
+        [0, 3, 7],
+        [5, 6, 12],
+        [0, 0, 0],
+        [2, 9, 9],
+        [14, 15, 19],
+    ];
+    for (k, at) in places.iter().cycle().take(24).enumerate() {
+        iteration(&mut r, &mut id, *at);
+        // The step's last ops match the iteration before: the schedule holds there.
+        assert!(r.position_of_last().is_some(), "iteration {k} ({at:?})");
+        assert_eq!(r.schedule_key(), key, "iteration {k}: the anchor stays");
+    }
+    assert!(r.profiled_schedule().is_some());
+}
+
+#[test]
+fn a_loop_whose_reads_never_land_twice_at_one_place_is_found() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    // No two iterations alike: each holds the 80 ops of the step and, at a place that moves
+    // every iteration, a read (another thread's) and an upload (a loader's worker).
+    let mut found_at = None;
+    for k in 0..30u64 {
+        let (read_at, upload_at) = ((k * 7) % 30, (k * 11 + 3) % 40);
+        for i in 0..80u64 {
+            if i == read_at {
+                r.begin(signature::name_key("Read"), || "Read".to_string());
+                let t = TensorIr {
+                    id: TensorId::new(id),
+                    shape: Shape::from(vec![2]),
+                    status: TensorStatus::ReadOnly,
+                    dtype: DType::F32,
+                };
+                r.input(&t, 8);
+                r.outputs_follow();
+                r.end(OpCounters::default());
+            }
+            if i == upload_at {
+                id += 1;
+                r.begin(signature::name_key("Init"), || "Init".to_string());
+                r.outputs_follow();
+                let t = TensorIr {
+                    id: TensorId::new(id),
+                    shape: Shape::from(vec![16]),
+                    status: TensorStatus::NotInit,
+                    dtype: DType::F32,
+                };
+                r.output(&t, 64);
+                r.end(OpCounters::default());
+            }
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+        if found_at.is_none() && r.profiled_schedule().is_some() {
+            found_at = Some(k);
+        }
+    }
+    assert_eq!(r.period(), Some(82));
+    let found_at = found_at.expect("a profiled schedule");
+    assert!(found_at <= 6, "found after {found_at} iterations");
+    assert!(
+        r.position_of_last().is_some(),
+        "the schedule holds at the end"
+    );
+}
+
+#[test]
+fn a_long_stretch_of_other_ops_still_breaks_the_schedule() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    for _ in 0..10 {
+        for i in 0..80u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    let key = r.schedule_key();
+    // Ten ops of another shape in place of ten of the step: not a reordering.
+    for i in 0..80u64 {
+        let dims = if (20..30).contains(&i) {
+            3
+        } else {
+            4 + i as usize
+        };
+        op(&mut r, &mut id, i, dims);
+    }
+    assert!(r.position_of_last().is_none(), "the schedule broke");
+    let _ = key;
+}
+
+#[test]
 fn an_op_inserted_once_still_moves_the_anchor() {
     let mut r = Recorder::with_window(4096);
     let mut id = 0;
