@@ -167,6 +167,14 @@ const REORDER_FRACTION: usize = 2;
 /// Matching ops after a short difference that resume the schedule in force.
 const SWAP_RESUME: usize = 16;
 
+/// Whether two runs of op signatures hold the same ops, in any order.
+fn same_ops(a: impl Iterator<Item = u64>, b: impl Iterator<Item = u64>) -> bool {
+    let (mut a, mut b): (Vec<u64>, Vec<u64>) = (a.collect(), b.collect());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
 /// Ops before the first analysis.
 const FIRST_ANALYSIS: usize = 64;
 /// Once the period holds, one iteration in this many has its ops timed (the others reuse the
@@ -358,12 +366,8 @@ impl Recorder {
             return false;
         }
         let from = (stretch.start - self.base) as usize;
-        let sorted = |at: usize| {
-            let mut s: Vec<u64> = self.ops[at..at + len].iter().map(|o| o.signature).collect();
-            s.sort_unstable();
-            s
-        };
-        sorted(from) == sorted(from - p)
+        let signatures = |at: usize| self.ops[at..at + len].iter().map(|o| o.signature);
+        same_ops(signatures(from), signatures(from - p))
     }
 
     /// A broken schedule whose period has matched again up to `end`: the window is analysed
@@ -604,12 +608,8 @@ impl Recorder {
                 continue;
             }
             let end = kept[at] + 1;
-            let sorted = |r: Range<usize>| {
-                let mut v = signatures[r].to_vec();
-                v.sort_unstable();
-                v
-            };
-            if sorted(end - p..end) != sorted(end - 2 * p..end - p) {
+            let (last_two, first) = (&signatures[end - p..end], &signatures[end - 2 * p..end - p]);
+            if !same_ops(last_two.iter().copied(), first.iter().copied()) {
                 return None;
             }
             return Some(period::Stretch {

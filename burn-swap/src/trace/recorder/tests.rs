@@ -30,6 +30,31 @@ fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
     });
 }
 
+/// Records a pseudo-op `name` (`Read`, `Init`) with at most one input and one output, each
+/// `(id, floats)`.
+fn named(
+    r: &mut Recorder,
+    name: &'static str,
+    input: Option<(u64, usize)>,
+    output: Option<(u64, usize)>,
+) {
+    let tensor = |(id, n): (u64, usize), status| TensorIr {
+        id: TensorId::new(id),
+        shape: Shape::from(vec![n]),
+        status,
+        dtype: DType::F32,
+    };
+    r.begin(signature::name_key(name), || name.to_string());
+    if let Some(t) = input {
+        r.input(&tensor(t, TensorStatus::ReadOnly), 4 * t.1 as u64);
+    }
+    r.outputs_follow();
+    if let Some(t) = output {
+        r.output(&tensor(t, TensorStatus::NotInit), 4 * t.1 as u64);
+    }
+    r.end(OpCounters::default());
+}
+
 #[test]
 fn long_runs_stay_bounded_and_keep_their_schedule() {
     let mut r = Recorder::with_window(256);
@@ -158,29 +183,11 @@ fn a_loop_whose_reads_never_land_twice_at_one_place_is_found() {
         let (read_at, upload_at) = ((k * 7) % 30, (k * 11 + 3) % 40);
         for i in 0..80u64 {
             if i == read_at {
-                r.begin(signature::name_key("Read"), || "Read".to_string());
-                let t = TensorIr {
-                    id: TensorId::new(id),
-                    shape: Shape::from(vec![2]),
-                    status: TensorStatus::ReadOnly,
-                    dtype: DType::F32,
-                };
-                r.input(&t, 8);
-                r.outputs_follow();
-                r.end(OpCounters::default());
+                named(&mut r, "Read", Some((id, 2)), None);
             }
             if i == upload_at {
                 id += 1;
-                r.begin(signature::name_key("Init"), || "Init".to_string());
-                r.outputs_follow();
-                let t = TensorIr {
-                    id: TensorId::new(id),
-                    shape: Shape::from(vec![16]),
-                    status: TensorStatus::NotInit,
-                    dtype: DType::F32,
-                };
-                r.output(&t, 64);
-                r.end(OpCounters::default());
+                named(&mut r, "Init", None, Some((id, 16)));
             }
             op(&mut r, &mut id, i, 4 + i as usize);
         }
