@@ -303,7 +303,11 @@ fn check_with(
 ) -> Result<(), TestCaseError> {
     use burn_swap::unstable::faults::{self, Hook};
     let device = FlexDevice;
-    let plain = plain();
+    // Flex itself panics on some programs (burn-flex 0.21's SIMD row sums over a flipped
+    // view's first dim, "src too short"): nothing to compare those with.
+    let Ok(plain) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&plain)) else {
+        return Err(TestCaseError::reject("Flex itself panics on this program"));
+    };
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
