@@ -54,6 +54,37 @@ EXPECT = {
     "dequantize": "expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into())",
     "unfold4d": "expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options)",
 }
+# Ops that make bools: a comparison broadcasts its operands, and a bool can be wider than
+# the element it was made from (CubeCL's u32 bools from f16 values).
+_shape = "&burn_backend::TensorMetadata::shape(&{})"
+for name, args, dtype in [
+    ("float_not_equal", ("lhs", "rhs"), "out_dtype.into()"),
+    ("int_not_equal", ("lhs", "rhs"), "out_dtype.into()"),
+    ("float_not_equal_elem", ("lhs",), "out_dtype.into()"),
+    ("int_not_equal_elem", ("lhs",), "out_dtype.into()"),
+    ("float_is_nan", ("tensor",), "out_dtype.into()"),
+    ("float_is_inf", ("tensor",), "out_dtype.into()"),
+    ("float_any", (), "out_dtype.into()"),
+    ("float_all", (), "out_dtype.into()"),
+    ("int_any", (), "out_dtype.into()"),
+    ("int_all", (), "out_dtype.into()"),
+    ("float_any_dim", ("tensor",), "out_dtype.into()"),
+    ("float_all_dim", ("tensor",), "out_dtype.into()"),
+    ("int_any_dim", ("tensor",), "out_dtype.into()"),
+    ("int_all_dim", ("tensor",), "out_dtype.into()"),
+    ("bool_not_equal", ("lhs", "rhs"), "burn_backend::TensorMetadata::dtype(&lhs)"),
+    ("bool_xor", ("lhs", "rhs"), "burn_backend::TensorMetadata::dtype(&lhs)"),
+]:
+    shapes = ", ".join(_shape.format(a) for a in args)
+    EXPECT[name] = f"expect::broadcast(&[{shapes}], {dtype})"
+# A transposed convolution's input gradient can outgrow both its inputs (many channels
+# narrowed to few): its shape follows from the weight's, the output gradient's and the options.
+for d in (1, 2, 3):
+    EXPECT[f"conv_transpose{d}d_x_backward"] = (
+        "expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), "
+        "&burn_backend::TensorMetadata::shape(&output_grad), "
+        "burn_backend::TensorMetadata::dtype(&output_grad), &options)"
+    )
 
 # Methods burn-router implements as `todo!()` / `unimplemented!()`: the FFTs, and the
 # quantized ops it declares (the other `QTensorOps` methods are the trait's defaults, which

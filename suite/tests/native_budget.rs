@@ -1,5 +1,6 @@
 //! Ops that run natively on the inner backend keep the budget: room is made for their outputs
-//! at their true size before they run (`arange`, `full`, `unfold4d`, `rfft`, `irfft`), so
+//! at their true size before they run (`arange`, `full`, `unfold4d`, `rfft`, `irfft`, a
+//! transposed convolution's input gradient, comparisons that broadcast), so
 //! nothing exceeds the budget, even for an instant; an output larger than the whole budget is
 //! refused with the typed error. And small programs of views (meshgrid-like `expand`,
 //! `swap_dims`, `slice`, then `scatter`) run under budgets barely above their largest op.
@@ -7,8 +8,8 @@
 use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
 use burn::tensor::module::unfold4d;
-use burn::tensor::ops::UnfoldOptions;
-use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
+use burn::tensor::ops::{ConvTransposeOptions, UnfoldOptions};
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive, backend::Backend};
 use burn_swap::{Swap, SwapConfig, SwapError};
 
 type S = Swap<Flex>;
@@ -106,6 +107,65 @@ fn unfold4d_makes_room_for_its_output_before_it_runs() {
         unfold4d(x, [3, 3], options).into_data().to_vec().unwrap()
     }
     under_budget(1100, 6, run::<Flex>, run::<S>);
+}
+
+#[test]
+fn a_transposed_convolution_narrowing_channels_makes_room_for_its_input_gradient() {
+    // The input's gradient of a transposed convolution from 16 channels to 1 is 16 times its
+    // output gradient and larger than its weight: [1, 16, 4, 4] (1,024 bytes) from a
+    // [16, 1, 3, 3] weight (576) and a [1, 1, 4, 4] gradient (64); and [1, 16, 8] (512) from
+    // [16, 1, 3] (192) and [1, 1, 8] (32).
+    fn float<B: Backend, const D: usize>(
+        dims: [usize; D],
+        device: &B::Device,
+    ) -> burn::tensor::ops::FloatTensor<B> {
+        let n: usize = dims.iter().product();
+        let values: Vec<f32> = (0..n).map(|i| ((i * 5) % 7) as f32 - 3.0).collect();
+        Tensor::<B, D>::from_data(TensorData::new(values, dims), device)
+            .into_primitive()
+            .tensor()
+    }
+    fn run<B: Backend>(device: &B::Device) -> Vec<f32> {
+        let wide = B::conv_transpose2d_x_backward(
+            float::<B, 4>([16, 1, 3, 3], device),
+            float::<B, 4>([1, 1, 4, 4], device),
+            ConvTransposeOptions::new([1, 1], [1, 1], [0, 0], [1, 1], 1),
+        );
+        let long = B::conv_transpose1d_x_backward(
+            float::<B, 3>([16, 1, 3], device),
+            float::<B, 3>([1, 1, 8], device),
+            ConvTransposeOptions::new([1], [1], [0], [1], 1),
+        );
+        let wide = Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(wide));
+        let long = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(long));
+        assert_eq!(wide.dims(), [1, 16, 4, 4]);
+        assert_eq!(long.dims(), [1, 16, 8]);
+        let mut out: Vec<f32> = wide.into_data().to_vec().unwrap();
+        out.extend(long.into_data().to_vec::<f32>().unwrap());
+        out
+    }
+    let report = under_budget(1800, 10, run::<Flex>, run::<S>);
+    assert!(report.offloads > 0, "{report}");
+}
+
+#[test]
+fn a_broadcast_comparison_makes_room_for_its_output() {
+    // A column [64, 1] against a row [1, 64] (256 bytes each): 4,096 bools, and their
+    // exclusive or with a row of bools, as large.
+    fn run<B: Backend>(device: &B::Device) -> Vec<bool> {
+        let v: Vec<f32> = (0..64).map(|i| (i % 9) as f32).collect();
+        let column =
+            Tensor::<B, 1>::from_data(TensorData::new(v.clone(), [64]), device).reshape([64, 1]);
+        let row = Tensor::<B, 1>::from_data(TensorData::new(v, [64]), device).reshape([1, 64]);
+        let differ = column.clone().not_equal(row.clone());
+        let flags = row.greater_elem(4.0);
+        let mixed = differ.clone().bool_xor(flags);
+        let mut out: Vec<bool> = differ.into_data().to_vec().unwrap();
+        out.extend(mixed.into_data().to_vec::<bool>().unwrap());
+        out
+    }
+    let report = under_budget(9000, 100, run::<Flex>, run::<S>);
+    assert!(report.offloads > 0, "{report}");
 }
 
 #[test]

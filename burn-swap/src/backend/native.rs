@@ -185,13 +185,34 @@ pub(crate) fn q_to_device<I: BackendIr>(
 
 /// The outputs' size of the native ops whose size follows from their arguments.
 pub(crate) mod expect {
-    use burn_backend::ops::UnfoldOptions;
+    use burn_backend::ops::{ConvTransposeOptions, UnfoldOptions};
     use burn_backend::{DType, Shape};
     use core::ops::Range;
 
     /// A tensor of `shape` and `dtype`.
     pub fn shape(shape: &Shape, dtype: DType) -> u64 {
         (shape.num_elements() * dtype.size()) as u64
+    }
+
+    /// An op over operands of `shapes` broadcast to one another (a dimension of 1 takes the
+    /// others' size; no operand: one element), making elements of `dtype`. For the ops that
+    /// make bools, which can be wider than what they compare (CubeCL's `u32` bools from `f16`
+    /// values) and, broadcast, larger than every operand.
+    pub fn broadcast(shapes: &[&Shape], dtype: DType) -> u64 {
+        let rank = shapes.iter().map(|s| s.num_dims()).max().unwrap_or(0);
+        let elements: usize = (0..rank)
+            .map(|d| {
+                shapes
+                    .iter()
+                    .filter_map(|s| {
+                        let dims = s.as_slice();
+                        (d + dims.len()).checked_sub(rank).map(|i| dims[i])
+                    })
+                    .max()
+                    .unwrap_or(1)
+            })
+            .product();
+        (elements * dtype.size()) as u64
     }
 
     /// `arange(range, step)`: one element per step in the range.
@@ -225,6 +246,30 @@ pub(crate) mod expect {
         (others * len * dtype.size()) as u64
     }
 
+    /// `conv_transposeNd_x_backward(weight [C_in, C_out / groups, k..], output_grad [N,
+    /// C_out, out..])`: the input's gradient, `[N, C_in, in..]`, each `in` what the forward
+    /// pass's `out = (in - 1) stride - 2 padding + dilation (k - 1) + padding_out + 1` came
+    /// from. Larger than both inputs when the convolution narrows many channels to few.
+    pub fn conv_transpose_x<const D: usize>(
+        weight: &Shape,
+        output_grad: &Shape,
+        dtype: DType,
+        options: &ConvTransposeOptions<D>,
+    ) -> u64 {
+        let (w, g) = (weight.as_slice(), output_grad.as_slice());
+        if w.len() != D + 2 || g.len() != D + 2 {
+            return shape(weight, dtype).max(shape(output_grad, dtype));
+        }
+        let mut elements = g[0] * w[0];
+        for i in 0..D {
+            let reach = options.dilation[i] * w[2 + i].saturating_sub(1);
+            let span = (g[2 + i] + 2 * options.padding[i])
+                .saturating_sub(reach + options.padding_out[i] + 1);
+            elements *= span / options.stride[i].max(1) + 1;
+        }
+        (elements * dtype.size()) as u64
+    }
+
     /// `unfold4d(x [N, C, H, W], kernel)`: `[N, C·kh·kw, L]`, `L` the kernel's positions.
     pub fn unfold4d(x: &Shape, dtype: DType, kernel: [usize; 2], options: &UnfoldOptions) -> u64 {
         let dims = x.as_slice();
@@ -239,5 +284,50 @@ pub(crate) mod expect {
         };
         let elements = dims[0] * dims[1] * kernel[0] * kernel[1] * positions(0) * positions(1);
         (elements * dtype.size()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expect;
+    use burn_backend::ops::ConvTransposeOptions;
+    use burn_backend::{DType, Shape};
+    use burn_std::BoolStore;
+
+    #[test]
+    fn comparisons_are_sized_by_their_broadcast_shape_and_bool_width() {
+        let column = Shape::from(vec![64, 1]);
+        let row = Shape::from(vec![1, 64]);
+        let native = DType::Bool(BoolStore::Native);
+        assert_eq!(expect::broadcast(&[&column, &row], native), 64 * 64);
+        // CubeCL's u32 bools: four bytes each, twice an f16's width.
+        let u32s = DType::Bool(BoolStore::U32);
+        assert_eq!(expect::broadcast(&[&column], u32s), 64 * 4);
+        // A lower-rank operand aligns with the trailing dimensions.
+        let bias = Shape::from(vec![8]);
+        let x = Shape::from(vec![3, 1, 8]);
+        assert_eq!(expect::broadcast(&[&x, &bias], native), 24);
+        // No operand (an `any` over a whole tensor): one element.
+        assert_eq!(expect::broadcast(&[], u32s), 4);
+    }
+
+    #[test]
+    fn a_transposed_convolutions_input_gradient_is_sized_from_its_output() {
+        // Stride 2, padding 1, output padding 1, kernel 3: 8 -> 16, so 16 comes from 8.
+        let weight = Shape::from(vec![32, 4, 3, 3]);
+        let grad = Shape::from(vec![2, 4, 16, 16]);
+        let options = ConvTransposeOptions::new([2, 2], [1, 1], [1, 1], [1, 1], 1);
+        assert_eq!(
+            expect::conv_transpose_x(&weight, &grad, DType::F32, &options),
+            (2 * 32 * 8 * 8 * 4) as u64
+        );
+        // Dilation 2, kernel 3, no padding, stride 1: out = in + 4.
+        let weight = Shape::from(vec![6, 1, 3]);
+        let grad = Shape::from(vec![1, 1, 14]);
+        let options = ConvTransposeOptions::new([1], [0], [0], [2], 1);
+        assert_eq!(
+            expect::conv_transpose_x(&weight, &grad, DType::F16, &options),
+            (6 * 10 * 2) as u64
+        );
     }
 }

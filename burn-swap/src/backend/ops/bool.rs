@@ -81,7 +81,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         <R<I> as BoolTensorOps<R<I>>>::bool_equal(lhs, rhs)
     }
     fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("bool_not_equal", lhs.client.clone());
+        let mut op = NativeOp::new("bool_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -113,7 +113,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         <R<I> as BoolTensorOps<R<I>>>::bool_or(lhs, rhs)
     }
     fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("bool_xor", lhs.client.clone());
+        let mut op = NativeOp::new("bool_xor", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {

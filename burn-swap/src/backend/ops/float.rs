@@ -173,7 +173,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         <R<I> as FloatTensorOps<R<I>>>::float_equal(lhs, rhs, out_dtype)
     }
     fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_not_equal", lhs.client.clone());
+        let mut op = NativeOp::new("float_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -187,7 +187,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         <R<I> as FloatTensorOps<R<I>>>::float_equal_elem(lhs, rhs, out_dtype)
     }
     fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone());
+        let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
             let lhs = ctx.float(lhs);
@@ -421,7 +421,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_any(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_any", tensor.client.clone());
+        let mut op = NativeOp::new("float_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -430,7 +430,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_any_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_any_dim", tensor.client.clone());
+        let mut op = NativeOp::new("float_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -439,7 +439,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_all(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_all", tensor.client.clone());
+        let mut op = NativeOp::new("float_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -448,7 +448,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_all_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_all_dim", tensor.client.clone());
+        let mut op = NativeOp::new("float_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -511,7 +511,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         <R<I> as FloatTensorOps<R<I>>>::float_unfold(tensor, dim, size, step)
     }
     fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_is_nan", tensor.client.clone());
+        let mut op = NativeOp::new("float_is_nan", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -520,7 +520,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("float_is_inf", tensor.client.clone());
+        let mut op = NativeOp::new("float_is_inf", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);

@@ -78,7 +78,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_equal(lhs, rhs, out_dtype)
     }
     fn int_not_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_not_equal", lhs.client.clone());
+        let mut op = NativeOp::new("int_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -92,7 +92,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_equal_elem(lhs, rhs, out_dtype)
     }
     fn int_not_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone());
+        let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
             let lhs = ctx.int(lhs);
@@ -319,7 +319,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_any(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_any", tensor.client.clone());
+        let mut op = NativeOp::new("int_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -328,7 +328,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_any_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_any_dim", tensor.client.clone());
+        let mut op = NativeOp::new("int_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -337,7 +337,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_all(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_all", tensor.client.clone());
+        let mut op = NativeOp::new("int_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -346,7 +346,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_all_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let mut op = NativeOp::new("int_all_dim", tensor.client.clone());
+        let mut op = NativeOp::new("int_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);

@@ -100,7 +100,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         <R<I> as ModuleOps<R<I>>>::conv_transpose1d(x, weight, bias, options)
     }
     fn conv_transpose1d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone());
+        let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
@@ -140,7 +140,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         <R<I> as ModuleOps<R<I>>>::conv_transpose2d(x, weight, bias, options)
     }
     fn conv_transpose2d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone());
+        let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
@@ -180,7 +180,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         <R<I> as ModuleOps<R<I>>>::conv_transpose3d(x, weight, bias, options)
     }
     fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
-        let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone());
+        let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
