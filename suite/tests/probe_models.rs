@@ -15,7 +15,9 @@
 //! `select_assign`) under Adam with AMSGrad; a variational autoencoder sampling its latent
 //! from noise drawn on the device inside the step; batches whose shapes change between steps
 //! (longer and shorter sequences, a short last batch) while a plan is in force; a mean
-//! teacher kept as plain tensors across steps, with an activation read after the backward.
+//! teacher kept as plain tensors across steps, with an activation read after the backward;
+//! training resumed from a checkpoint (the model saved in half precision, AdamW's state in
+//! full) in a new model and optimizer.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
@@ -406,6 +408,54 @@ fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
         }
     }
     every_policy("odd ops", run::<Plain>(), run::<Swapped>);
+}
+
+/// A checkpoint taken mid-training as Burn's recorders take it, the model in half precision
+/// and the optimizer's state in full, then training resumed from it in a new model and a new
+/// optimizer, as a restarted job does: the record's tensors are read out of the device (some
+/// of them offloaded at the time) and the loaded ones come back as new tensors, the moments
+/// of AdamW included.
+#[test]
+fn training_resumed_from_a_half_precision_checkpoint_with_its_optimizer_state() {
+    use burn::record::{BinBytesRecorder, FullPrecisionSettings, HalfPrecisionSettings, Recorder};
+    fn run<B: AutodiffBackend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 13);
+        let mut model = Odds::<B>::new(&device);
+        let mut optimizer = AdamWConfig::new().init::<B, Odds<B>>();
+        let mut values = Vec::new();
+        for step in 0..STEPS {
+            if step == STEPS / 2 {
+                let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
+                    .record(model.clone().into_record(), ())
+                    .expect("the model's record saves");
+                let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
+                    .record(optimizer.to_record(), ())
+                    .expect("the optimizer's record saves");
+                drop((model, optimizer));
+                let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
+                    .load(weights, &device)
+                    .expect("the model's record loads");
+                let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
+                    .load(moments, &device)
+                    .expect("the optimizer's record loads");
+                model = Odds::<B>::new(&device).load_record(weights);
+                optimizer = AdamWConfig::new().init::<B, Odds<B>>().load_record(moments);
+            }
+            let (l, hit, metric) = model.loss(step, 0);
+            values.push(l.clone().into_scalar().elem::<f32>());
+            values.push(hit.into_scalar().elem::<f32>());
+            values.push(metric.into_scalar().elem::<i64>() as f32);
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            model = optimizer.step(1e-2, model, grads);
+        }
+        Outcome {
+            losses: values,
+            params: parameters(&model),
+        }
+    }
+    every_policy("resumed from a checkpoint", run::<Plain>(), run::<Swapped>);
 }
 
 /// A GAN's two players.
