@@ -77,6 +77,22 @@ for name, args, dtype in [
 ]:
     shapes = ", ".join(_shape.format(a) for a in args)
     EXPECT[name] = f"expect::broadcast(&[{shapes}], {dtype})"
+# A quantized select or gather picks as many rows or values as it has indices, more than
+# its input holds when some are picked more than once.
+EXPECT["q_select"] = (
+    "expect::select(&burn_backend::TensorMetadata::shape(&tensor), "
+    "burn_backend::TensorMetadata::dtype(&tensor), dim, "
+    "&burn_backend::TensorMetadata::shape(&indices))"
+)
+EXPECT["q_gather"] = (
+    "expect::gather(&burn_backend::TensorMetadata::shape(&indices), "
+    "burn_backend::TensorMetadata::dtype(&tensor))"
+)
+# A quantized tensor is a quarter of the float tensor it is made from (8-bit values) or
+# less, plus its quantization parameters: room for what it is, not for another float tensor.
+EXPECT["quantize_dynamic"] = (
+    "expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme)"
+)
 # A transposed convolution's input gradient can outgrow both its inputs (many channels
 # narrowed to few): its shape follows from the weight's, the output gradient's and the options.
 for d in (1, 2, 3):
@@ -360,7 +376,7 @@ HAND = {
     "float_transpose": transpose("float", "FloatTensor"),
     "int_transpose": transpose("int", "IntTensor"),
     "bool_transpose": transpose("bool", "BoolTensor"),
-    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone());\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
+    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
     "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.tensor.client.clone());\n        let tensor = op.ir(tensor);\n        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))\n    }",
     "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.tensor.client.device()\n    }",
     "q_to_device": "    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {\n        crate::backend::native::q_to_device(tensor, device)\n    }",

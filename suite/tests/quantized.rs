@@ -1,7 +1,8 @@
 //! Quantized tensors run through `Swap<Flex>` as on `Flex` (burn-router leaves `QTensorOps`
 //! unimplemented; burn-swap runs them natively on the inner backend): quantize, dequantize,
 //! reshape and views of quantized tensors, reading their data, and ops through dequantization,
-//! bit for bit, with no budget and under one that makes the float tensors around them leave.
+//! bit for bit, with no budget and under one that makes the float tensors around them leave;
+//! a quantized select that outgrows its input makes room for what it makes before it runs.
 //! Each backend quantizes with its own default scheme: `Swap<Flex>`'s is Flex's.
 
 use burn::backend::Flex;
@@ -103,4 +104,42 @@ fn a_quantized_tensor_counts_its_values_and_parameters() {
         let data = q.into_data();
         assert_eq!(data.bytes.len() as u64, 4096 + 4 * scales, "{scheme:?}");
     }
+}
+
+/// A quantized select that picks rows more than once makes more than its input holds (64
+/// rows of a 16-row table: 1,028 bytes from 260): room is made for all of it before it runs,
+/// so the budget holds with float tensors resident beside it.
+#[test]
+fn a_quantized_select_makes_room_for_rows_picked_more_than_once() {
+    use burn::tensor::Int;
+    fn run<B: Backend>(device: &B::Device) -> TensorData {
+        let values: Vec<f32> = (0..256)
+            .map(|i| ((i * 11 % 23) as f32 - 11.0) / 4.0)
+            .collect();
+        let x = Tensor::<B, 2>::from_data(TensorData::new(values, [16, 16]), device);
+        let q = x.quantize_dynamic(&default_scheme::<B>());
+        let rows: Vec<i64> = (0..64).map(|i| (i * 7) % 16).collect();
+        let rows = Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [64]), device);
+        let picked = q.select(0, rows);
+        assert_eq!(picked.dims(), [64, 16]);
+        picked.into_data()
+    }
+    let device = FlexDevice;
+    let plain = run::<Flex>(&device);
+    let _guard = burn_swap_suite::swap_device_lock();
+    let budget = 2600;
+    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::reset_counters(&device);
+    let ballast: Vec<Tensor<S, 1>> = (0..20)
+        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
+        .collect();
+    let swapped = run::<S>(&device);
+    let report = burn_swap::report(&device).unwrap();
+    drop(ballast);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_eq!(swapped.bytes[..], plain.bytes[..]);
+    assert_eq!(swapped.dtype, plain.dtype);
+    assert!(report.peak_bytes <= budget, "{report}");
+    assert_eq!(report.budget_overshoots, 0, "{report}");
+    assert!(report.offloads > 0, "{report}");
 }

@@ -186,12 +186,35 @@ pub(crate) fn q_to_device<I: BackendIr>(
 /// The outputs' size of the native ops whose size follows from their arguments.
 pub(crate) mod expect {
     use burn_backend::ops::{ConvTransposeOptions, UnfoldOptions};
+    use burn_backend::quantization::QuantScheme;
     use burn_backend::{DType, Shape};
     use core::ops::Range;
 
     /// A tensor of `shape` and `dtype`.
     pub fn shape(shape: &Shape, dtype: DType) -> u64 {
         (shape.num_elements() * dtype.size()) as u64
+    }
+
+    /// `select(x, dim, indices)`: `x` with dimension `dim` as long as `indices` (longer than
+    /// `x`'s when rows are picked more than once); counted as [`crate::exec::bytes_of`] counts a
+    /// tensor of `dtype`, a quantized one's values and parameters included.
+    pub fn select(x: &Shape, dtype: DType, dim: usize, indices: &Shape) -> u64 {
+        let mut dims = x.as_slice().to_vec();
+        if let Some(d) = dims.get_mut(dim) {
+            *d = indices.num_elements();
+        }
+        crate::exec::bytes_of_dims(&dims, dtype)
+    }
+
+    /// A tensor of `shape` quantized by `scheme`: its stored values and quantization
+    /// parameters.
+    pub fn quantized(shape: &Shape, scheme: &QuantScheme) -> u64 {
+        crate::exec::bytes_of(shape, DType::QFloat(*scheme))
+    }
+
+    /// `gather(dim, x, indices)`: a tensor of `indices`' shape and `x`'s `dtype`.
+    pub fn gather(indices: &Shape, dtype: DType) -> u64 {
+        crate::exec::bytes_of(indices, dtype)
     }
 
     /// An op over operands of `shapes` broadcast to one another (a dimension of 1 takes the

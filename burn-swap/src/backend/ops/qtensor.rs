@@ -25,7 +25,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("quantize", tensor.client.clone());
+        let mut op = NativeOp::new("quantize", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         let scales = op.ir(qparams.scales);
         op.run(|ctx| {
@@ -36,7 +36,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn quantize_dynamic(tensor: FloatTensor<Self>, scheme: &QuantScheme) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone());
+        let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -110,7 +110,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_select(tensor: QuantizedTensor<Self>, dim: usize, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_select", tensor.tensor.client.clone());
+        let mut op = NativeOp::new("q_select", tensor.tensor.client.clone()).expect(expect::select(&burn_backend::TensorMetadata::shape(&tensor), burn_backend::TensorMetadata::dtype(&tensor), dim, &burn_backend::TensorMetadata::shape(&indices)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {
@@ -130,7 +130,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_gather(dim: usize, tensor: QuantizedTensor<Self>, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
-        let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone());
+        let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone()).expect(expect::gather(&burn_backend::TensorMetadata::shape(&indices), burn_backend::TensorMetadata::dtype(&tensor)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {
