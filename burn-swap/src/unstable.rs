@@ -104,6 +104,16 @@ pub fn measure_transfers<D: DeviceOps + 'static>(
     registry::first(DeviceKey::of(device)).and_then(|c| c.measure_transfers(sizes))
 }
 
+/// Makes every tensor resident on `device` now unable to leave it, as a strided view with no
+/// op to make it again is: a test fixture for what no budget can move (on Flex every other
+/// tensor can leave), for the errors that say so. Nothing when the device was never used
+/// under [`crate::Swap`].
+pub fn hold_resident<D: DeviceOps + 'static>(device: &D) {
+    if let Some(control) = registry::first(DeviceKey::of(device)) {
+        control.hold_resident();
+    }
+}
+
 /// The trace of every op still kept in the device's window (the last iterations), without
 /// cutting it into iterations: for graphs that do not repeat, and for inspection.
 pub fn trace_window<D: DeviceOps + 'static>(device: &D) -> Option<crate::trace::Trace> {

@@ -2,7 +2,8 @@
 //! unimplemented; burn-swap runs them natively on the inner backend): quantize, dequantize,
 //! reshape and views of quantized tensors, reading their data, and ops through dequantization,
 //! bit for bit, with no budget and under one that makes the float tensors around them leave;
-//! a quantized select that outgrows its input makes room for what it makes before it runs.
+//! quantized weights that do not fit leave the device as their data and come back; a quantized
+//! select that outgrows its input makes room for what it makes before it runs.
 //! Each backend quantizes with its own default scheme: `Swap<Flex>`'s is Flex's.
 
 use burn::backend::Flex;
@@ -142,4 +143,66 @@ fn a_quantized_select_makes_room_for_rows_picked_more_than_once() {
     assert!(report.peak_bytes <= budget, "{report}");
     assert_eq!(report.budget_overshoots, 0, "{report}");
     assert!(report.offloads > 0, "{report}");
+}
+
+/// Quantized weights that do not fit beside what uses them leave and come back: four
+/// quantized [32, 32] matrices (1,028 bytes each per tensor, 1,152 per 32-value block),
+/// each dequantized in turn (4,096 bytes) to multiply the activations, three times over,
+/// under a 7,000-byte budget: the quantized tensors must leave as their data (values and
+/// quantization parameters) and come back under their ids. Bit for bit, every policy,
+/// compression off and on, within the budget; the weights' data read at the end too.
+#[test]
+fn quantized_weights_leave_and_come_back_bit_for_bit() {
+    use burn::tensor::quantization::{BlockSize, QuantLevel};
+    use burn_swap::{Compression, Policy};
+    fn run<B: Backend>(device: &B::Device, scheme: &QuantScheme) -> (Vec<u32>, Vec<TensorData>) {
+        let weights: Vec<_> = (0..4)
+            .map(|k| {
+                let values: Vec<f32> = (0..1024)
+                    .map(|i| (((i * 17 + k * 5) % 41) as f32 - 20.0) / 64.0)
+                    .collect();
+                Tensor::<B, 2>::from_data(TensorData::new(values, [32, 32]), device)
+                    .quantize_dynamic(scheme)
+            })
+            .collect();
+        let values: Vec<f32> = (0..128).map(|i| ((i % 9) as f32 - 4.0) / 4.0).collect();
+        let mut x = Tensor::<B, 2>::from_data(TensorData::new(values, [4, 32]), device);
+        for _ in 0..3 {
+            for w in &weights {
+                x = x.matmul(w.clone().dequantize()).tanh();
+            }
+        }
+        let out = x.into_data().to_vec::<f32>().unwrap();
+        let data = weights.into_iter().map(|w| w.into_data()).collect();
+        (out.into_iter().map(f32::to_bits).collect(), data)
+    }
+    let device = FlexDevice;
+    let per_tensor = default_scheme::<Flex>();
+    let per_block = per_tensor.with_level(QuantLevel::Block(BlockSize::new([32])));
+    let _guard = burn_swap_suite::swap_device_lock();
+    for scheme in [per_tensor, per_block] {
+        let (plain, plain_data) = run::<Flex>(&device, &scheme);
+        for policy in Policy::ALL {
+            for compression in [Compression::Off, Compression::On { max_ratio: 1.0 }] {
+                let what = format!("{scheme:?}, {}, {compression:?}", policy.name());
+                let budget = 7000;
+                let config = SwapConfig::budget_bytes(budget)
+                    .with_policy(policy)
+                    .with_compression(compression);
+                burn_swap::configure(&device, config).unwrap();
+                burn_swap::reset_counters(&device);
+                let (swapped, data) = run::<S>(&device, &scheme);
+                let report = burn_swap::report(&device).unwrap();
+                assert_eq!(swapped, plain, "{what}");
+                for (got, want) in data.iter().zip(&plain_data) {
+                    assert_eq!(got.bytes[..], want.bytes[..], "{what}");
+                    assert_eq!(got.dtype, want.dtype, "{what}");
+                }
+                assert!(report.peak_bytes <= budget, "{what}\n{report}");
+                assert_eq!(report.budget_overshoots, 0, "{what}\n{report}");
+                assert!(report.fetches > 0, "{what}\n{report}");
+            }
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }

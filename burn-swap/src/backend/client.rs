@@ -315,4 +315,8 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     fn trace_window(&self) -> Trace {
         self.engine().trace_window()
     }
+
+    fn hold_resident(&self) {
+        self.engine().hold_resident();
+    }
 }

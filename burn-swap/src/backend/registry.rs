@@ -27,6 +27,7 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn profile(&self) -> Option<crate::plan::profile::Profile>;
     fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links>;
     fn trace_window(&self) -> Trace;
+    fn hold_resident(&self);
 }
 
 /// A device: the type of its value and its id.
@@ -170,6 +171,7 @@ mod tests {
         fn trace_window(&self) -> Trace {
             unimplemented!("not needed")
         }
+        fn hold_resident(&self) {}
     }
 
     /// A device value of another type with the same id as `FlexDevice`'s.

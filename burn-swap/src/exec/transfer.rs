@@ -258,6 +258,9 @@ fn read<B: BackendIr>(
             return Ok(data);
         }
         try_read_sync(B::bool_into_data(tensor))
+    } else if let DType::QFloat(_) = dtype {
+        // Its stored values and quantization parameters, as the backend's records save it.
+        try_read_sync(B::q_into_data(B::quantized_tensor(handle)))
     } else {
         return Err(TransferError::Dtype(dtype));
     };
@@ -590,6 +593,8 @@ fn from_data<B: BackendIr>(data: TensorData, device: &B::Device) -> B::Handle {
         B::float_tensor_handle(B::float_from_data(data, device))
     } else if dtype.is_int() {
         B::int_tensor_handle(B::int_from_data(data, device))
+    } else if let DType::QFloat(_) = dtype {
+        B::quantized_tensor_handle(B::q_from_data(data, device))
     } else {
         B::bool_tensor_handle(B::bool_from_data(data, device))
     }

@@ -195,6 +195,7 @@ impl<B: BackendIr> Engine<B> {
     /// it takes it out of the books (unless a recipe still needs it).
     pub(super) fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
         let read = self.read_status(tensor);
+        let read = self.runner_ir(read);
         let handle = self.runner.get_tensor_handle(&read);
         self.consume_if_last(tensor);
         handle

@@ -108,6 +108,9 @@ pub(crate) struct Engine<B: BackendIr> {
     device_memory: Option<u64>,
     /// The peers offloads go to (seed 000), when configured.
     peers: Option<std::sync::Arc<super::peers::PeerPool>>,
+    /// The ids burn-router's runner holds some tensors' handles under, when not their own:
+    /// quantized tensors brought back from the host (see [`Engine::install`]).
+    runner_ids: hashbrown::HashMap<TensorId, TensorId>,
     /// Which backend tells where its tensors live (`exec::layout`), if any.
     teller: layout::Teller,
 }
@@ -190,6 +193,7 @@ impl<B: BackendIr> Engine<B> {
             allocator,
             device_memory,
             peers,
+            runner_ids: hashbrown::HashMap::new(),
             runner,
             config,
             budget,
@@ -887,9 +891,55 @@ impl<B: BackendIr> Engine<B> {
         if let Some(entry) = self.forget(&id)
             && entry.state().on_device()
         {
-            self.runner
-                .register_op(OperationIr::Drop(entry.ir(id, TensorStatus::ReadWrite)));
+            self.runner_drop(entry.ir(id, TensorStatus::ReadWrite));
         }
+    }
+
+    /// Makes every tensor on the device unable to leave it (strided, with no layout to restore
+    /// and no op to make it again): see [`crate::unstable::hold_resident`].
+    pub fn hold_resident(&mut self) {
+        let held: Vec<TensorId> = self
+            .residency
+            .iter()
+            .filter(|(_, e)| e.state().on_device())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in held {
+            if let Some(entry) = self.residency.get_mut(&id) {
+                entry.strided = true;
+                entry.restorable = false;
+                entry.view_op = None;
+                entry.view_source = None;
+                self.strided_live.push(id);
+            }
+        }
+    }
+
+    /// `ir` as burn-router's runner knows it: under the id the runner holds its handle
+    /// under, which is its own but for a quantized tensor brought back from the host (see
+    /// [`Self::install`]). Taken read-write (its last use, a drop), the alias ends.
+    #[inline]
+    pub(super) fn runner_ir(&mut self, mut ir: TensorIr) -> TensorIr {
+        if !self.runner_ids.is_empty() {
+            let held = if ir.status == TensorStatus::ReadWrite {
+                self.runner_ids.remove(&ir.id)
+            } else {
+                self.runner_ids.get(&ir.id).copied()
+            };
+            if let Some(id) = held {
+                ir.id = id;
+            }
+        }
+        ir
+    }
+
+    /// Frees a tensor's handle in burn-router's runner.
+    pub(super) fn runner_drop(&mut self, ir: TensorIr) {
+        let ir = self.runner_ir(TensorIr {
+            status: TensorStatus::ReadWrite,
+            ..ir
+        });
+        self.runner.register_op(OperationIr::Drop(ir));
     }
 
     fn drop_tensor(&mut self, id: TensorId, op: &mut OperationIr) {
@@ -902,7 +952,14 @@ impl<B: BackendIr> Engine<B> {
         match self.discard(&id) {
             // Nothing of it is left on the device.
             Some(false) => {}
-            _ => self.runner.register_op(take_op(op)),
+            _ => {
+                if let OperationIr::Drop(tensor) = op
+                    && let Some(held) = self.runner_ids.remove(&tensor.id)
+                {
+                    tensor.id = held;
+                }
+                self.runner.register_op(take_op(op))
+            }
         }
     }
 

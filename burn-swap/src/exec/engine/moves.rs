@@ -221,10 +221,11 @@ impl<B: BackendIr> Engine<B> {
             let books = self.residency.books();
             let host = (books.host, books.peak_host);
             let (shape, dtype) = (ir.shape.clone(), ir.dtype);
+            let ir = self.runner_ir(ir);
             let handle = self.runner.get_tensor_handle(&ir);
             self.transfers.release(handle, shape, dtype, host);
         } else {
-            self.runner.register_op(OperationIr::Drop(ir));
+            self.runner_drop(ir);
         }
         let c = &mut self.counters;
         c.offloads += 1;
@@ -360,13 +361,15 @@ impl<B: BackendIr> Engine<B> {
     fn offload_source(&mut self, id: TensorId) -> Option<(B::Handle, Shape, DType)> {
         let entry = self.residency.get(&id)?;
         let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
         // A carrier moves its whole buffer, which its group's holders are made again over.
         let carries = matches!(entry.group.as_deref(), Some(Group::Carrier { .. }));
-        if !entry.strided && !carries {
+        let (strided, with_layout) = (entry.strided, entry.leaves_with_layout());
+        let ir = self.runner_ir(ir);
+        let handle = self.runner.get_tensor_handle(&ir);
+        if !strided && !carries {
             return Some((handle, ir.shape, ir.dtype));
         }
-        if !entry.leaves_with_layout() && !carries {
+        if !with_layout && !carries {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;
@@ -544,12 +547,17 @@ impl<B: BackendIr> Engine<B> {
     /// Puts a fetched handle in the handle container under the tensor's id: registered
     /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes; a strided
     /// `view` (a reshape would copy it dense) by the identity permutation, which keeps its
-    /// layout.
+    /// layout. A quantized tensor, which no op of burn-router's runner takes, stays under the
+    /// fresh id, which the engine then uses for it (see [`Engine::runner_ir`]).
     pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr, view: bool) {
         let fresh = self
             .runner
             .register_tensor(handle, out.shape.clone(), out.dtype, self.runner.clone())
             .into_ir();
+        if let DType::QFloat(_) = out.dtype {
+            self.runner_ids.insert(out.id, fresh.id);
+            return;
+        }
         let input = TensorIr {
             status: TensorStatus::ReadWrite,
             ..fresh

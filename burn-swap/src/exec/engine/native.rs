@@ -47,6 +47,7 @@ impl<B: BackendIr> Engine<B> {
                     status: TensorStatus::ReadOnly,
                     ..tensor.clone()
                 };
+                let read = self.runner_ir(read);
                 return self.runner.get_tensor_handle(&read);
             }
         }
@@ -60,10 +61,9 @@ impl<B: BackendIr> Engine<B> {
         let probe = crate::exec::layout::probe::<B>(&handle, &shape, dtype);
         let strided = match probe.map(|p| p.dense) {
             Some(dense) => !dense,
-            // A quantized tensor stays resident: burn-router's runner cannot put a quantized
-            // handle back under its id (`register_tensor_data_id` is `todo!()` for QFloat),
-            // and, made natively, it has no recipe.
-            None if matches!(dtype, DType::QFloat(_)) => true,
+            // A quantized tensor leaves as its data (values and quantization parameters, in
+            // order, as the backend's records save it) and comes back dense.
+            None if matches!(dtype, DType::QFloat(_)) => false,
             None => self.op.inputs_strided,
         };
         let id = self
