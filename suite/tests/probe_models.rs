@@ -17,7 +17,8 @@
 //! (longer and shorter sequences, a short last batch) while a plan is in force; a mean
 //! teacher kept as plain tensors across steps, with an activation read after the backward;
 //! training resumed from a checkpoint (the model saved in half precision, AdamW's state in
-//! full) in a new model and optimizer.
+//! full) in a new model and optimizer; batched inference without autodiff, its weights leaving
+//! and coming back every batch.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
@@ -1253,4 +1254,48 @@ fn mean_teacher_with_tensors_kept_across_steps_and_an_activation_read_after_back
         }
     }
     every_policy("mean teacher", run::<Plain>(), run::<Swapped>);
+}
+
+/// A classifier over a transformer encoder.
+#[derive(Module, Debug)]
+struct Classifier<B: Backend> {
+    encoder: TransformerEncoder<B>,
+    head: Linear<B>,
+}
+
+/// Batched inference with no autodiff at all, on `Swap<Flex>` itself, as a model served
+/// from weights larger than the device's memory: twelve batches through a four-layer
+/// transformer encoder whose weights are most of the peak, so under a quarter of it they
+/// leave and come back every batch. The class probabilities of every batch and the weights
+/// afterwards, bit for bit.
+#[test]
+fn batched_inference_without_autodiff_with_weights_that_leave() {
+    fn run<B: Backend>() -> Outcome {
+        let device = B::Device::default();
+        let _rng = burn_swap_suite::rng_lock();
+        B::seed(&device, 21);
+        let model = Classifier {
+            encoder: TransformerEncoderConfig::new(32, 64, 4, 4).init::<B>(&device),
+            head: LinearConfig::new(32, 10).init::<B>(&device),
+        };
+        let mut values = Vec::new();
+        let mut outputs = Vec::new();
+        for batch in 0..STEPS {
+            let x = Tensor::<B, 3>::from_data(
+                TensorData::new(noise(900 + batch as u64, 2 * 8 * 32), [2, 8, 32]),
+                &device,
+            );
+            let h = model.encoder.forward(TransformerEncoderInput::new(x));
+            let logits = model.head.forward(h.mean_dim(1).squeeze_dim::<2>(1));
+            let probs = softmax(logits, 1);
+            values.push(probs.clone().max().into_scalar().elem::<f32>());
+            outputs.push(probs.into_data());
+        }
+        outputs.extend(parameters(&model));
+        Outcome {
+            losses: values,
+            params: outputs,
+        }
+    }
+    every_policy("batched inference", run::<Flex>(), run::<Swap<Flex>>);
 }
