@@ -1,6 +1,7 @@
 //! Deterministic synthetic data.
 
-use burn::tensor::TensorData;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
 
 /// A small xorshift generator: the same numbers on every machine.
 #[derive(Debug, Clone)]
@@ -31,6 +32,28 @@ impl XorShift {
     pub fn vec_f32(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.next_f32() * scale).collect()
     }
+}
+
+/// Inputs of shape `dims` uniform in `[-1, 1)` from `seed`, in the device's default float
+/// type, and one label in `0..classes` per row (from the next draws of the same seed's
+/// neighbour).
+pub fn labelled<B: Backend, const D: usize>(
+    seed: u64,
+    dims: [usize; D],
+    classes: usize,
+    device: &B::Device,
+) -> (Tensor<B, D>, Tensor<B, 1, Int>) {
+    let n = dims.iter().product();
+    let x = Tensor::from_data(
+        TensorData::new(XorShift::new(seed).vec_f32(n, 1.0), dims),
+        device,
+    );
+    let y: Vec<i64> = XorShift::new(seed + 1)
+        .vec_f32(dims[0], 1.0)
+        .iter()
+        .map(|v| (((v + 1.0) / 2.0 * classes as f32) as i64).min(classes as i64 - 1))
+        .collect();
+    (x, Tensor::from_data(TensorData::new(y, [dims[0]]), device))
 }
 
 /// A regression batch: inputs `[batch, d_in]` and targets `[batch, d_out]`, where the targets

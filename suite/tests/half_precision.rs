@@ -21,8 +21,9 @@ use burn::nn::{
     LinearConfig, Lstm, LstmConfig, PaddingConfig2d, Relu,
 };
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{DType, ElementConversion, FloatDType, Int, IntDType, Tensor, TensorData};
+use burn::tensor::{DType, ElementConversion, FloatDType, Int, IntDType, Tensor};
 use burn_swap::Swap;
+use burn_swap_suite::data::labelled;
 use burn_swap_suite::train::{Outcome, parameters, train_loop};
 use burn_swap_suite::verify::every_policy as check;
 
@@ -39,38 +40,6 @@ fn bf16_by_default() {
         burn::tensor::set_default_dtypes::<Flex>(&device, FloatDType::BF16, IntDType::I64)
             .expect("the device's default types are set before its first tensor");
     });
-}
-
-/// A deterministic pseudo-random sequence in [-1, 1).
-fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// A batch of `dims` inputs (in the device's default float type) and class labels.
-fn batch<B: Backend, const D: usize>(
-    seed: u64,
-    step: usize,
-    dims: [usize; D],
-    classes: usize,
-    device: &B::Device,
-) -> (Tensor<B, D>, Tensor<B, 1, Int>) {
-    let n: usize = dims.iter().product();
-    let x = noise(seed * 1000 + step as u64, n);
-    let y: Vec<i64> = (0..dims[0])
-        .map(|i| ((x[i * (n / dims[0])] + 1.0) * classes as f32 / 2.0) as i64 % classes as i64)
-        .collect();
-    (
-        Tensor::from_data(TensorData::new(x, dims), device),
-        Tensor::from_data(TensorData::new(y, [dims[0]]), device),
-    )
 }
 
 fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
@@ -110,7 +79,7 @@ impl<B: Backend> Cnn<B> {
 
     fn loss(&self, step: usize) -> Tensor<B, 1> {
         let device = self.head.weight.device();
-        let (mut x, y) = batch::<B, 4>(3, step, [8, 3, 10, 10], 4, &device);
+        let (mut x, y) = labelled::<B, 4>(3000 + step as u64, [8, 3, 10, 10], 4, &device);
         for (conv, norm) in self.convs.iter().zip(&self.norms) {
             x = self.relu.forward(norm.forward(conv.forward(x)));
         }
@@ -139,7 +108,7 @@ impl<B: Backend> Tagger<B> {
 
     fn loss(&self, step: usize) -> Tensor<B, 1> {
         let device = self.head.weight.device();
-        let (x, y) = batch::<B, 2>(5, step, [6, 9], 3, &device);
+        let (x, y) = labelled::<B, 2>(5000 + step as u64, [6, 9], 3, &device);
         let ids = ((x + 1.0) * 5.9).int();
         let (out, _) = self.lstm.forward(self.tokens.forward(ids), None);
         let last = self.norm.forward(out.narrow(1, 8, 1).squeeze_dim::<2>(1));

@@ -56,7 +56,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use burn_swap::Swap;
-use burn_swap_suite::data::XorShift;
+use burn_swap_suite::data::{XorShift, labelled};
 use burn_swap_suite::train::{Outcome, parameters};
 use burn_swap_suite::verify::every_policy;
 
@@ -69,22 +69,6 @@ const MICRO: usize = 2;
 /// `n` values uniform in [-1, 1) from `seed`.
 fn noise(seed: u64, n: usize) -> Vec<f32> {
     XorShift::new(seed).vec_f32(n, 1.0)
-}
-
-/// Inputs of shape `dims` from `seed`, and one label in `0..classes` per row.
-fn labelled<B: Backend, const D: usize>(
-    seed: u64,
-    dims: [usize; D],
-    classes: usize,
-    device: &B::Device,
-) -> (Tensor<B, D>, Tensor<B, 1, Int>) {
-    let n = dims.iter().product();
-    let x = Tensor::from_data(TensorData::new(noise(seed, n), dims), device);
-    let y: Vec<i64> = noise(seed + 1, dims[0])
-        .iter()
-        .map(|v| (((v + 1.0) / 2.0 * classes as f32) as i64).min(classes as i64 - 1))
-        .collect();
-    (x, Tensor::from_data(TensorData::new(y, [dims[0]]), device))
 }
 
 /// A two-layer causal language model whose logits are its hidden states against the
@@ -383,30 +367,47 @@ impl<B: Backend> burn::module::ModuleMapper<B> for Reload {
     }
 }
 
+/// Trains `Odds` from `seed` for [`STEPS`] steps of `optimizer`, reading its loss, accuracy
+/// and metric every step; half-way, `midway` takes the model and the optimizer and gives back
+/// the ones training goes on with.
+fn train_odds<B: AutodiffBackend, O: Optimizer<Odds<B>, B>>(
+    seed: u64,
+    optimizer: O,
+    midway: impl FnOnce(Odds<B>, O) -> (Odds<B>, O),
+) -> Outcome {
+    let device = B::Device::default();
+    let _rng = burn_swap_suite::rng_lock();
+    B::seed(&device, seed);
+    let mut model = Odds::<B>::new(&device);
+    let mut optimizer = optimizer;
+    let mut midway = Some(midway);
+    let mut values = Vec::new();
+    for step in 0..STEPS {
+        if step == STEPS / 2
+            && let Some(midway) = midway.take()
+        {
+            (model, optimizer) = midway(model, optimizer);
+        }
+        let (l, hit, metric) = model.loss(step, 0);
+        values.push(l.clone().into_scalar().elem::<f32>());
+        values.push(hit.into_scalar().elem::<f32>());
+        values.push(metric.into_scalar().elem::<i64>() as f32);
+        let grads = GradientsParams::from_grads(l.backward(), &model);
+        model = optimizer.step(1e-2, model, grads);
+    }
+    Outcome {
+        losses: values,
+        params: parameters(&model),
+    }
+}
+
 #[test]
 fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
     fn run<B: AutodiffBackend>() -> Outcome {
-        let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
-        B::seed(&device, 9);
-        let mut model = Odds::<B>::new(&device);
-        let mut optimizer = AdamWConfig::new().init::<B, Odds<B>>();
-        let mut values = Vec::new();
-        for step in 0..STEPS {
-            if step == STEPS / 2 {
-                model = model.map(&mut Reload);
-            }
-            let (l, hit, metric) = model.loss(step, 0);
-            values.push(l.clone().into_scalar().elem::<f32>());
-            values.push(hit.into_scalar().elem::<f32>());
-            values.push(metric.into_scalar().elem::<i64>() as f32);
-            let grads = GradientsParams::from_grads(l.backward(), &model);
-            model = optimizer.step(1e-2, model, grads);
-        }
-        Outcome {
-            losses: values,
-            params: parameters(&model),
-        }
+        let optimizer = AdamWConfig::new().init::<B, Odds<B>>();
+        train_odds::<B, _>(9, optimizer, |model, optimizer| {
+            (model.map(&mut Reload), optimizer)
+        })
     }
     every_policy("odd ops", run::<Plain>(), run::<Swapped>);
 }
@@ -420,41 +421,26 @@ fn odd_ops_with_a_frozen_layer_and_a_reload_mid_training() {
 fn training_resumed_from_a_half_precision_checkpoint_with_its_optimizer_state() {
     use burn::record::{BinBytesRecorder, FullPrecisionSettings, HalfPrecisionSettings, Recorder};
     fn run<B: AutodiffBackend>() -> Outcome {
-        let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
-        B::seed(&device, 13);
-        let mut model = Odds::<B>::new(&device);
-        let mut optimizer = AdamWConfig::new().init::<B, Odds<B>>();
-        let mut values = Vec::new();
-        for step in 0..STEPS {
-            if step == STEPS / 2 {
-                let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
-                    .record(model.clone().into_record(), ())
-                    .expect("the model's record saves");
-                let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
-                    .record(optimizer.to_record(), ())
-                    .expect("the optimizer's record saves");
-                drop((model, optimizer));
-                let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
-                    .load(weights, &device)
-                    .expect("the model's record loads");
-                let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
-                    .load(moments, &device)
-                    .expect("the optimizer's record loads");
-                model = Odds::<B>::new(&device).load_record(weights);
-                optimizer = AdamWConfig::new().init::<B, Odds<B>>().load_record(moments);
-            }
-            let (l, hit, metric) = model.loss(step, 0);
-            values.push(l.clone().into_scalar().elem::<f32>());
-            values.push(hit.into_scalar().elem::<f32>());
-            values.push(metric.into_scalar().elem::<i64>() as f32);
-            let grads = GradientsParams::from_grads(l.backward(), &model);
-            model = optimizer.step(1e-2, model, grads);
-        }
-        Outcome {
-            losses: values,
-            params: parameters(&model),
-        }
+        let optimizer = AdamWConfig::new().init::<B, Odds<B>>();
+        train_odds::<B, _>(13, optimizer, |model, optimizer| {
+            let device = B::Device::default();
+            let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
+                .record(model.clone().into_record(), ())
+                .expect("the model's record saves");
+            let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
+                .record(optimizer.to_record(), ())
+                .expect("the optimizer's record saves");
+            drop((model, optimizer));
+            let weights = BinBytesRecorder::<HalfPrecisionSettings>::default()
+                .load(weights, &device)
+                .expect("the model's record loads");
+            let moments = BinBytesRecorder::<FullPrecisionSettings>::default()
+                .load(moments, &device)
+                .expect("the optimizer's record loads");
+            let model = Odds::<B>::new(&device).load_record(weights);
+            let optimizer = AdamWConfig::new().init::<B, Odds<B>>().load_record(moments);
+            (model, optimizer)
+        })
     }
     every_policy("resumed from a checkpoint", run::<Plain>(), run::<Swapped>);
 }
