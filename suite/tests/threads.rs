@@ -138,3 +138,50 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     assert!(report.offloads + report.recomputes > 0, "{report}");
     println!("reconfigurations refused: {refused} of 20");
 }
+
+/// A read racing another thread's drop of the tensor's last other clone (a checkpointer
+/// reading a parameter the training thread has just replaced): burn-router counts the read's
+/// handle out before the read reaches the engine, so the drop could free the tensor first and
+/// the read find nothing ("Should have handle"). Hundreds of races beside a thread that keeps
+/// the engine busy, each read whole.
+#[test]
+fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
+    use std::sync::{Arc, Barrier};
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let barrier = Arc::new(Barrier::new(2));
+    let (give, take) = std::sync::mpsc::channel::<Tensor<S, 1>>();
+    let dropper = {
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            while let Ok(clone) = take.recv() {
+                barrier.wait();
+                drop(clone);
+            }
+        })
+    };
+    // A third thread keeps the engine busy with long ops, so that the read and the drop
+    // queue for it together and either may go first.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let a = Tensor::<S, 2>::ones([192, 192], &FlexDevice);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = a.clone().matmul(a.clone()).sum().into_scalar();
+            }
+        })
+    };
+    for i in 0..400 {
+        let t = Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
+        give.send(t.clone()).unwrap();
+        barrier.wait();
+        let read: Vec<f32> = t.into_data().to_vec().unwrap();
+        assert_eq!(read, vec![i as f32; 64], "race {i}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(give);
+    dropper.join().unwrap();
+    busy.join().unwrap();
+}

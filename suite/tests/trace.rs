@@ -31,7 +31,8 @@ fn hand_built_graph_has_exact_indices() {
     drop(b);
     // op 3: d = exp(c)    (c's last use)
     let d = c.exp();
-    // op 4: read d        (d's last use)
+    // op 4: read d        (a read holds its tensor until the engine has it: shared)
+    // op 5: drop d        (the read's hold let go: d ends by a drop)
     let values = d.into_data();
     assert_eq!(values.shape.as_slice(), &[3]);
 
@@ -44,7 +45,8 @@ fn hand_built_graph_has_exact_indices() {
             "NumericFloat.Mul",
             "Drop",
             "Float.Exp",
-            "Read"
+            "Read",
+            "Drop"
         ]
     );
 
@@ -87,12 +89,12 @@ fn hand_built_graph_has_exact_indices() {
     );
 
     assert_eq!(td.producer, Some(3));
-    assert_eq!(td.accesses, [access(4, AccessKind::LastUse)]);
+    assert_eq!(td.accesses, [access(4, AccessKind::Read)]);
     assert_eq!(
         td.end,
         Some(End {
-            op: 4,
-            kind: EndKind::LastUse
+            op: 5,
+            kind: EndKind::Drop
         })
     );
     assert_eq!(trace.tensors.len(), 4);

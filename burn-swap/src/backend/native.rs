@@ -143,11 +143,21 @@ impl<I: BackendIr> NativeCtx<'_, I> {
 
 /// Reads a tensor's data as the inner backend holds it (burn-router would convert it to the
 /// backend's default element type).
+///
+/// The read holds a clone of the tensor until the engine has taken it: burn-router counts a
+/// tensor's holders, and `into_ir` counts this one out before the read reaches the engine, so
+/// another thread dropping the last other clone in that moment (a model's parameter the
+/// training thread replaced while a checkpointer thread reads it) would free the tensor first
+/// and the read would find nothing. Held, the read is a shared one, and the last holder's drop
+/// frees the tensor after it.
 pub(crate) fn read<I: BackendIr>(
     tensor: RouterTensor<SwapClient<I>>,
 ) -> DynFut<Result<TensorData, ExecutionError>> {
     let client = tensor.client.clone();
-    client.read_tensor_async(tensor.into_ir())
+    let held = tensor.clone();
+    let future = client.read_tensor_async(tensor.into_ir());
+    drop(held);
+    future
 }
 
 /// Moves a quantized tensor to `device`: nothing to do on its own device; elsewhere its data
