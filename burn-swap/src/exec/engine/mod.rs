@@ -953,7 +953,8 @@ impl<B: BackendIr> Engine<B> {
             // Nothing of it is left on the device.
             Some(false) => {}
             _ => {
-                if let OperationIr::Drop(tensor) = op
+                if !self.runner_ids.is_empty()
+                    && let OperationIr::Drop(tensor) = op
                     && let Some(held) = self.runner_ids.remove(&tensor.id)
                 {
                     tensor.id = held;
