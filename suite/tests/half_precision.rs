@@ -13,17 +13,15 @@ use std::sync::Once;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module};
-use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::{
-    BatchNorm, BatchNormConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
-    LinearConfig, Lstm, LstmConfig, PaddingConfig2d, Relu,
+    Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, Lstm, LstmConfig,
 };
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{DType, ElementConversion, FloatDType, Int, IntDType, Tensor};
 use burn_swap::Swap;
 use burn_swap_suite::data::labelled;
+use burn_swap_suite::models::BnCnnConfig;
 use burn_swap_suite::train::{Outcome, parameters, train_loop};
 use burn_swap_suite::verify::every_policy as check;
 
@@ -46,45 +44,6 @@ fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, y: Tensor<B, 1, Int>) -> Tens
     CrossEntropyLossConfig::new()
         .init(&logits.device())
         .forward(logits, y)
-}
-
-/// Three convolutions with batch norm and ReLU, pooled to a linear head.
-#[derive(Module, Debug)]
-struct Cnn<B: Backend> {
-    convs: Vec<Conv2d<B>>,
-    norms: Vec<BatchNorm<B>>,
-    pool: AdaptiveAvgPool2d,
-    head: Linear<B>,
-    relu: Relu,
-}
-
-impl<B: Backend> Cnn<B> {
-    fn new(device: &B::Device) -> Self {
-        Self {
-            convs: (0..3)
-                .map(|i| {
-                    Conv2dConfig::new([if i == 0 { 3 } else { 8 }, 8], [3, 3])
-                        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-                        .init(device)
-                })
-                .collect(),
-            norms: (0..3)
-                .map(|_| BatchNormConfig::new(8).init(device))
-                .collect(),
-            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
-            head: LinearConfig::new(8, 4).init(device),
-            relu: Relu::new(),
-        }
-    }
-
-    fn loss(&self, step: usize) -> Tensor<B, 1> {
-        let device = self.head.weight.device();
-        let (mut x, y) = labelled::<B, 4>(3000 + step as u64, [8, 3, 10, 10], 4, &device);
-        for (conv, norm) in self.convs.iter().zip(&self.norms) {
-            x = self.relu.forward(norm.forward(conv.forward(x)));
-        }
-        cross_entropy(self.head.forward(self.pool.forward(x).flatten(1, 3)), y)
-    }
 }
 
 /// Token embeddings through an LSTM and layer norm, the last output to a linear head.
@@ -142,7 +101,13 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
 #[test]
 fn a_bf16_batch_norm_cnn_trains_bit_for_bit_under_every_policy() {
     fn run<B: AutodiffBackend>() -> Outcome {
-        train::<B, _>(Cnn::new, |m, s| m.loss(s), |m, s| m.loss(s))
+        let config = BnCnnConfig::small();
+        let device = B::Device::default();
+        train::<B, _>(
+            |device| config.init(device),
+            |m, s| m.loss(&config, s, &device),
+            |m, s| m.loss(&config, s, &device),
+        )
     }
     let plain = run::<Plain>();
     assert!(
