@@ -184,4 +184,38 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
     drop(give);
     dropper.join().unwrap();
     busy.join().unwrap();
+    // The same race on quantized tensors' reads.
+    let (give, take) = std::sync::mpsc::channel::<Tensor<S, 1>>();
+    let dropper = {
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            while let Ok(clone) = take.recv() {
+                barrier.wait();
+                drop(clone);
+            }
+        })
+    };
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let a = Tensor::<S, 2>::ones([192, 192], &FlexDevice);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = a.clone().matmul(a.clone()).sum().into_scalar();
+            }
+        })
+    };
+    let scheme = <<S as burn::tensor::backend::BackendTypes>::QuantizedTensorPrimitive as burn::tensor::backend::QTensorPrimitive>::default_scheme();
+    for i in 0..200 {
+        let t = Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device)
+            .quantize_dynamic(&scheme);
+        give.send(t.clone()).unwrap();
+        barrier.wait();
+        let read = t.into_data();
+        assert_eq!(read.num_elements(), 64, "quantized race {i}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(give);
+    dropper.join().unwrap();
+    busy.join().unwrap();
 }

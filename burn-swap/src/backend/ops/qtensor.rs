@@ -70,8 +70,12 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
         let mut op = NativeOp::new("q_into_data", tensor.tensor.client.clone());
+        // Held until the engine has taken the read (see `native::read`).
+        let held = tensor.clone();
         let tensor = op.ir(tensor);
-        op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)))
+        let data = op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)));
+        drop(held);
+        data
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
         let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone());
