@@ -139,17 +139,17 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     println!("reconfigurations refused: {refused} of 20");
 }
 
-/// A read racing another thread's drop of the tensor's last other clone (a checkpointer
-/// reading a parameter the training thread has just replaced): burn-router counts the read's
-/// handle out before the read reaches the engine, so the drop could free the tensor first and
-/// the read find nothing ("Should have handle"). Hundreds of races beside a thread that keeps
-/// the engine busy, each read whole.
-#[test]
-fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
+/// Runs `races` reads, each of a tensor `make` gives, while another thread drops the tensor's
+/// only other clone at the same moment and a third keeps the engine busy with long ops (so
+/// that the read and the drop queue for it together and either may go first); `check` sees
+/// each read's data.
+fn race_reads(
+    races: usize,
+    make: impl Fn(usize) -> Tensor<S, 1>,
+    check: impl Fn(usize, TensorData),
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier};
-    let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let barrier = Arc::new(Barrier::new(2));
     let (give, take) = std::sync::mpsc::channel::<Tensor<S, 1>>();
     let dropper = {
@@ -161,61 +161,50 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
             }
         })
     };
-    // A third thread keeps the engine busy with long ops, so that the read and the drop
-    // queue for it together and either may go first.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let busy = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let a = Tensor::<S, 2>::ones([192, 192], &FlexDevice);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let _ = a.clone().matmul(a.clone()).sum().into_scalar();
             }
         })
     };
-    for i in 0..400 {
-        let t = Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
+    for i in 0..races {
+        let t = make(i);
         give.send(t.clone()).unwrap();
         barrier.wait();
-        let read: Vec<f32> = t.into_data().to_vec().unwrap();
+        check(i, t.into_data());
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(give);
+    dropper.join().unwrap();
+    busy.join().unwrap();
+}
+
+/// A read racing another thread's drop of the tensor's last other clone (a checkpointer
+/// reading a parameter the training thread has just replaced): burn-router counts the read's
+/// handle out before the read reaches the engine, so the drop could free the tensor first and
+/// the read find nothing ("Should have handle"). Hundreds of races beside a thread that keeps
+/// the engine busy, each read whole; then the same on quantized tensors' reads.
+#[test]
+fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
+    use burn::tensor::backend::{BackendTypes, QTensorPrimitive};
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let tensor =
+        |i: usize| Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
+    race_reads(400, tensor, |i, read| {
+        let read: Vec<f32> = read.to_vec().unwrap();
         assert_eq!(read, vec![i as f32; 64], "race {i}");
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    drop(give);
-    dropper.join().unwrap();
-    busy.join().unwrap();
-    // The same race on quantized tensors' reads.
-    let (give, take) = std::sync::mpsc::channel::<Tensor<S, 1>>();
-    let dropper = {
-        let barrier = barrier.clone();
-        std::thread::spawn(move || {
-            while let Ok(clone) = take.recv() {
-                barrier.wait();
-                drop(clone);
-            }
-        })
-    };
-    stop.store(false, std::sync::atomic::Ordering::Relaxed);
-    let busy = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let a = Tensor::<S, 2>::ones([192, 192], &FlexDevice);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = a.clone().matmul(a.clone()).sum().into_scalar();
-            }
-        })
-    };
-    let scheme = <<S as burn::tensor::backend::BackendTypes>::QuantizedTensorPrimitive as burn::tensor::backend::QTensorPrimitive>::default_scheme();
-    for i in 0..200 {
-        let t = Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device)
-            .quantize_dynamic(&scheme);
-        give.send(t.clone()).unwrap();
-        barrier.wait();
-        let read = t.into_data();
-        assert_eq!(read.num_elements(), 64, "quantized race {i}");
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    drop(give);
-    dropper.join().unwrap();
-    busy.join().unwrap();
+    });
+    let scheme =
+        <<S as BackendTypes>::QuantizedTensorPrimitive as QTensorPrimitive>::default_scheme();
+    race_reads(
+        200,
+        |i| tensor(i).quantize_dynamic(&scheme),
+        |i, read| assert_eq!(read.num_elements(), 64, "quantized race {i}"),
+    );
 }
