@@ -171,6 +171,26 @@ impl<B: BackendIr> SwapClient<B> {
     }
 }
 
+/// Lets go of an op the engine is done with. What is left of it after it ran is the
+/// placeholder the engine leaves when it hands the op to the runner (a drop of nothing), or
+/// a drop: dropped as such, it needs none of the drop glue of the whole `OperationIr` enum, a
+/// large function whose code would otherwise be fetched into the instruction cache at every
+/// op (measured: 4% of the LSTM's instruction-cache misses per step, see *Measurements*).
+#[inline]
+fn dispose(op: OperationIr) {
+    match op {
+        OperationIr::Drop(tensor) => drop(tensor),
+        other => dispose_whole(other),
+    }
+}
+
+/// [`dispose`] of any other op (none today: every op but a drop is taken when it runs).
+#[cold]
+#[inline(never)]
+fn dispose_whole(op: OperationIr) {
+    drop(op)
+}
+
 fn resolve_budget<B: BackendIr>(
     config: &SwapConfig,
     device: &B::Device,
@@ -209,6 +229,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         if let Err(error) = result {
             fail(error)
         }
+        dispose(op);
         outputs
     }
 
@@ -233,6 +254,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         if let Err(error) = result {
             fail(error)
         }
+        dispose(op);
     }
 
     fn read_tensor_async(&self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
