@@ -388,6 +388,7 @@ HAND = {
 HEADER = [
     "#![allow(unused_variables, unused_imports, dead_code, clippy::all)]",
     "",
+    "use crate::backend::in_flight;",
     "use crate::backend::native::{NativeOp, expect, read};",
     "use crate::backend::{Swap, SwapChannel};",
     "use burn_backend::ops::*;",
@@ -415,6 +416,12 @@ FILES = {
     "TransactionOps": "transaction",
 }
 
+# Every method holds the gate of `backend/in_flight.rs` from its first line, before any input is
+# counted out (`into_ir`), until the engine has run it: a drop on another thread waits for it.
+def gated(code):
+    head, rest = code.split("\n", 1)
+    return f"{head}\n        let _op = in_flight::Op::enter();\n{rest}"
+
 import os
 os.makedirs("burn-swap/src/backend/ops", exist_ok=True)
 stats = []
@@ -432,12 +439,12 @@ for trait, files, router_file in TRAITS:
     n_fwd = n_nat = n_def = 0
     for name, generics, params, ret, where in methods(body):
         if name in HAND_WRITTEN:
-            out.append(HAND[name])
+            out.append(gated(HAND[name]))
             n_fwd += 1
         elif name in routed:
             code = forward(trait, name, generics, params, ret, where)
             if code:
-                out.append(code)
+                out.append(gated(code))
                 n_fwd += 1
             else:
                 n_def += 1
@@ -445,7 +452,7 @@ for trait, files, router_file in TRAITS:
             native_ok = trait != "TransactionOps" and (trait != "QTensorOps" or name in Q_NATIVE)
             code = native(trait, name, generics, params, ret, where) if native_ok else None
             if code:
-                out.append(code)
+                out.append(gated(code))
                 n_nat += 1
             else:
                 n_def += 1

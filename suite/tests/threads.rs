@@ -139,14 +139,14 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     println!("reconfigurations refused: {refused} of 20");
 }
 
-/// Runs `races` reads, each of a tensor `make` gives, while another thread drops the tensor's
-/// only other clone at the same moment and a third keeps the engine busy with long ops (so
-/// that the read and the drop queue for it together and either may go first); `check` sees
-/// each read's data.
-fn race_reads(
+/// Runs `races` uses (`use_it`: a read, an op), each of a tensor `make` gives, while another
+/// thread drops the tensor's only other clone at the same moment and a third keeps the engine
+/// busy with long ops (so that the use and the drop queue for it together and either may go
+/// first).
+fn race_drops(
     races: usize,
     make: impl Fn(usize) -> Tensor<S, 1>,
-    check: impl Fn(usize, TensorData),
+    use_it: impl Fn(usize, Tensor<S, 1>),
 ) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier};
@@ -175,7 +175,7 @@ fn race_reads(
         let t = make(i);
         give.send(t.clone()).unwrap();
         barrier.wait();
-        check(i, t.into_data());
+        use_it(i, t);
     }
     stop.store(true, Ordering::Relaxed);
     drop(give);
@@ -196,15 +196,34 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let tensor =
         |i: usize| Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
-    race_reads(400, tensor, |i, read| {
-        let read: Vec<f32> = read.to_vec().unwrap();
+    race_drops(400, tensor, |i, t| {
+        let read: Vec<f32> = t.into_data().to_vec().unwrap();
         assert_eq!(read, vec![i as f32; 64], "race {i}");
     });
     let scheme =
         <<S as BackendTypes>::QuantizedTensorPrimitive as QTensorPrimitive>::default_scheme();
-    race_reads(
+    race_drops(
         200,
         |i| tensor(i).quantize_dynamic(&scheme),
-        |i, read| assert_eq!(read.num_elements(), 64, "quantized race {i}"),
+        |i, t| assert_eq!(t.into_data().num_elements(), 64, "quantized race {i}"),
     );
+}
+
+/// Any op racing another thread's drop of its input's last other clone (the training
+/// thread's optimizer step reading its moment estimates while a checkpointer thread lets go
+/// of the copy it saved: seen in the Learner test, "Should have handle for tensor"): the op
+/// counts its input out before it reaches the engine, and the drop must wait for it
+/// (`backend/in_flight.rs`). Hundreds of races beside a thread that keeps the engine busy;
+/// each op's result read whole.
+#[test]
+fn an_op_racing_the_drop_of_the_last_other_clone_of_its_input_finds_it() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let tensor =
+        |i: usize| Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
+    race_drops(600, tensor, |i, t| {
+        let read: Vec<f32> = (t * 2.0).into_data().to_vec().unwrap();
+        assert_eq!(read, vec![2.0 * i as f32; 64], "race {i}");
+    });
 }

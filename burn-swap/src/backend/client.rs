@@ -244,14 +244,24 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
             }
             self.check_usable();
         }
-        let result = self.through_runner(|| {
-            let mut engine = self.engine();
-            let result = engine.run_op(&mut op);
-            if result.is_err() {
-                engine.abandon_op();
-            }
-            result
-        });
+        let is_drop = matches!(op, OperationIr::Drop(_));
+        let mut run = || {
+            self.through_runner(|| {
+                let mut engine = self.engine();
+                let result = engine.run_op(&mut op);
+                if result.is_err() {
+                    engine.abandon_op();
+                }
+                result
+            })
+        };
+        // A drop (the only op that reaches here outside `Swap`'s own methods) waits for the
+        // ops other threads have begun: one of them may read this tensor (`in_flight`).
+        let result = if is_drop {
+            super::in_flight::drop_outside_ops(run)
+        } else {
+            run()
+        };
         if let Err(error) = result {
             fail(error)
         }

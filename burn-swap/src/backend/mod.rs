@@ -6,6 +6,7 @@ mod channel;
 pub(crate) mod client;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod in_flight;
 mod native;
 #[rustfmt::skip]
 mod ops;

@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,6 +19,7 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
     fn leaky_relu(tensor: FloatTensor<Self>, negative_slope: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("leaky_relu", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -27,6 +29,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("relu", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -36,6 +39,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("relu_backward", output.client.clone());
         let output = op.ir(output);
         let grad = op.ir(grad);
@@ -47,6 +51,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("gelu", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -56,6 +61,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn prelu(tensor: FloatTensor<Self>, alpha: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("prelu", tensor.client.clone());
         let tensor = op.ir(tensor);
         let alpha = op.ir(alpha);
@@ -67,6 +73,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("gelu_backward", x.client.clone());
         let x = op.ir(x);
         let grad = op.ir(grad);
@@ -78,6 +85,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -87,6 +95,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn sigmoid_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("sigmoid_backward", output.client.clone());
         let output = op.ir(output);
         let grad = op.ir(grad);
@@ -98,6 +107,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn hard_sigmoid(tensor: FloatTensor<Self>, alpha: Scalar, beta: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("hard_sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -107,6 +117,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn log_sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("log_sigmoid", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -116,6 +127,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("softmax", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -125,6 +137,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("log_softmax", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -134,6 +147,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn softmin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("softmin", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -143,6 +157,7 @@ impl<I: BackendIr> ActivationOps<Self> for Swap<I> {
         })
     }
     fn log_sigmoid_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("log_sigmoid_backward", x.client.clone());
         let x = op.ir(x);
         let grad = op.ir(grad);

@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,69 +19,91 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_empty(shape, device, dtype)
     }
     fn bool_zeros(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_zeros(shape, device, dtype)
     }
     fn bool_ones(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_ones(shape, device, dtype)
     }
     fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let _op = in_flight::Op::enter();
         read(tensor)
     }
     fn bool_from_data(data: TensorData, device: &Device<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_from_data(data, device)
     }
     fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_into_int(tensor, out_dtype)
     }
     fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_into_float(tensor, out_dtype)
     }
     fn bool_device(tensor: &BoolTensor<Self>) -> Device<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_device(tensor)
     }
     fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_to_device(tensor, device)
     }
     fn bool_reshape(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_reshape(tensor, shape)
     }
     fn bool_slice(tensor: BoolTensor<Self>, slices: &[Slice]) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_slice(tensor, slices)
     }
     fn bool_slice_assign(tensor: BoolTensor<Self>, slices: &[Slice], value: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_slice_assign(tensor, slices, value)
     }
     fn bool_mask_where(tensor: BoolTensor<Self>, mask: BoolTensor<Self>, value: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_mask_where(tensor, mask, value)
     }
     fn bool_mask_fill(tensor: BoolTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_mask_fill(tensor, mask, value)
     }
     fn bool_gather(dim: usize, tensor: BoolTensor<Self>, indices: IntTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_gather(dim, tensor, indices)
     }
     fn bool_scatter_or(dim: usize, tensor: BoolTensor<Self>, indices: IntTensor<Self>, value: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_scatter_or(dim, tensor, indices, value)
     }
     fn bool_select(tensor: BoolTensor<Self>, dim: usize, indices: IntTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_select(tensor, dim, indices)
     }
     fn bool_select_or(tensor: BoolTensor<Self>, dim: usize, indices: IntTensor<Self>, value: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_select_or(tensor, dim, indices, value)
     }
     fn bool_repeat_dim(tensor: BoolTensor<Self>, dim: usize, times: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_repeat_dim(tensor, dim, times)
     }
     fn bool_cat(tensors: Vec<BoolTensor<Self>>, dim: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_cat(tensors, dim)
     }
     fn bool_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_equal(lhs, rhs)
     }
     fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
@@ -92,9 +115,11 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_equal_elem(lhs, rhs)
     }
     fn bool_not_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_not_equal_elem", lhs.client.clone());
         let lhs = op.ir(lhs);
         op.run(|ctx| {
@@ -104,15 +129,19 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_not(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_not(tensor)
     }
     fn bool_and(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_and(lhs, rhs)
     }
     fn bool_or(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_or(lhs, rhs)
     }
     fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_xor", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
@@ -124,6 +153,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_transpose(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
         let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
         if ndims < 2 {
@@ -132,15 +162,19 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn bool_swap_dims(tensor: BoolTensor<Self>, dim1: usize, dim2: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, dim1, dim2)
     }
     fn bool_permute(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_permute(tensor, axes)
     }
     fn bool_flip(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_flip(tensor, axes)
     }
     fn bool_any(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_any", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -150,6 +184,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_any_dim(tensor: BoolTensor<Self>, dim: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_any_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -159,6 +194,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_all(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_all", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -168,6 +204,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_all_dim(tensor: BoolTensor<Self>, dim: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("bool_all_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -177,9 +214,11 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
         })
     }
     fn bool_expand(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_expand(tensor, shape)
     }
     fn bool_unfold(tensor: BoolTensor<Self>, dim: usize, size: usize, step: usize) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as BoolTensorOps<R<I>>>::bool_unfold(tensor, dim, size, step)
     }
 }

@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,45 +19,59 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     fn float_from_data(data: TensorData, device: &Device<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_from_data(data, device)
     }
     fn float_random(shape: Shape, distribution: Distribution, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_random(shape, distribution, device, dtype)
     }
     fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_zeros(shape, device, dtype)
     }
     fn float_ones(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_ones(shape, device, dtype)
     }
     fn float_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_full(shape, fill_value, device, dtype)
     }
     fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let _op = in_flight::Op::enter();
         read(tensor)
     }
     fn float_device(tensor: &FloatTensor<Self>) -> Device<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_device(tensor)
     }
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_to_device(tensor, device)
     }
     fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_into_int(tensor, out_dtype)
     }
     fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_empty(shape, device, dtype)
     }
     fn float_repeat_dim(tensor: FloatTensor<Self>, dim: usize, times: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_repeat_dim(tensor, dim, times)
     }
     fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_add(lhs, rhs)
     }
     fn float_add_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_add_scalar(lhs, rhs)
     }
     fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_clamp_min", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -66,6 +81,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_clamp_max(tensor: FloatTensor<Self>, max: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_clamp_max", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -75,39 +91,51 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_clamp(tensor: FloatTensor<Self>, min: Scalar, max: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_clamp(tensor, min, max)
     }
     fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sub(lhs, rhs)
     }
     fn float_sub_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sub_scalar(lhs, rhs)
     }
     fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mul(lhs, rhs)
     }
     fn float_mul_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mul_scalar(lhs, rhs)
     }
     fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_div(lhs, rhs)
     }
     fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_div_scalar(lhs, rhs)
     }
     fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_remainder(lhs, rhs)
     }
     fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_remainder_scalar(lhs, rhs)
     }
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_matmul(lhs, rhs)
     }
     fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cross(lhs, rhs, dim)
     }
     fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_neg", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -117,9 +145,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_recip(tensor)
     }
     fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
         let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
         if ndims < 2 {
@@ -128,51 +158,67 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn float_swap_dims(tensor: FloatTensor<Self>, dim1: usize, dim2: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, dim1, dim2)
     }
     fn float_permute(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_permute(tensor, axes)
     }
     fn float_flip(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_flip(tensor, axes)
     }
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_reshape(tensor, shape)
     }
     fn float_gather(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_gather(dim, tensor, indices)
     }
     fn float_scatter_add(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_scatter_add(dim, tensor, indices, value)
     }
     fn float_scatter_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>, _values: FloatTensor<Self>, _reduction: burn_backend::tensor::IndexingUpdateOp) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_scatter_nd(_data, _indices, _values, _reduction)
     }
     fn float_gather_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_gather_nd(_data, _indices)
     }
     fn float_select(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_select(tensor, dim, indices)
     }
     fn float_select_add(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_select_add(tensor, dim, indices, value)
     }
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_slice(tensor, slices)
     }
     fn float_slice_assign(tensor: FloatTensor<Self>, slices: &[Slice], value: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_slice_assign(tensor, slices, value)
     }
     fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mask_where(tensor, mask, value)
     }
     fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mask_fill(tensor, mask, value)
     }
     fn float_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_equal(lhs, rhs, out_dtype)
     }
     fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
@@ -184,9 +230,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_equal_elem(lhs, rhs, out_dtype)
     }
     fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
@@ -196,30 +244,39 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_greater(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_greater(lhs, rhs, out_dtype)
     }
     fn float_greater_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_greater_elem(lhs, rhs, out_dtype)
     }
     fn float_greater_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_greater_equal(lhs, rhs, out_dtype)
     }
     fn float_greater_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_greater_equal_elem(lhs, rhs, out_dtype)
     }
     fn float_lower(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_lower(lhs, rhs, out_dtype)
     }
     fn float_lower_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_lower_elem(lhs, rhs, out_dtype)
     }
     fn float_lower_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_lower_equal(lhs, rhs, out_dtype)
     }
     fn float_lower_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_lower_equal_elem(lhs, rhs, out_dtype)
     }
     fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_detach", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -229,6 +286,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_set_require_grad(tensor: FloatTensor<Self>, _require_grad: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_set_require_grad", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -238,54 +296,71 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_sum(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sum(tensor)
     }
     fn float_sum_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sum_dim(tensor, dim)
     }
     fn float_prod(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_prod(tensor)
     }
     fn float_prod_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_prod_dim(tensor, dim)
     }
     fn float_mean(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mean(tensor)
     }
     fn float_mean_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_mean_dim(tensor, dim)
     }
     fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cumsum(tensor, dim)
     }
     fn float_cumprod(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cumprod(tensor, dim)
     }
     fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cummin(tensor, dim)
     }
     fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cummax(tensor, dim)
     }
     fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cast(tensor, dtype)
     }
     fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_exp(tensor)
     }
     fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_log(tensor)
     }
     fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_log1p(tensor)
     }
     fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_powf(lhs, rhs)
     }
     fn float_powi(lhs: FloatTensor<Self>, rhs: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_powi(lhs, rhs)
     }
     fn float_powi_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_powi_scalar", lhs.client.clone());
         let lhs = op.ir(lhs);
         op.run(|ctx| {
@@ -295,9 +370,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_powi_scalar_impl(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_powi_scalar_impl(lhs, rhs)
     }
     fn float_powf_scalar(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_powf_scalar", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -307,102 +384,135 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_powf_scalar_impl(tensor, value)
     }
     fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sqrt(tensor)
     }
     fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_abs(tensor)
     }
     fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cos(tensor)
     }
     fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sin(tensor)
     }
     fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_tan(tensor)
     }
     fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cosh(tensor)
     }
     fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_sinh(tensor)
     }
     fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_tanh(tensor)
     }
     fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_acos(tensor)
     }
     fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_acosh(tensor)
     }
     fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_asin(tensor)
     }
     fn float_asinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_asinh(tensor)
     }
     fn float_atan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_atan(tensor)
     }
     fn float_atanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_atanh(tensor)
     }
     fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_atan2(lhs, rhs)
     }
     fn float_round(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_round(tensor)
     }
     fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_floor(tensor)
     }
     fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_ceil(tensor)
     }
     fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_trunc(tensor)
     }
     fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_erf(tensor)
     }
     fn float_cat(tensors: Vec<FloatTensor<Self>>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_cat(tensors, dim)
     }
     fn float_argmax(tensor: FloatTensor<Self>, dim: usize, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_argmax(tensor, dim, out_dtype)
     }
     fn float_argtopk(tensor: FloatTensor<Self>, dim: usize, k: usize, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_argtopk(tensor, dim, k, out_dtype)
     }
     fn float_topk(tensor: FloatTensor<Self>, dim: usize, k: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_topk(tensor, dim, k)
     }
     fn float_argmin(tensor: FloatTensor<Self>, dim: usize, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_argmin(tensor, dim, out_dtype)
     }
     fn float_max(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_max(tensor)
     }
     fn float_max_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_max_dim(tensor, dim)
     }
     fn float_max_dim_with_indices(tensor: FloatTensor<Self>, dim: usize, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_max_dim_with_indices(tensor, dim, indices_dtype)
     }
     fn float_min(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_min(tensor)
     }
     fn float_min_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_min_dim(tensor, dim)
     }
     fn float_min_dim_with_indices(tensor: FloatTensor<Self>, dim: usize, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_min_dim_with_indices(tensor, dim, indices_dtype)
     }
     fn float_max_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_max_abs", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -412,6 +522,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_max_abs_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_max_abs_dim", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -421,6 +532,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_any(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -430,6 +542,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_any_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -439,6 +552,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_all(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -448,6 +562,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_all_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -457,6 +572,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_sign", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -466,9 +582,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_expand(tensor, shape)
     }
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_sort", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -478,6 +596,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_sort_with_indices(tensor: FloatTensor<Self>, dim: usize, descending: bool, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_sort_with_indices", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -488,6 +607,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_argsort(tensor: FloatTensor<Self>, dim: usize, descending: bool, out_dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_argsort", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -497,6 +617,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_grid_sample_2d(tensor: FloatTensor<Self>, grid: FloatTensor<Self>, options: GridSampleOptions) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_grid_sample_2d", tensor.client.clone());
         let tensor = op.ir(tensor);
         let grid = op.ir(grid);
@@ -508,9 +629,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_unfold(tensor: FloatTensor<Self>, dim: usize, size: usize, step: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as FloatTensorOps<R<I>>>::float_unfold(tensor, dim, size, step)
     }
     fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_is_nan", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -520,6 +643,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
         })
     }
     fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("float_is_inf", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {

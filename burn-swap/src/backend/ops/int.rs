@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,66 +19,87 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     fn int_empty(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_empty(shape, device, dtype)
     }
     fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let _op = in_flight::Op::enter();
         read(tensor)
     }
     fn int_from_data(data: TensorData, device: &Device<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_from_data(data, device)
     }
     fn int_device(tensor: &IntTensor<Self>) -> Device<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_device(tensor)
     }
     fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_to_device(tensor, device)
     }
     fn int_reshape(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_reshape(tensor, shape)
     }
     fn int_slice(tensor: IntTensor<Self>, slices: &[Slice]) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_slice(tensor, slices)
     }
     fn int_slice_assign(tensor: IntTensor<Self>, slices: &[Slice], value: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_slice_assign(tensor, slices, value)
     }
     fn int_into_float(tensor: IntTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_into_float(tensor, out_dtype)
     }
     fn int_mask_where(tensor: IntTensor<Self>, mask: BoolTensor<Self>, value: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mask_where(tensor, mask, value)
     }
     fn int_mask_fill(tensor: IntTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mask_fill(tensor, mask, value)
     }
     fn int_gather(dim: usize, tensor: IntTensor<Self>, indices: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_gather(dim, tensor, indices)
     }
     fn int_scatter_add(dim: usize, tensor: IntTensor<Self>, indices: IntTensor<Self>, value: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_scatter_add(dim, tensor, indices, value)
     }
     fn int_scatter_nd(_data: IntTensor<Self>, _indices: IntTensor<Self>, _values: IntTensor<Self>, _reduction: burn_backend::tensor::IndexingUpdateOp) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_scatter_nd(_data, _indices, _values, _reduction)
     }
     fn int_gather_nd(_data: IntTensor<Self>, _indices: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_gather_nd(_data, _indices)
     }
     fn int_select(tensor: IntTensor<Self>, dim: usize, indices: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_select(tensor, dim, indices)
     }
     fn int_select_add(tensor: IntTensor<Self>, dim: usize, indices: IntTensor<Self>, value: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_select_add(tensor, dim, indices, value)
     }
     fn int_repeat_dim(tensor: IntTensor<Self>, dim: usize, times: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_repeat_dim(tensor, dim, times)
     }
     fn int_cat(tensors: Vec<IntTensor<Self>>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cat(tensors, dim)
     }
     fn int_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_equal(lhs, rhs, out_dtype)
     }
     fn int_not_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
@@ -89,9 +111,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_equal_elem(lhs, rhs, out_dtype)
     }
     fn int_not_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
@@ -101,39 +125,51 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_greater(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_greater(lhs, rhs, out_dtype)
     }
     fn int_greater_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_greater_elem(lhs, rhs, out_dtype)
     }
     fn int_greater_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_greater_equal(lhs, rhs, out_dtype)
     }
     fn int_greater_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_greater_equal_elem(lhs, rhs, out_dtype)
     }
     fn int_lower(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_lower(lhs, rhs, out_dtype)
     }
     fn int_lower_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_lower_elem(lhs, rhs, out_dtype)
     }
     fn int_lower_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_lower_equal(lhs, rhs, out_dtype)
     }
     fn int_lower_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_lower_equal_elem(lhs, rhs, out_dtype)
     }
     fn int_add(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_add(lhs, rhs)
     }
     fn int_add_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_add_scalar(lhs, rhs)
     }
     fn int_powi(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_powi(lhs, rhs)
     }
     fn int_powi_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_powi_scalar", lhs.client.clone());
         let lhs = op.ir(lhs);
         op.run(|ctx| {
@@ -143,9 +179,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_powi_scalar_impl(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_powi_scalar_impl(lhs, rhs)
     }
     fn int_clamp_min(tensor: IntTensor<Self>, min: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_clamp_min", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -155,6 +193,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_clamp_max(tensor: IntTensor<Self>, max: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_clamp_max", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -164,36 +203,47 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_clamp(tensor: IntTensor<Self>, min: Scalar, max: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_clamp(tensor, min, max)
     }
     fn int_sub(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_sub(lhs, rhs)
     }
     fn int_sub_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_sub_scalar(lhs, rhs)
     }
     fn int_mul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mul(lhs, rhs)
     }
     fn int_mul_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mul_scalar(lhs, rhs)
     }
     fn int_div(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_div(lhs, rhs)
     }
     fn int_div_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_div_scalar(lhs, rhs)
     }
     fn int_remainder(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_remainder(lhs, rhs)
     }
     fn int_remainder_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_remainder_scalar(lhs, rhs)
     }
     fn int_matmul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_matmul(lhs, rhs)
     }
     fn int_neg(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_neg", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -203,12 +253,15 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_zeros(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_zeros(shape, device, dtype)
     }
     fn int_ones(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_ones(shape, device, dtype)
     }
     fn int_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device)).expect(expect::shape(&shape, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_full(shape, fill_value, device, dtype);
@@ -216,75 +269,99 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_sum(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_sum(tensor)
     }
     fn int_sum_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_sum_dim(tensor, dim)
     }
     fn int_prod(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_prod(tensor)
     }
     fn int_prod_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_prod_dim(tensor, dim)
     }
     fn int_mean(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mean(tensor)
     }
     fn int_mean_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_mean_dim(tensor, dim)
     }
     fn int_cumsum(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cumsum(tensor, dim)
     }
     fn int_cumprod(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cumprod(tensor, dim)
     }
     fn int_cummin(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cummin(tensor, dim)
     }
     fn int_cummax(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cummax(tensor, dim)
     }
     fn int_argmax(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_argmax(tensor, dim)
     }
     fn int_argtopk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_argtopk(tensor, dim, k)
     }
     fn int_topk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_topk(tensor, dim, k)
     }
     fn int_argmin(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_argmin(tensor, dim)
     }
     fn int_max(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_max(tensor)
     }
     fn int_max_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_max_dim(tensor, dim)
     }
     fn int_max_dim_with_indices(tensor: IntTensor<Self>, dim: usize) -> (IntTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_max_dim_with_indices(tensor, dim)
     }
     fn int_max_abs(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_max_abs(tensor)
     }
     fn int_max_abs_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_max_abs_dim(tensor, dim)
     }
     fn int_min(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_min(tensor)
     }
     fn int_min_dim(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_min_dim(tensor, dim)
     }
     fn int_min_dim_with_indices(tensor: IntTensor<Self>, dim: usize) -> (IntTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_min_dim_with_indices(tensor, dim)
     }
     fn int_abs(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_abs(tensor)
     }
     fn int_transpose(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         // The swap of the last two dimensions, as an IR op (see scripts/gen_forward.py).
         let ndims = burn_backend::TensorMetadata::shape(&tensor).num_dims();
         if ndims < 2 {
@@ -293,18 +370,23 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, ndims - 2, ndims - 1)
     }
     fn int_swap_dims(tensor: IntTensor<Self>, dim1: usize, dim2: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, dim1, dim2)
     }
     fn int_permute(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_permute(tensor, axes)
     }
     fn int_flip(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_flip(tensor, axes)
     }
     fn int_random(shape: Shape, distribution: Distribution, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_random(shape, distribution, device, dtype)
     }
     fn int_arange_step(range: Range<i64>, step: usize, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, step, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange_step(range, step, device, dtype);
@@ -312,6 +394,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_arange(range: Range<i64>, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, 1, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange(range, device, dtype);
@@ -319,6 +402,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_any(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -328,6 +412,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_any_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -337,6 +422,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_all(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -346,6 +432,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_all_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -355,6 +442,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_sign(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_sign", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -364,9 +452,11 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_expand(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_expand(tensor, shape)
     }
     fn int_sort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_sort", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -376,6 +466,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_sort_with_indices(tensor: IntTensor<Self>, dim: usize, descending: bool) -> (IntTensor<Self>, IntTensor<Self>) {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_sort_with_indices", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -386,6 +477,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn int_argsort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("int_argsort", tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -395,42 +487,55 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
         })
     }
     fn bitwise_and(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_and(lhs, rhs)
     }
     fn bitwise_and_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_and_scalar(lhs, rhs)
     }
     fn bitwise_or(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_or(lhs, rhs)
     }
     fn bitwise_or_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_or_scalar(lhs, rhs)
     }
     fn bitwise_xor(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_xor(lhs, rhs)
     }
     fn bitwise_xor_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_xor_scalar(lhs, rhs)
     }
     fn bitwise_not(tensor: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_not(tensor)
     }
     fn bitwise_left_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_left_shift(lhs, rhs)
     }
     fn bitwise_left_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_left_shift_scalar(lhs, rhs)
     }
     fn bitwise_right_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_right_shift(lhs, rhs)
     }
     fn bitwise_right_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::bitwise_right_shift_scalar(lhs, rhs)
     }
     fn int_cast(tensor: IntTensor<Self>, dtype: IntDType) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_cast(tensor, dtype)
     }
     fn int_unfold(tensor: IntTensor<Self>, dim: usize, size: usize, step: usize) -> IntTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as IntTensorOps<R<I>>>::int_unfold(tensor, dim, size, step)
     }
 }

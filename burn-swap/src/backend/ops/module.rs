@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,6 +19,7 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("embedding", weights.client.clone());
         let weights = op.ir(weights);
         let indices = op.ir(indices);
@@ -29,6 +31,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("embedding_backward", weights.client.clone());
         let weights = op.ir(weights);
         let output_grad = op.ir(output_grad);
@@ -42,64 +45,84 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::linear(x, weight, bias)
     }
     fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::linear_x_backward(weight, output_grad)
     }
     fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::linear_weight_backward(x, output_grad)
     }
     fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::linear_bias_backward(output_grad)
     }
     fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv1d(x, weight, bias, options)
     }
     fn conv1d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv1d_x_backward(x, weight, output_grad, options)
     }
     fn conv1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv1d_weight_backward(x, weight, output_grad, options)
     }
     fn conv1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv1d_bias_backward(x, bias, output_grad)
     }
     fn conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv2d(x, weight, bias, options)
     }
     fn conv2d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv2d_x_backward(x, weight, output_grad, options)
     }
     fn conv2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv2d_weight_backward(x, weight, output_grad, options)
     }
     fn conv2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv2d_bias_backward(x, bias, output_grad)
     }
     fn deform_conv2d(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, options: DeformConvOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::deform_conv2d(x, offset, weight, mask, bias, options)
     }
     fn deform_conv2d_backward(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, output_grad: FloatTensor<Self>, options: DeformConvOptions<2>) -> DeformConv2dBackward<Self> {
+        let _op = in_flight::Op::enter();
         let out = <R<I> as ModuleOps<R<I>>>::deform_conv2d_backward(x, offset, weight, mask, bias, output_grad, options);
         DeformConv2dBackward { x_grad: out.x_grad, offset_grad: out.offset_grad, weight_grad: out.weight_grad, mask_grad: out.mask_grad, bias_grad: out.bias_grad }
     }
     fn conv3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv3d(x, weight, bias, options)
     }
     fn conv3d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv3d_x_backward(x, weight, output_grad, options)
     }
     fn conv3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv3d_weight_backward(x, weight, output_grad, options)
     }
     fn conv3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv3d_bias_backward(x, bias, output_grad)
     }
     fn conv_transpose1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv_transpose1d(x, weight, bias, options)
     }
     fn conv_transpose1d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
@@ -111,6 +134,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose1d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
@@ -124,6 +148,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose1d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
@@ -137,9 +162,11 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv_transpose2d(x, weight, bias, options)
     }
     fn conv_transpose2d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
@@ -151,6 +178,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose2d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
@@ -164,6 +192,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose2d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
@@ -177,9 +206,11 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::conv_transpose3d(x, weight, bias, options)
     }
     fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
@@ -191,6 +222,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose3d_weight_backward", x.client.clone());
         let x = op.ir(x);
         let weight = op.ir(weight);
@@ -204,6 +236,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn conv_transpose3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("conv_transpose3d_bias_backward", x.client.clone());
         let x = op.ir(x);
         let bias = op.ir(bias);
@@ -217,6 +250,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn unfold4d(x: FloatTensor<Self>, kernel_size: [usize; 2], options: UnfoldOptions) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("unfold4d", x.client.clone()).expect(expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options));
         let x = op.ir(x);
         op.run(|ctx| {
@@ -226,61 +260,79 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn avg_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::avg_pool1d(x, kernel_size, stride, padding, count_include_pad, ceil_mode)
     }
     fn avg_pool1d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::avg_pool1d_backward(x, grad, kernel_size, stride, padding, count_include_pad, ceil_mode)
     }
     fn avg_pool2d(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::avg_pool2d(x, kernel_size, stride, padding, count_include_pad, ceil_mode)
     }
     fn avg_pool2d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::avg_pool2d_backward(x, grad, kernel_size, stride, padding, count_include_pad, ceil_mode)
     }
     fn adaptive_avg_pool2d(x: FloatTensor<Self>, output_size: [usize; 2]) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::adaptive_avg_pool2d(x, output_size)
     }
     fn adaptive_avg_pool2d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::adaptive_avg_pool2d_backward(x, grad)
     }
     fn adaptive_avg_pool1d(x: FloatTensor<Self>, output_size: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::adaptive_avg_pool1d(x, output_size)
     }
     fn adaptive_avg_pool1d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::adaptive_avg_pool1d_backward(x, grad)
     }
     fn max_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode)
     }
     fn max_pool1d_with_indices(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> MaxPool1dWithIndices<Self> {
+        let _op = in_flight::Op::enter();
         let out = <R<I> as ModuleOps<R<I>>>::max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
         MaxPool1dWithIndices { output: out.output, indices: out.indices }
     }
     fn max_pool1d_with_indices_backward(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> MaxPool1dBackward<Self> {
+        let _op = in_flight::Op::enter();
         let out = <R<I> as ModuleOps<R<I>>>::max_pool1d_with_indices_backward(x, kernel_size, stride, padding, dilation, ceil_mode, output_grad, indices);
         MaxPool1dBackward { x_grad: out.x_grad }
     }
     fn max_pool2d(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
     }
     fn max_pool2d_with_indices(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> MaxPool2dWithIndices<Self> {
+        let _op = in_flight::Op::enter();
         let out = <R<I> as ModuleOps<R<I>>>::max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
         MaxPool2dWithIndices { output: out.output, indices: out.indices }
     }
     fn max_pool2d_with_indices_backward(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> MaxPool2dBackward<Self> {
+        let _op = in_flight::Op::enter();
         let out = <R<I> as ModuleOps<R<I>>>::max_pool2d_with_indices_backward(x, kernel_size, stride, padding, dilation, ceil_mode, output_grad, indices);
         MaxPool2dBackward { x_grad: out.x_grad }
     }
     fn interpolate(x: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::interpolate(x, output_size, options)
     }
     fn interpolate_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::interpolate_backward(x, grad, output_size, options)
     }
     fn attention(query: FloatTensor<Self>, key: FloatTensor<Self>, value: FloatTensor<Self>, mask: Option<BoolTensor<Self>>, attn_bias: Option<FloatTensor<Self>>, options: AttentionModuleOptions) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         <R<I> as ModuleOps<R<I>>>::attention(query, key, value, mask, attn_bias, options)
     }
     fn layer_norm(tensor: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: Option<FloatTensor<Self>>, epsilon: f64) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("layer_norm", tensor.client.clone());
         let tensor = op.ir(tensor);
         let gamma = op.ir(gamma);
@@ -294,6 +346,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("ctc_loss", log_probs.client.clone());
         let log_probs = op.ir(log_probs);
         let targets = op.ir(targets);
@@ -309,6 +362,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn ctc_loss_backward(_log_probs: FloatTensor<Self>, _targets: IntTensor<Self>, _input_lengths: IntTensor<Self>, _target_lengths: IntTensor<Self>, _grad_loss: FloatTensor<Self>, _blank: usize) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("ctc_loss_backward", _log_probs.client.clone());
         let _log_probs = op.ir(_log_probs);
         let _targets = op.ir(_targets);
@@ -326,6 +380,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("rfft", signal.client.clone()).expect(expect::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n));
         let signal = op.ir(signal);
         op.run(|ctx| {
@@ -336,6 +391,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
         })
     }
     fn irfft(spectrum_re: FloatTensor<Self>, spectrum_im: FloatTensor<Self>, dim: usize, n: Option<usize>) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("irfft", spectrum_re.client.clone()).expect(expect::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n));
         let spectrum_re = op.ir(spectrum_re);
         let spectrum_im = op.ir(spectrum_im);

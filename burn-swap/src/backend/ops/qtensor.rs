@@ -2,6 +2,7 @@
 //! 0.21.0's traits and burn-router 0.21.0's impls: do not edit by hand.
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
+use crate::backend::in_flight;
 use crate::backend::native::{NativeOp, expect, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
@@ -18,6 +19,7 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 
 impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     fn q_from_data(data: TensorData, device: &Device<Self>) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let op = NativeOp::new("q_from_data", get_client::<SwapChannel<I>>(device)).expect(data.bytes.len() as u64);
         op.run(|ctx| {
             let out = <I as QTensorOps<I>>::q_from_data(data, device);
@@ -25,6 +27,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("quantize", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         let scales = op.ir(qparams.scales);
@@ -36,6 +39,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn quantize_dynamic(tensor: FloatTensor<Self>, scheme: &QuantScheme) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -45,6 +49,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn dequantize(tensor: QuantizedTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("dequantize", tensor.tensor.client.clone()).expect(expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -54,12 +59,15 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {
+        let _op = in_flight::Op::enter();
         tensor.tensor.client.device()
     }
     fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         crate::backend::native::q_to_device(tensor, device)
     }
     fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_reshape", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -69,6 +77,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_into_data", tensor.tensor.client.clone());
         // Held until the engine has taken the read (see `native::read`).
         let held = tensor.clone();
@@ -78,6 +87,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         data
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -87,6 +97,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_swap_dims(tensor: QuantizedTensor<Self>, dim1: usize, dim2: usize) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_swap_dims", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -96,6 +107,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_permute(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_permute", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -105,6 +117,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_flip(tensor: QuantizedTensor<Self>, axes: &[usize]) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_flip", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -114,6 +127,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_select(tensor: QuantizedTensor<Self>, dim: usize, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_select", tensor.tensor.client.clone()).expect(expect::select(&burn_backend::TensorMetadata::shape(&tensor), burn_backend::TensorMetadata::dtype(&tensor), dim, &burn_backend::TensorMetadata::shape(&indices)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
@@ -125,6 +139,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_slice(tensor: QuantizedTensor<Self>, slices: &[Slice]) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_slice", tensor.tensor.client.clone());
         let tensor = op.ir(tensor);
         op.run(|ctx| {
@@ -134,6 +149,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
         })
     }
     fn q_gather(dim: usize, tensor: QuantizedTensor<Self>, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
+        let _op = in_flight::Op::enter();
         let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone()).expect(expect::gather(&burn_backend::TensorMetadata::shape(&indices), burn_backend::TensorMetadata::dtype(&tensor)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
