@@ -139,6 +139,11 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     println!("reconfigurations refused: {refused} of 20");
 }
 
+/// 64 elements, each `i`: the tensor of race `i`.
+fn filled(i: usize) -> Tensor<S, 1> {
+    Tensor::from_data(TensorData::new(vec![i as f32; 64], [64]), &FlexDevice)
+}
+
 /// Runs `races` uses (`use_it`: a read, an op), each of a tensor `make` gives, while another
 /// thread drops the tensor's only other clone at the same moment and a third keeps the engine
 /// busy with long ops (so that the use and the drop queue for it together and either may go
@@ -194,9 +199,7 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    let tensor =
-        |i: usize| Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
-    race_drops(400, tensor, |i, t| {
+    race_drops(400, filled, |i, t| {
         let read: Vec<f32> = t.into_data().to_vec().unwrap();
         assert_eq!(read, vec![i as f32; 64], "race {i}");
     });
@@ -204,7 +207,7 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
         <<S as BackendTypes>::QuantizedTensorPrimitive as QTensorPrimitive>::default_scheme();
     race_drops(
         200,
-        |i| tensor(i).quantize_dynamic(&scheme),
+        |i| filled(i).quantize_dynamic(&scheme),
         |i, t| assert_eq!(t.into_data().num_elements(), 64, "quantized race {i}"),
     );
 }
@@ -220,9 +223,7 @@ fn an_op_racing_the_drop_of_the_last_other_clone_of_its_input_finds_it() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    let tensor =
-        |i: usize| Tensor::<S, 1>::from_data(TensorData::new(vec![i as f32; 64], [64]), &device);
-    race_drops(600, tensor, |i, t| {
+    race_drops(600, filled, |i, t| {
         let read: Vec<f32> = (t * 2.0).into_data().to_vec().unwrap();
         assert_eq!(read, vec![2.0 * i as f32; 64], "race {i}");
     });
