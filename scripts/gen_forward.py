@@ -12,6 +12,9 @@ from cargo's registry source folder) and writes, for every trait method:
   for bit, whatever `I` overrides;
 - nothing (the trait default) when neither fits (quantized and asynchronous methods).
 
+Every written method first enters an op of `backend/in_flight.rs` (a drop on another thread
+waits for the ops in flight: see that module).
+
 `float_into_data`, `int_into_data` and `bool_into_data` are written by hand below: burn-router
 converts the data to the backend's default element type, `I` does not.
 
