@@ -167,7 +167,9 @@ impl<B: BackendIr> SwapClient<B> {
     ) -> TensorId {
         self.check_usable();
         let result = self.engine().register_handle(handle, shape, dtype);
-        result.unwrap_or_else(|e| fail(e))
+        let id = result.unwrap_or_else(|e| fail(e));
+        super::in_flight::made(id);
+        id
     }
 }
 
@@ -245,6 +247,15 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
             self.check_usable();
         }
         let is_drop = matches!(op, OperationIr::Drop(_));
+        if let OperationIr::Drop(tensor) = &op
+            && super::in_flight::must_wait(tensor.id)
+        {
+            // Inside an op of this thread, of a tensor the op did not make: the op may be
+            // about to read it (`in_flight`); it goes once the op has ended.
+            let client = self.clone();
+            super::in_flight::hold_back(Box::new(move || client.register_op(op)));
+            return;
+        }
         let mut run = || {
             self.through_runner(|| {
                 let mut engine = self.engine();
@@ -279,13 +290,16 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
 
     fn create_empty_handle(&self) -> TensorId {
         self.check_usable();
-        self.shared.runner.create_empty_handle()
+        let id = self.shared.runner.create_empty_handle();
+        super::in_flight::made(id);
+        id
     }
 
     fn register_tensor_data(&self, data: TensorData) -> RouterTensor<Self> {
         self.check_usable();
         let result = self.through_runner(|| self.engine().register_data(data));
         let ir = result.unwrap_or_else(|e| fail(e));
+        super::in_flight::made(ir.id);
         RouterTensor::new(ir.id, ir.shape, ir.dtype, self.clone())
     }
 

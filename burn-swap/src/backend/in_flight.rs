@@ -13,12 +13,18 @@
 //! autodiff backward of one op) and drops inside ops (a composition's intermediate values)
 //! take nothing more: the thread holds the gate already.
 //!
-//! Left: burn-router reads a holder count and subtracts from it in two steps, so a drop on
-//! another thread landing between the two (a few instructions) still makes the op's own
-//! thread register the drop inside its op; see the book's *Reliability*.
+//! burn-router also reads a holder count and subtracts from it in two steps, so a drop on
+//! another thread landing between the two makes the op's own thread drop the tensor inside
+//! its op, before the op has reached the engine. A drop inside an op of a tensor made before
+//! the op began is therefore held back until the outermost op of the thread has ended
+//! ([`must_wait`], [`hold_back`]); drops of the values an op makes and lets go of itself (the
+//! intermediate values of a trait's default composition) still run at once, so no op keeps
+//! more on the device than before.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
+use burn_ir::TensorId;
 
 /// Shared by the threads in an op, taken alone by a drop outside ops. One for the process:
 /// a drop waits for the ops of every device (they are short beside a drop's rarity of being
@@ -29,12 +35,21 @@ thread_local! {
     /// How deep this thread is in ops of [`crate::Swap`]: the gate is taken at the
     /// outermost one only (a second shared take behind a waiting drop would deadlock).
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The id of the first tensor made inside the outermost op in progress on this thread
+    /// (`u64::MAX`: none yet). Ids come from one counter for the process, so a tensor made
+    /// before the op began has a smaller one.
+    static FIRST_MADE: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// The drops held back until the outermost op of this thread ends ([`hold_back`]).
+    static HELD_BACK: RefCell<Vec<Box<dyn FnOnce()>>> = const { RefCell::new(Vec::new()) };
+    /// Whether `HELD_BACK` has anything (read at the end of every op, without touching the
+    /// list).
+    static ANY_HELD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// An op of [`crate::Swap`] in progress on this thread: holds the gate shared, at the
 /// outermost op, until it is dropped.
 pub(crate) struct Op {
-    _shared: Option<RwLockReadGuard<'static, ()>>,
+    shared: Option<RwLockReadGuard<'static, ()>>,
 }
 
 impl Op {
@@ -43,15 +58,64 @@ impl Op {
     pub(crate) fn enter() -> Self {
         let depth = DEPTH.get();
         DEPTH.set(depth + 1);
+        if depth == 0 {
+            FIRST_MADE.set(u64::MAX);
+        }
         let shared = (depth == 0).then(|| GATE.read().unwrap_or_else(PoisonError::into_inner));
-        Self { _shared: shared }
+        Self { shared }
     }
 }
 
 impl Drop for Op {
     #[inline]
     fn drop(&mut self) {
-        DEPTH.set(DEPTH.get().saturating_sub(1));
+        let depth = DEPTH.get().saturating_sub(1);
+        DEPTH.set(depth);
+        if depth == 0 && ANY_HELD.get() {
+            // The shared hold goes first: the drops held back take the gate alone.
+            self.shared = None;
+            run_held_back();
+        }
+    }
+}
+
+/// Notes a tensor made by an op of this thread (its id, from burn-router's counter).
+#[inline]
+pub(crate) fn made(id: TensorId) {
+    if FIRST_MADE.get() == u64::MAX && DEPTH.get() > 0 {
+        FIRST_MADE.set(id.value());
+    }
+}
+
+/// Whether the drop of `id` arriving now must wait for the end of this thread's op: it
+/// arrives inside an op, and the tensor was not made by that op (so the op may be about to
+/// read it, its holder count having been read just before another thread let go of its
+/// last other holder).
+#[inline]
+pub(crate) fn must_wait(id: TensorId) -> bool {
+    DEPTH.get() > 0 && id.value() < FIRST_MADE.get()
+}
+
+/// Holds `drop` back until the outermost op of this thread has ended (see [`must_wait`]).
+#[cold]
+pub(crate) fn hold_back(drop: Box<dyn FnOnce()>) {
+    HELD_BACK.with_borrow_mut(|held| held.push(drop));
+    ANY_HELD.set(true);
+}
+
+/// Runs the drops held back, in the order they came (the thread is outside any op now).
+#[cold]
+#[inline(never)]
+fn run_held_back() {
+    loop {
+        let held = HELD_BACK.with_borrow_mut(std::mem::take);
+        ANY_HELD.set(false);
+        if held.is_empty() {
+            return;
+        }
+        for drop in held {
+            drop();
+        }
     }
 }
 

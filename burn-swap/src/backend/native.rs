@@ -150,9 +150,9 @@ impl<I: BackendIr> NativeCtx<'_, I> {
 /// training thread replaced while a checkpointer thread reads it) would free the tensor first
 /// and the read would find nothing. Held, the read is a shared one, and the last holder's drop
 /// frees the tensor after it. Every op's gate (`super::in_flight`) now covers that moment for
-/// all ops; the held clone stays for reads because it also closes the narrower window the
-/// gate leaves (burn-router reading and lowering the holder count in two steps): with it,
-/// the count cannot reach zero before the engine has the read.
+/// all ops, and drops inside an op are held back until it ends (`in_flight::must_wait`);
+/// the held clone stays for reads as the simplest guarantee of the three: with it, the count
+/// cannot reach zero before the engine has the read.
 pub(crate) fn read<I: BackendIr>(
     tensor: RouterTensor<SwapClient<I>>,
 ) -> DynFut<Result<TensorData, ExecutionError>> {

@@ -342,6 +342,46 @@ mod tests {
         assert_eq!((books.resident, books.host), (0, 6 * 64 * 4));
     }
 
+    /// The window burn-router's holder count leaves open, made on one thread: an op has read
+    /// the count of its input (two holders: the input is read, not consumed), then the last
+    /// other holder goes, as when another thread lets go of its clone at that moment. The
+    /// drop, inside the op, is held back until the op has ended: the op finds its input, and
+    /// the tensor goes after it. A value the op makes and drops itself goes at once.
+    #[test]
+    fn a_drop_inside_an_op_of_a_tensor_from_before_it_waits_for_the_op() {
+        use crate::backend::in_flight::Op;
+        let _guard = device_lock();
+        let device = FlexDevice;
+        crate::configure(&device, SwapConfig::default()).unwrap();
+        let t = tensor(3.0, &device);
+        let expected = values(&t);
+        let client = t.clone().into_primitive().tensor().client.clone();
+        let resident = || crate::memory(&device).unwrap().resident_bytes;
+        let before = resident();
+        let read = {
+            let _op = Op::enter();
+            // Counted with another holder there: read-only.
+            let ir = t.clone().into_primitive().tensor().into_ir();
+            assert_eq!(ir.status, burn_ir::TensorStatus::ReadOnly);
+            // The other holder goes inside the op: held back.
+            drop(t);
+            assert_eq!(resident(), before, "the tensor stayed for the op");
+            // A value made inside the op and let go of there goes at once.
+            let made = tensor(5.0, &device);
+            let with_made = resident();
+            drop(made);
+            assert_eq!(resident(), before, "the op's own value went at once");
+            assert!(with_made > before);
+            burn_std::reader::try_read_sync(burn_router::RunnerClient::read_tensor_async(
+                &client, ir,
+            ))
+            .unwrap()
+            .unwrap()
+        };
+        assert_eq!(read.to_vec::<f32>().unwrap(), expected);
+        assert_eq!(resident(), before - 256 * 4, "gone once the op ended");
+    }
+
     #[test]
     fn failed_offloads_never_lose_data() {
         let _guard = device_lock();
