@@ -103,19 +103,15 @@ pub(crate) fn hold_back(drop: Box<dyn FnOnce()>) {
     ANY_HELD.set(true);
 }
 
-/// Runs the drops held back, in the order they came (the thread is outside any op now).
+/// Runs the drops held back, in the order they came. The thread is outside any op now, so
+/// none of them is held back again.
 #[cold]
 #[inline(never)]
 fn run_held_back() {
-    loop {
-        let held = HELD_BACK.with_borrow_mut(std::mem::take);
-        ANY_HELD.set(false);
-        if held.is_empty() {
-            return;
-        }
-        for drop in held {
-            drop();
-        }
+    let held = HELD_BACK.with_borrow_mut(std::mem::take);
+    ANY_HELD.set(false);
+    for drop in held {
+        drop();
     }
 }
 
