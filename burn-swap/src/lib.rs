@@ -13,7 +13,7 @@
 //! forward and backward, reaches burn-swap as an `OperationIr` with its inputs' statuses and
 //! explicit drops, and runs at once on the inner backend `B`. On the way, burn-swap
 //!
-//! 1. **intercepts** it ([`backend`]),
+//! 1. **intercepts** it (the op traits of [`Swap`]),
 //! 2. **traces** it: per tensor its producer, accesses and end of life, per op its kind and
 //!    time, and the training loop's period ([`trace`](mod@trace)),
 //! 3. **plans** what to move when the budget binds (the planners, pure functions of the
@@ -27,7 +27,7 @@
 //!
 //! The backend type [`Swap`]; its configuration [`SwapConfig`] (given to [`configure`], or
 //! read from the `BURN_SWAP*` environment); what happened, [`report`] ([`Report`]) and
-//! [`memory`] ([`Memory`]), restarted by [`reset_counters`]; the [`trace`] of the last
+//! [`memory`] ([`Memory`]), restarted by [`reset_counters`]; the [`trace()`] of the last
 //! iteration (restarted by [`restart_trace`]); the errors [`SwapError`] and
 //! [`ConfigError`]. Everything else (planners, the codec, kernels, test fixtures) is under
 //! [`unstable`], without a stability promise.

@@ -552,7 +552,8 @@ pub fn decompress<R: Runtime>(
     Ok(output)
 }
 
-/// Reads a device-compressed tensor back into the host format of [`crate::codec`].
+/// Reads a device-compressed tensor back into the host format of
+/// [`unstable::codec`](crate::unstable::codec).
 pub fn to_host<R: Runtime>(
     client: &ComputeClient<R>,
     c: &DeviceCompressed,

@@ -92,9 +92,9 @@ impl PlanChoice {
 /// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
 /// the recompute-only ones. The cheapest plan that fits (least exposed, recompute and
-/// hand-over time) is compiled. Tensors leave in gaps of at least [`MIN_GAP`] ops between
-/// two uses; when no plan fits so, the same planners are run again with the single-op gaps
-/// as well (named `..., single-op gaps`). Every candidate's score is in
+/// hand-over time) is compiled. Tensors leave in gaps of at least three ops (`MIN_GAP`)
+/// between two uses; when no plan fits so, the same planners are run again with the
+/// single-op gaps as well (named `..., single-op gaps`). Every candidate's score is in
 /// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
 /// end) and the reactive fallback keeps the budget alone.
 pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {

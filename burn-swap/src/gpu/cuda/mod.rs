@@ -1,6 +1,6 @@
 //! The CUDA home: every call into the CUDA driver (through cudarc) that the crate makes.
 //!
-//! Layered as cudarc is: [`sys`] holds the raw calls, each either a safe function whose
+//! Layered as cudarc is: `sys` holds the raw calls, each either a safe function whose
 //! arguments cannot break memory safety (with the `// SAFETY:` reasoning inside) or an
 //! `unsafe fn` whose `# Safety` section says what its caller must hold; [`peer`] and
 //! [`pinned`] are safe APIs over them, and the only code outside this folder that touches

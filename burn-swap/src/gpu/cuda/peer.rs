@@ -196,7 +196,7 @@ pub struct Range<'a> {
 }
 
 /// Copies `bytes` bytes between two ranges of CubeCL buffers, on the same or different
-/// devices, with [`copy`]: the buffers are kept alive and in place by their resources for the
+/// devices, with `copy`: the buffers are kept alive and in place by their resources for the
 /// copy, and the calling thread's CubeCL streams are synchronised first, so that every kernel
 /// that wrote the source (CubeCL makes this thread's stream wait for the buffer's own) and
 /// every allocation of the destination has finished.

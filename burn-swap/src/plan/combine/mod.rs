@@ -379,8 +379,8 @@ pub fn checkpointed(
 }
 
 /// Seed 001's segment plan judged as a plan: the migrations its segments imply become
-/// offloads (each gap's fetch timed as the combiner times it, then [`fit`]); `None` when
-/// the largest tensor alone exceeds the budget.
+/// offloads (each gap's fetch timed as the combiner times it, then fitted to the budget as
+/// the combiner's own plans are); `None` when the largest tensor alone exceeds the budget.
 pub fn segmented(
     trace: &Trace,
     profile: &Profile,
