@@ -1,27 +1,36 @@
 //! The tensors an op reads and makes. burn-ir's `OperationIr::inputs` and `outputs` box an
 //! iterator (an allocation and a free each, about a hundred instructions per call, twice on
 //! every op's path); the ops a training loop runs most (elementwise arithmetic, unary float
-//! functions, reductions, matmul, reshapes and slices) are read here from their fields
-//! instead, and every other op goes through burn-ir. Debug builds check each op read here
-//! against burn-ir's own lists.
+//! functions, reductions, matmul, linear layers and their backward, reshapes, slices and
+//! slice assignments, tensors made empty, of zeros or of ones) are read here from their
+//! fields instead, and every other op goes through burn-ir. Debug builds check each op read
+//! here against burn-ir's own lists.
 
 use burn_ir::{
-    BaseOperationIr, BinaryOpIr, FloatOperationIr, NumericOperationIr, OperationIr, ScalarOpIr,
-    TensorIr, UnaryOpIr,
+    BaseOperationIr, BinaryOpIr, FloatOperationIr, ModuleOperationIr, NumericOperationIr,
+    OperationIr, ScalarOpIr, TensorIr, UnaryOpIr,
 };
 
-/// An op's inputs (one or two) and its one output.
+/// An op's inputs (none to three) and its one output.
 #[derive(Clone, Copy)]
 pub(crate) struct Ports<'a> {
-    inputs: [&'a TensorIr; 2],
+    inputs: [&'a TensorIr; 3],
     count: usize,
     output: &'a TensorIr,
 }
 
 impl<'a> Ports<'a> {
+    fn none(output: &'a TensorIr) -> Self {
+        Self {
+            inputs: [output; 3],
+            count: 0,
+            output,
+        }
+    }
+
     fn one(input: &'a TensorIr, output: &'a TensorIr) -> Self {
         Self {
-            inputs: [input, input],
+            inputs: [input; 3],
             count: 1,
             output,
         }
@@ -29,8 +38,16 @@ impl<'a> Ports<'a> {
 
     fn two(lhs: &'a TensorIr, rhs: &'a TensorIr, output: &'a TensorIr) -> Self {
         Self {
-            inputs: [lhs, rhs],
+            inputs: [lhs, rhs, rhs],
             count: 2,
+            output,
+        }
+    }
+
+    fn three(a: &'a TensorIr, b: &'a TensorIr, c: &'a TensorIr, output: &'a TensorIr) -> Self {
+        Self {
+            inputs: [a, b, c],
+            count: 3,
             output,
         }
     }
@@ -146,6 +163,18 @@ fn read(op: &OperationIr) -> Option<Ports<'_>> {
             Base::Permute(o) => Ports::one(&o.input, &o.out),
             Base::Slice(o) => Ports::one(&o.tensor, &o.out),
             Base::Cast(o) => Ports::one(&o.input, &o.out),
+            Base::SliceAssign(o) => Ports::two(&o.tensor, &o.value, &o.out),
+            Base::Empty(o) | Base::Zeros(o) | Base::Ones(o) => Ports::none(&o.out),
+            _ => return None,
+        },
+        OperationIr::Module(m) => match m {
+            ModuleOperationIr::Linear(o) => match &o.bias {
+                Some(bias) => Ports::three(&o.x, &o.weight, bias, &o.out),
+                None => Ports::two(&o.x, &o.weight, &o.out),
+            },
+            ModuleOperationIr::LinearXBackward(o) => Ports::two(&o.weight, &o.output_grad, &o.out),
+            ModuleOperationIr::LinearWeightBackward(o) => Ports::two(&o.x, &o.output_grad, &o.out),
+            ModuleOperationIr::LinearBiasBackward(o) => Ports::one(&o.output_grad, &o.out),
             _ => return None,
         },
         _ => return None,
@@ -157,7 +186,11 @@ mod tests {
     use super::*;
     use NumericOperationIr as N;
     use burn_backend::{DType, Shape};
-    use burn_ir::{MatmulOpIr, ReduceOpIr, ScalarIr, ShapeOpIr, TensorId, TensorStatus};
+    use burn_ir::{
+        CreationOpIr, LinearBiasBackwardOpIr, LinearOpIr, LinearWeightBackwardOpIr,
+        LinearXBackwardOpIr, MatmulOpIr, ReduceOpIr, ScalarIr, ShapeOpIr, SliceAssignOpIr,
+        TensorId, TensorStatus,
+    };
 
     fn t(id: u64) -> TensorIr {
         TensorIr {
@@ -236,6 +269,64 @@ mod tests {
                     }),
                 ),
                 vec![1],
+            ),
+            (
+                OperationIr::Module(ModuleOperationIr::Linear(LinearOpIr {
+                    x: t(1),
+                    weight: t(2),
+                    bias: Some(t(4)),
+                    out: t(3),
+                })),
+                vec![1, 2, 4],
+            ),
+            (
+                OperationIr::Module(ModuleOperationIr::Linear(LinearOpIr {
+                    x: t(1),
+                    weight: t(2),
+                    bias: None,
+                    out: t(3),
+                })),
+                vec![1, 2],
+            ),
+            (
+                OperationIr::Module(ModuleOperationIr::LinearXBackward(LinearXBackwardOpIr {
+                    weight: t(2),
+                    output_grad: t(1),
+                    out: t(3),
+                })),
+                vec![2, 1],
+            ),
+            (
+                OperationIr::Module(ModuleOperationIr::LinearWeightBackward(
+                    LinearWeightBackwardOpIr {
+                        x: t(1),
+                        output_grad: t(2),
+                        out: t(3),
+                    },
+                )),
+                vec![1, 2],
+            ),
+            (
+                OperationIr::Module(ModuleOperationIr::LinearBiasBackward(
+                    LinearBiasBackwardOpIr {
+                        output_grad: t(1),
+                        out: t(3),
+                    },
+                )),
+                vec![1],
+            ),
+            (
+                OperationIr::BaseFloat(BaseOperationIr::SliceAssign(SliceAssignOpIr {
+                    tensor: t(1),
+                    ranges: vec![burn_backend::Slice::new(0, Some(1), 1)],
+                    value: t(2),
+                    out: t(3),
+                })),
+                vec![1, 2],
+            ),
+            (
+                OperationIr::BaseFloat(BaseOperationIr::Zeros(CreationOpIr { out: t(3) })),
+                vec![],
             ),
         ];
         for (op, inputs) in cases {

@@ -965,7 +965,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Records an op that did not come as IR (reads, moves, native ops).
-    fn record_named(&mut self, name: &'static str, inputs: &[&TensorIr], outputs: &[&TensorIr]) {
+    fn record_named(&mut self, name: &'static str, inputs: &[TensorIr], outputs: &[TensorIr]) {
         if !self.tracing() {
             return;
         }

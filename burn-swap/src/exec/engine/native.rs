@@ -116,9 +116,7 @@ impl<B: BackendIr> Engine<B> {
         }
         // The peak says what was on the device, budget or not.
         self.residency.note_peak(during);
-        let inputs: Vec<&TensorIr> = inputs.iter().collect();
-        let outputs: Vec<&TensorIr> = outputs.iter().collect();
-        self.record_named(name, &inputs, &outputs);
+        self.record_named(name, inputs, outputs);
         if let (Some(nanos), true) = (nanos, self.tracing()) {
             self.recorder.set_last_nanos(nanos);
         }
