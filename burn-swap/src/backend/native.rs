@@ -5,6 +5,7 @@ use burn_backend::{DType, ExecutionError, QTensorPrimitive, Shape, TensorData, T
 use burn_ir::{BackendIr, TensorHandle, TensorIr, TensorStatus};
 use burn_router::{RouterTensor, RunnerClient};
 use burn_std::future::DynFut;
+use std::cell::RefCell;
 
 use super::{SwapClient, SwapQTensor};
 use crate::exec::engine::Engine;
@@ -20,6 +21,29 @@ pub(crate) struct NativeOp<I: BackendIr> {
     expected: Option<u64>,
 }
 
+thread_local! {
+    /// Tensor lists that native ops of this thread used and gave back: a native op's inputs
+    /// and outputs are listed in them, so that no op allocates a list of its own (one list
+    /// per op in flight on the thread, kept for the next ones).
+    static SPARE_LISTS: RefCell<Vec<Vec<TensorIr>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty tensor list, one given back earlier when there is one.
+fn spare_list() -> Vec<TensorIr> {
+    SPARE_LISTS
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Gives a tensor list back for the next native op of this thread.
+fn give_back(mut list: Vec<TensorIr>) {
+    list.clear();
+    // While the thread's locals are being torn down the list is simply freed.
+    let _ = SPARE_LISTS.try_with(|spare| spare.borrow_mut().push(list));
+}
+
 /// The op in progress: turns inputs into the inner backend's tensors and registers outputs.
 pub(crate) struct NativeCtx<'a, I: BackendIr> {
     engine: &'a mut Engine<I>,
@@ -32,7 +56,7 @@ impl<I: BackendIr> NativeOp<I> {
         Self {
             name,
             client,
-            inputs: Vec::new(),
+            inputs: spare_list(),
             expected: None,
         }
     }
@@ -65,16 +89,23 @@ impl<I: BackendIr> NativeOp<I> {
         let mut ctx = NativeCtx {
             engine: &mut engine,
             client: &self.client,
-            outputs: Vec::new(),
+            outputs: spare_list(),
         };
         let out = f(&mut ctx);
         let outputs = ctx.outputs;
         let finished = engine.native_finish(self.name, &self.inputs, &outputs, clock);
         drop(engine);
+        give_back(outputs);
         if let Err(error) = finished {
             super::client::fail(error)
         }
         out
+    }
+}
+
+impl<I: BackendIr> Drop for NativeOp<I> {
+    fn drop(&mut self) {
+        give_back(std::mem::take(&mut self.inputs));
     }
 }
 
