@@ -199,8 +199,8 @@ fn with_bias<'a>(
     }
 }
 
-/// The ports of the module ops with one output: linear layers, convolutions and poolings,
-/// each with its backward.
+/// The ports of the module ops with one output: linear layers, convolutions, poolings and
+/// embeddings, each with its backward.
 #[inline]
 fn module(m: &ModuleOperationIr) -> Option<Ports<'_>> {
     use ModuleOperationIr as M;
