@@ -182,16 +182,16 @@ pub enum SwapError {
         /// How it was lost.
         reason: String,
     },
-    /// The inner backend panicked inside an operation that burn-router's runner was running
-    /// (a bug of its own, an input it refuses): the runner's lock is poisoned, so no
-    /// operation can run on this device any more and its tensors are lost. Every later
-    /// operation on the device fails with this error (instead of the runner's own panic, or
-    /// the process aborting when a tensor is dropped while that panic unwinds); dropping a
-    /// tensor does nothing.
+    /// The inner backend panicked inside an operation (a bug of its own, an input it
+    /// refuses): the handles the operation had taken went with the panic, so the device's
+    /// tensors no longer match burn-swap's books and no operation can run on it any more.
+    /// Every later operation on the device fails with this error (instead of a panic about a
+    /// missing handle, or the process aborting when a tensor is dropped while that panic
+    /// unwinds); dropping a tensor does nothing.
     #[error(
         "burn-swap: the inner backend panicked in an earlier operation on this device ({message}); \
-         burn-router's runner cannot run operations on it any more (its lock is poisoned) and \
-         its tensors are lost: restart the process"
+         the handles that operation had taken are gone, so no operation can run on it any more \
+         and its tensors are lost: restart the process"
     )]
     InnerBackendPanicked {
         /// The inner backend's panic message, when it had one.

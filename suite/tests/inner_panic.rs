@@ -1,9 +1,10 @@
-//! A panic inside the inner backend, in an op burn-router's runner runs, poisons the runner's
-//! lock: no op can run on the device after it. Under `Swap` the panic reaches the caller as
-//! Flex's own, every later op on the device fails with the typed
-//! `SwapError::InnerBackendPanicked` (not the runner's "poisoned lock" panic), and tensors
-//! dropped meanwhile, while the panic unwinds too, do nothing (before, a drop during the
-//! unwinding panicked again and aborted the process).
+//! A panic inside the inner backend, in an op the engine's interpreter runs, takes the handles
+//! the op had taken with it: the device's tensors no longer match the books, and no op runs on
+//! the device after it. Under `Swap` the panic reaches the caller as Flex's own, every later
+//! op on the device fails with the typed `SwapError::InnerBackendPanicked` (not a panic about
+//! a missing handle), and tensors dropped meanwhile, while the panic unwinds too, do nothing
+//! (when burn-router's runner ran the ops, a drop during the unwinding panicked again and
+//! aborted the process).
 //!
 //! Its own test binary: the device stays unusable for the rest of the process.
 
@@ -14,8 +15,8 @@ use burn::tensor::{Distribution, Tensor};
 use burn_swap::{Swap, SwapError};
 
 /// burn-flex 0.21's SIMD row sums panic on a flipped view's first dim ("src too short"; Burn's
-/// default features build Flex with them): an inner backend's own panic, in an op the runner
-/// runs.
+/// default features build Flex with them): an inner backend's own panic, in an op the
+/// interpreter runs.
 fn flipped_row_sum<B: burn::tensor::backend::Backend>() -> Tensor<B, 2> {
     let device = Default::default();
     Tensor::<B, 2>::random([16, 8], Distribution::Default, &device)
@@ -43,7 +44,7 @@ fn an_inner_panic_leaves_a_typed_error_for_every_later_op_and_no_abort() {
         "the first panic is the inner backend's own"
     );
     let later = catch_unwind(AssertUnwindSafe(|| (kept.clone() + 1.0).into_data()))
-        .expect_err("no op runs on the device after the runner broke");
+        .expect_err("no op runs on the device after the inner backend broke it");
     match later.downcast_ref::<SwapError>() {
         Some(SwapError::InnerBackendPanicked { message }) => {
             assert!(message.contains("src too short"), "{message}")

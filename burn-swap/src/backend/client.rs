@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use burn_backend::{DType, DTypeUsageSet, ExecutionError, Shape, TensorData};
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr};
-use burn_router::{RouterTensor, Runner, RunnerClient};
+use burn_router::{RouterTensor, RunnerClient};
 use burn_std::future::DynFut;
 
 use super::registry::{self, DeviceControl};
@@ -24,10 +24,8 @@ pub struct SwapClient<B: BackendIr> {
 
 pub(crate) struct Shared<B: BackendIr> {
     device: B::Device,
-    runner: Runner<B>,
     engine: Mutex<Engine<B>>,
-    /// Set when the inner backend panicked inside the runner (its lock is then poisoned):
-    /// the panic's message.
+    /// Set when the inner backend panicked inside an op: the panic's message.
     broken: OnceLock<String>,
 }
 
@@ -88,7 +86,6 @@ impl<B: BackendIr> SwapClient<B> {
     /// with the [`ConfigError`]'s message. Call [`SwapConfig::from_env`] first to get it as a
     /// value instead.
     pub(crate) fn new(device: &B::Device) -> Self {
-        let runner = Runner::new(device.clone());
         let config = match registry::config(registry::DeviceKey::of(device)) {
             Some(config) => Ok(config),
             None => SwapConfig::from_env(),
@@ -104,8 +101,7 @@ impl<B: BackendIr> SwapClient<B> {
         let client = Self {
             shared: Arc::new(Shared {
                 device: device.clone(),
-                runner: runner.clone(),
-                engine: Mutex::new(Engine::new(runner, config, budget)),
+                engine: Mutex::new(Engine::new(device.clone(), config, budget)),
                 broken: OnceLock::new(),
             }),
         };
@@ -123,7 +119,7 @@ impl<B: BackendIr> SwapClient<B> {
     }
 
     /// Fails with [`SwapError::InnerBackendPanicked`] once the inner backend has panicked
-    /// inside the runner.
+    /// inside an op.
     pub(crate) fn check_usable(&self) {
         if let Some(message) = self.shared.broken.get() {
             fail(SwapError::InnerBackendPanicked {
@@ -132,10 +128,10 @@ impl<B: BackendIr> SwapClient<B> {
         }
     }
 
-    /// Runs `f`, an op that reaches burn-router's runner: a panic out of it that is not one of
-    /// burn-swap's typed errors came from inside the runner (or left the engine mid-op), so
-    /// the device is marked unusable before the panic goes on.
-    fn through_runner<R>(&self, f: impl FnOnce() -> R) -> R {
+    /// Runs `f`, an op that reaches the inner backend: a panic out of it that is not one of
+    /// burn-swap's typed errors came from inside the inner backend (or left the engine
+    /// mid-op), so the device is marked unusable before the panic goes on.
+    fn guarded<R>(&self, f: impl FnOnce() -> R) -> R {
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(value) => value,
             Err(payload) => {
@@ -145,7 +141,7 @@ impl<B: BackendIr> SwapClient<B> {
                         .map(|m| m.to_string())
                         .or_else(|| payload.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "no message".to_string());
-                    tracing::error!(%message, "burn-swap: the inner backend panicked in the runner");
+                    tracing::error!(%message, "burn-swap: the inner backend panicked in an op");
                     let _ = self.shared.broken.set(message);
                 }
                 resume_unwind(payload)
@@ -174,11 +170,11 @@ impl<B: BackendIr> SwapClient<B> {
 }
 
 /// Lets go of an op the engine is done with. What is left of it after it ran is the
-/// placeholder the engine leaves when it hands the op to the runner (a drop of nothing), or
-/// a drop: dropped as such, it needs none of the drop glue of the whole `OperationIr` enum, a
-/// large function whose code would otherwise be fetched into the instruction cache at every
-/// op, a second time after the runner's drop of the op itself (see *Measurements*, "the
-/// instruction cache").
+/// placeholder the engine leaves when it hands the op to the interpreter (a drop of nothing),
+/// or a drop: dropped as such, it needs none of the drop glue of the whole `OperationIr`
+/// enum, a large function whose code would otherwise be fetched into the instruction cache at
+/// every op, a second time after the interpreter's drop of the op itself (see
+/// *Measurements*, "the instruction cache").
 #[inline]
 fn dispose(op: OperationIr) {
     match op {
@@ -214,7 +210,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         // Most ops make one output: room for it up front (a push into an empty `Vec` takes
         // the slower growth path).
         let mut outputs = Vec::with_capacity(1);
-        let result = self.through_runner(|| {
+        let result = self.guarded(|| {
             let mut engine = self.engine();
             let result = engine.run_op_with(&mut op, |t| {
                 outputs.push(RouterTensor::new(
@@ -239,8 +235,8 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     #[inline]
     fn register_op(&self, mut op: OperationIr) {
         if self.shared.broken.get().is_some() {
-            // Tensors dropped after the runner broke (while its panic unwinds, too) leave
-            // nothing to free that the runner could still reach.
+            // Tensors dropped after the inner backend panicked (while its panic unwinds, too)
+            // leave nothing to free that an op could still reach.
             if matches!(op, OperationIr::Drop(_)) {
                 return;
             }
@@ -257,7 +253,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
             return;
         }
         let mut run = || {
-            self.through_runner(|| {
+            self.guarded(|| {
                 let mut engine = self.engine();
                 let result = engine.run_op(&mut op);
                 if result.is_err() {
@@ -281,23 +277,23 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
 
     fn read_tensor_async(&self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
         self.check_usable();
-        self.through_runner(|| self.engine().read(tensor))
+        self.guarded(|| self.engine().read(tensor))
     }
 
     fn sync(&self) -> Result<(), ExecutionError> {
-        self.shared.runner.sync()
+        B::sync(&self.shared.device)
     }
 
     fn create_empty_handle(&self) -> TensorId {
         self.check_usable();
-        let id = self.shared.runner.create_empty_handle();
+        let id = crate::exec::fresh_id();
         super::in_flight::made(id);
         id
     }
 
     fn register_tensor_data(&self, data: TensorData) -> RouterTensor<Self> {
         self.check_usable();
-        let result = self.through_runner(|| self.engine().register_data(data));
+        let result = self.guarded(|| self.engine().register_data(data));
         let ir = result.unwrap_or_else(|e| fail(e));
         super::in_flight::made(ir.id);
         RouterTensor::new(ir.id, ir.shape, ir.dtype, self.clone())
@@ -308,11 +304,11 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     }
 
     fn seed(&self, seed: u64) {
-        self.shared.runner.seed(seed)
+        B::seed(&self.shared.device, seed)
     }
 
     fn dtype_usage(&self, dtype: DType) -> DTypeUsageSet {
-        self.shared.runner.dtype_usage(dtype)
+        B::dtype_usage(&self.shared.device, dtype)
     }
 }
 

@@ -3,15 +3,16 @@
 //! back through `transfer::write` on every thread.)
 
 use burn_backend::{ExecutionError, TensorData};
-use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
-use burn_router::{Runner, RunnerClient};
+use burn_ir::{BackendIr, TensorIr, TensorStatus};
 use burn_std::reader::try_read_sync;
+
+use super::interpreter::Handles;
 
 /// Measures copy throughput to and from the device with temporary tensors of each size
 /// (the fastest of three runs each) along the paths offload and fetch take, outside the books:
 /// the caller makes sure they fit.
 pub(crate) fn measure_links<B: BackendIr>(
-    runner: &Runner<B>,
+    handles: &mut Handles<B>,
     sizes: &[u64],
 ) -> Result<crate::plan::profile::Links, ExecutionError> {
     use crate::plan::profile::{CopySample, Links};
@@ -30,8 +31,8 @@ pub(crate) fn measure_links<B: BackendIr>(
         for _ in 0..3 {
             let input = data.clone();
             let start = Instant::now();
-            let ir = runner.register_tensor_data_desc(input);
-            runner.sync()?;
+            let ir = handles.upload(input);
+            B::sync(handles.device())?;
             up = up.min(start.elapsed().as_secs_f64());
 
             // The same path as an offload: a read-only read, then the device copy dropped.
@@ -40,16 +41,12 @@ pub(crate) fn measure_links<B: BackendIr>(
                 status: TensorStatus::ReadOnly,
                 ..ir
             };
-            let back =
-                try_read_sync(runner.read_tensor_async(read.clone())).ok_or_else(|| {
-                    ExecutionError::WithContext {
-                        reason: "burn-swap: this platform cannot block on a read".into(),
-                    }
-                })??;
-            runner.register_op(OperationIr::Drop(TensorIr {
-                status: TensorStatus::ReadWrite,
-                ..read
-            }));
+            let back = try_read_sync(handles.read(&read)).ok_or_else(|| {
+                ExecutionError::WithContext {
+                    reason: "burn-swap: this platform cannot block on a read".into(),
+                }
+            })??;
+            handles.remove(&read.id);
             down = down.min(start.elapsed().as_secs_f64());
             drop(back);
         }

@@ -11,6 +11,8 @@ pub(crate) mod engine;
 pub mod faults;
 mod host;
 mod host_pool;
+mod interpreter;
+pub(crate) use interpreter::fresh_id;
 mod layout;
 pub(crate) mod peers;
 mod ports;
@@ -254,9 +256,8 @@ mod tests {
     #[test]
     fn transfers_in_flight_under_random_delays_keep_every_value() {
         use burn_ir::TensorIr;
-        use burn_router::Runner;
-        let mut engine = super::engine::Engine::new(
-            Runner::<Flex>::new(FlexDevice),
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
             SwapConfig::default().with_transfer_jitter(200),
             None,
         );
@@ -311,10 +312,9 @@ mod tests {
     /// The jitter is really applied: each offload reports no sooner than its own delay.
     #[test]
     fn transfer_jitter_holds_each_transfer_its_own_delay() {
-        use burn_router::Runner;
         let max = 4_000;
-        let mut engine = super::engine::Engine::new(
-            Runner::<Flex>::new(FlexDevice),
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
             SwapConfig::default().with_transfer_jitter(max),
             None,
         );

@@ -3,7 +3,6 @@
 
 use burn_backend::{DType, ExecutionError, Shape, TensorData};
 use burn_ir::{BackendIr, TensorId, TensorIr, TensorStatus};
-use burn_router::RunnerClient;
 use burn_std::future::DynFut;
 
 use super::Engine;
@@ -134,7 +133,7 @@ impl<B: BackendIr> Engine<B> {
             .as_ref()
             .is_some_and(|p| p.is(&self.config.peers))
         {
-            let device = self.runner.device();
+            let device = self.handles.device().clone();
             self.peers = crate::exec::peers::PeerPool::new(&self.config.peers, |peer| {
                 crate::exec::measure_peer::<B>(&device, peer)
             });
@@ -151,7 +150,7 @@ impl<B: BackendIr> Engine<B> {
     /// Registers a tensor made from host data (its `Init` op follows).
     pub fn register_data(&mut self, data: TensorData) -> Result<TensorIr, SwapError> {
         self.admit(crate::exec::bytes_of(&data.shape, data.dtype), "FromData")?;
-        let ir = self.runner.register_tensor_data_desc(data);
+        let ir = self.handles.upload(data);
         self.insert_resident(ir.id, &ir.shape, ir.dtype);
         Ok(ir)
     }
@@ -164,14 +163,13 @@ impl<B: BackendIr> Engine<B> {
         dtype: DType,
     ) -> Result<TensorId, SwapError> {
         self.admit(crate::exec::bytes_of(&shape, dtype), "Arrive")?;
-        let ir = self
-            .runner
-            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
-            .into_ir();
-        self.insert_resident(ir.id, &shape, dtype);
+        let id = self.handles.insert_fresh(handle);
+        self.insert_resident(id, &shape, dtype);
         let out = TensorIr {
+            id,
+            shape,
             status: TensorStatus::NotInit,
-            ..ir
+            dtype,
         };
         self.record_named("Arrive", &[], std::slice::from_ref(&out));
         self.op.inputs.clear();
@@ -195,8 +193,8 @@ impl<B: BackendIr> Engine<B> {
     /// it takes it out of the books (unless a recipe still needs it).
     pub(super) fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
         let read = self.read_status(tensor);
-        let read = self.runner_ir(read);
-        let handle = self.runner.get_tensor_handle(&read);
+        let read = read;
+        let handle = self.handles.handle(&read);
         self.consume_if_last(tensor);
         handle
     }
@@ -253,7 +251,7 @@ impl<B: BackendIr> Engine<B> {
                 match self.ensure_resident(&tensor) {
                     Ok(()) => {
                         let read = self.read_status(&tensor);
-                        let future = self.runner.read_tensor_async(read);
+                        let future = self.handles.read(&read);
                         self.consume_if_last(&tensor);
                         future
                     }

@@ -61,8 +61,8 @@ impl<B: BackendIr> Engine<B> {
     /// [`Self::probe`] of a tensor whose entry is at hand (not yet in the books).
     pub(super) fn probe_entry(&self, id: TensorId, entry: &Entry) -> Option<layout::Probe> {
         let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.runner.get_tensor_handle(&ir);
-        layout::probe::<B>(&handle, &ir.shape, ir.dtype)
+        let handle = self.handles.get(&id)?;
+        layout::probe::<B>(handle, &ir.shape, ir.dtype)
     }
 
     /// After an op whose outputs were taken for views (the caller checks that there were):

@@ -7,8 +7,7 @@
 //! counted once, and no kernel ever sees one of them holding it alone (Flex and CubeCL
 //! write in place into a buffer only one tensor holds, with other kernels, and other bits).
 
-use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
-use burn_router::RunnerClient;
+use burn_ir::{BackendIr, TensorId, TensorStatus};
 
 use super::Engine;
 use crate::error::SwapError;
@@ -52,7 +51,7 @@ impl<B: BackendIr> Engine<B> {
         for &id in &holders {
             let layout = self.residency.get(&id).and_then(|entry| {
                 let ir = entry.ir(id, TensorStatus::ReadOnly);
-                let handle = self.runner.get_tensor_handle(&ir);
+                let handle = self.handles.handle(&ir);
                 layout::storage::<B>(&handle, &ir.shape, ir.dtype)
             });
             match layout {
@@ -95,7 +94,7 @@ impl<B: BackendIr> Engine<B> {
             entry.group = Some(Box::new(Group::Member { carrier }));
             let ir = entry.ir(member, TensorStatus::ReadWrite);
             self.residency.park(&member);
-            self.runner.register_op(OperationIr::Drop(ir));
+            self.handles.remove(&ir.id);
             if let Some(entry) = self.residency.get_mut(&carrier) {
                 entry.pins += 1;
             }
@@ -130,7 +129,7 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         let (ir, bytes) = (entry.ir(carrier, TensorStatus::ReadOnly), entry.bytes());
-        let handle = self.runner.get_tensor_handle(&ir);
+        let handle = self.handles.handle(&ir);
         let whole = layout::storage::<B>(&handle, &ir.shape, ir.dtype).map(|(whole, _, _)| whole);
         let probe = self.probe(carrier);
         // Each holder counts its own bytes until it is seen to share the buffer: not a peak.
@@ -155,7 +154,7 @@ impl<B: BackendIr> Engine<B> {
             entry.group = None;
             let out = entry.ir(member, TensorStatus::NotInit);
             let restored = layout::restore::<B>(whole, out.dtype, *kept);
-            self.install(restored, out, true);
+            self.install(restored, out);
             self.residency.rematerialise(&member);
             if let Some(probe) = probe {
                 self.residency

@@ -5,8 +5,7 @@
 use std::time::Instant;
 
 use burn_backend::TensorData;
-use burn_ir::{BackendIr, OperationIr, TensorIr, TensorStatus};
-use burn_router::RunnerClient;
+use burn_ir::{BackendIr, TensorIr, TensorStatus};
 
 use super::Engine;
 use crate::exec::host;
@@ -37,7 +36,7 @@ impl<B: BackendIr> Engine<B> {
                     // hand-over (none when they cannot be measured: every copy goes to a
                     // worker then).
                     links.on_thread =
-                        host::measure_links(&self.runner, &sizes)
+                        host::measure_links(&mut self.handles, &sizes)
                             .ok()
                             .map(|here| OnThread {
                                 handover_seconds,
@@ -46,7 +45,7 @@ impl<B: BackendIr> Engine<B> {
                             });
                     Ok(links)
                 }
-                None => host::measure_links(&self.runner, &sizes),
+                None => host::measure_links(&mut self.handles, &sizes),
             };
             match measured {
                 Ok(links) => {
@@ -115,15 +114,15 @@ impl<B: BackendIr> Engine<B> {
     /// One round trip of a temporary tensor of `elements` zeros through the workers: the
     /// seconds out and back, and the seconds this thread took to hand each copy over.
     fn round_trip(&mut self, elements: usize) -> Option<(f64, f64, [f64; 2])> {
-        let device = self.runner.device();
+        let device = self.handles.device().clone();
         let ir = self
-            .runner
-            .register_tensor_data_desc(TensorData::new(vec![0f32; elements], [elements]));
+            .handles
+            .upload(TensorData::new(vec![0f32; elements], [elements]));
         let read = TensorIr {
             status: TensorStatus::ReadOnly,
             ..ir.clone()
         };
-        let handle = self.runner.get_tensor_handle(&read);
+        let handle = self.handles.handle(&read);
         let start = Instant::now();
         let route = transfer::Route {
             compression: compression::Policy::off(),
@@ -135,7 +134,7 @@ impl<B: BackendIr> Engine<B> {
             .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
         let handed_out = start.elapsed().as_secs_f64();
         let done = if queued { self.transfers.next() } else { None };
-        self.runner.register_op(OperationIr::Drop(ir.clone()));
+        self.handles.remove(&ir.id);
         let Some(Done::Offloaded {
             result: Ok(copy), ..
         }) = done

@@ -38,9 +38,9 @@ mod room;
 
 use std::time::Instant;
 
+use super::interpreter::{self, Handles};
 use burn_backend::DType;
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
-use burn_router::{Runner, RunnerClient};
 
 use super::bytes_of;
 use super::counters::{Counters, Wait};
@@ -63,10 +63,11 @@ pub(crate) use api::Figures;
 /// so a transient failure costs a retry.
 const TRANSFER_ATTEMPTS: u32 = 8;
 
-/// The engine of one device: the inner backend's runner, the residency table and its books,
+/// The engine of one device: the inner backend's handles, the residency table and its books,
 /// the counters, the recorder, the transfer workers, and the configuration in force.
 pub(crate) struct Engine<B: BackendIr> {
-    runner: Runner<B>,
+    /// The inner backend's handles of the device's tensors, which ops run over.
+    handles: Handles<B>,
     config: SwapConfig,
     /// The budget in bytes, resolved from the configuration; `None` is unlimited.
     budget: Option<u64>,
@@ -108,9 +109,6 @@ pub(crate) struct Engine<B: BackendIr> {
     device_memory: Option<u64>,
     /// The peers offloads go to (seed 000), when configured.
     peers: Option<std::sync::Arc<super::peers::PeerPool>>,
-    /// The ids burn-router's runner holds some tensors' handles under, when not their own:
-    /// quantized tensors brought back from the host (see [`Engine::install`]).
-    runner_ids: hashbrown::HashMap<TensorId, TensorId>,
     /// Which backend tells where its tensors live (`exec::layout`), if any.
     teller: layout::Teller,
 }
@@ -180,10 +178,9 @@ struct Active {
 }
 
 impl<B: BackendIr> Engine<B> {
-    pub fn new(runner: Runner<B>, config: SwapConfig, budget: Option<u64>) -> Self {
+    pub fn new(device: B::Device, config: SwapConfig, budget: Option<u64>) -> Self {
         let transfers = Transfers::default();
         transfers.set_jitter(config.transfer_jitter_micros);
-        let device = runner.device();
         let allocator = super::allocator_usage::<B>(&device).is_some();
         let device_memory = super::device_memory::<B>(&device);
         let peers = super::peers::PeerPool::new(&config.peers, |peer| {
@@ -193,8 +190,7 @@ impl<B: BackendIr> Engine<B> {
             allocator,
             device_memory,
             peers,
-            runner_ids: hashbrown::HashMap::new(),
-            runner,
+            handles: Handles::new(device),
             config,
             budget,
             counters: Counters::default(),
@@ -234,7 +230,7 @@ impl<B: BackendIr> Engine<B> {
         }
         if self.budget().is_some() {
             // A failed wait surfaces at the op or at the next read.
-            let _ = self.runner.sync();
+            let _ = B::sync(self.handles.device());
         }
         Some(Instant::now())
     }
@@ -245,7 +241,7 @@ impl<B: BackendIr> Engine<B> {
     pub(crate) fn stop_op_clock(&self, start: Option<Instant>) -> Option<u64> {
         let start = start?;
         if self.budget().is_some() {
-            let _ = self.runner.sync();
+            let _ = B::sync(self.handles.device());
         }
         Some(start.elapsed().as_nanos() as u64)
     }
@@ -358,7 +354,7 @@ impl<B: BackendIr> Engine<B> {
         if shares {
             self.probe_inputs();
         }
-        self.runner.register_op(take_op(op));
+        interpreter::run(&mut self.handles, take_op(op));
         if let Some(nanos) = self.stop_op_clock(start) {
             self.recorder.set_last_nanos(nanos);
         }
@@ -394,7 +390,7 @@ impl<B: BackendIr> Engine<B> {
             self.recorder.outputs_follow();
             self.record_end(live_before, self.resident());
         }
-        self.drop_tensor(id, op);
+        self.drop_tensor(id);
         self.op.inputs.clear();
         self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();
@@ -806,7 +802,7 @@ impl<B: BackendIr> Engine<B> {
     /// Reads the allocator's figures: this thread's stream plus the workers' streams (as they
     /// last read theirs).
     fn sample_allocator(&mut self) {
-        let Some(own) = super::allocator_usage::<B>(&self.runner.device()) else {
+        let Some(own) = super::allocator_usage::<B>(self.handles.device()) else {
             return;
         };
         let total = own + self.transfers.memory();
@@ -891,7 +887,7 @@ impl<B: BackendIr> Engine<B> {
         if let Some(entry) = self.forget(&id)
             && entry.state().on_device()
         {
-            self.runner_drop(entry.ir(id, TensorStatus::ReadWrite));
+            self.handles.remove(&id);
         }
     }
 
@@ -915,34 +911,7 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// `ir` as burn-router's runner knows it: under the id the runner holds its handle
-    /// under, which is its own but for a quantized tensor brought back from the host (see
-    /// [`Self::install`]). Taken read-write (its last use, a drop), the alias ends.
-    #[inline]
-    pub(super) fn runner_ir(&mut self, mut ir: TensorIr) -> TensorIr {
-        if !self.runner_ids.is_empty() {
-            let held = if ir.status == TensorStatus::ReadWrite {
-                self.runner_ids.remove(&ir.id)
-            } else {
-                self.runner_ids.get(&ir.id).copied()
-            };
-            if let Some(id) = held {
-                ir.id = id;
-            }
-        }
-        ir
-    }
-
-    /// Frees a tensor's handle in burn-router's runner.
-    pub(super) fn runner_drop(&mut self, ir: TensorIr) {
-        let ir = self.runner_ir(TensorIr {
-            status: TensorStatus::ReadWrite,
-            ..ir
-        });
-        self.runner.register_op(OperationIr::Drop(ir));
-    }
-
-    fn drop_tensor(&mut self, id: TensorId, op: &mut OperationIr) {
+    fn drop_tensor(&mut self, id: TensorId) {
         self.pin_for_views(id);
         if self.residency.is_pinned(&id) {
             // A recipe still reads it: it stays, as an orphan.
@@ -953,13 +922,7 @@ impl<B: BackendIr> Engine<B> {
             // Nothing of it is left on the device.
             Some(false) => {}
             _ => {
-                if !self.runner_ids.is_empty()
-                    && let OperationIr::Drop(tensor) = op
-                    && let Some(held) = self.runner_ids.remove(&tensor.id)
-                {
-                    tensor.id = held;
-                }
-                self.runner.register_op(take_op(op))
+                self.handles.remove(&id);
             }
         }
     }
@@ -1001,7 +964,7 @@ impl<B: BackendIr> Engine<B> {
 }
 
 /// Takes the op out of `op`, leaving a placeholder (a drop of nothing), so that the one
-/// copy of its 616 bytes is the one the runner's `register_op` needs.
+/// copy of its 616 bytes is the one the interpreter takes.
 #[inline]
 fn take_op(op: &mut OperationIr) -> OperationIr {
     std::mem::replace(

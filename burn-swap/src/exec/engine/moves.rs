@@ -6,8 +6,7 @@
 use std::time::Instant;
 
 use burn_backend::{DType, Shape};
-use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
-use burn_router::RunnerClient;
+use burn_ir::{BackendIr, TensorId, TensorIr, TensorStatus};
 
 use super::Engine;
 use crate::config::Compression;
@@ -173,7 +172,7 @@ impl<B: BackendIr> Engine<B> {
             dtype,
             &compression,
             self.peers.as_ref(),
-            &self.runner.device(),
+            self.handles.device(),
             self.transfers.pool(),
         );
         let nanos = start.elapsed().as_nanos() as u64;
@@ -221,11 +220,11 @@ impl<B: BackendIr> Engine<B> {
             let books = self.residency.books();
             let host = (books.host, books.peak_host);
             let (shape, dtype) = (ir.shape.clone(), ir.dtype);
-            let ir = self.runner_ir(ir);
-            let handle = self.runner.get_tensor_handle(&ir);
+            let ir = ir;
+            let handle = self.handles.handle(&ir);
             self.transfers.release(handle, shape, dtype, host);
         } else {
-            self.runner_drop(ir);
+            self.handles.remove(&ir.id);
         }
         let c = &mut self.counters;
         c.offloads += 1;
@@ -283,7 +282,7 @@ impl<B: BackendIr> Engine<B> {
         let (bytes, ir) = (entry.bytes(), entry.ir(id, TensorStatus::NotInit));
         let _span = tracing::debug_span!("burn_swap::fetch", tensor = id.value(), bytes).entered();
         let start = Instant::now();
-        let written = transfer::write::<B>(&self.runner.device(), *copy, false);
+        let written = transfer::write::<B>(self.handles.device(), *copy, false);
         let nanos = start.elapsed().as_nanos() as u64;
         match written {
             Ok((handle, codec_nanos, on_device)) => {
@@ -314,15 +313,15 @@ impl<B: BackendIr> Engine<B> {
         cost: (u64, u64, bool),
     ) {
         // A strided tensor's buffer came back: the same view of it is made again.
-        let (handle, view) = match self
+        let handle = match self
             .residency
             .get_mut(&id)
             .and_then(|e| e.kept_layout.take())
         {
-            Some(kept) => (layout::restore::<B>(handle, ir.dtype, *kept), true),
-            None => (handle, false),
+            Some(kept) => layout::restore::<B>(handle, ir.dtype, *kept),
+            None => handle,
         };
-        self.install(handle, ir, view);
+        self.install(handle, ir);
         let (nanos, codec_nanos, on_device) = cost;
         let cost = FetchCost {
             nanos,
@@ -364,8 +363,8 @@ impl<B: BackendIr> Engine<B> {
         // A carrier moves its whole buffer, which its group's holders are made again over.
         let carries = matches!(entry.group.as_deref(), Some(Group::Carrier { .. }));
         let (strided, with_layout) = (entry.strided, entry.leaves_with_layout());
-        let ir = self.runner_ir(ir);
-        let handle = self.runner.get_tensor_handle(&ir);
+        let ir = ir;
+        let handle = self.handles.handle(&ir);
         if !strided && !carries {
             return Some((handle, ir.shape, ir.dtype));
         }
@@ -395,7 +394,7 @@ impl<B: BackendIr> Engine<B> {
         };
         let route = transfer::Route {
             compression: self.compression_policy(),
-            device: self.runner.device(),
+            device: self.handles.device().clone(),
             peers: self.peers.clone(),
         };
         if !self.transfers.offload(id, handle, shape, dtype, route) {
@@ -451,7 +450,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(copy) = self.residency.begin_fetch(&id) else {
             return true;
         };
-        let device = self.runner.device();
+        let device = self.handles.device().clone();
         if let Err(copy) = self.transfers.fetch(id, *copy, device, false) {
             // The receive worker is gone: fetch here (an error surfaces at the next use).
             self.residency.restore_fetch(&id, copy);
@@ -544,37 +543,9 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Puts a fetched handle in the handle container under the tensor's id: registered
-    /// under a fresh id, then renamed by a same-shape reshape, which moves no bytes; a strided
-    /// `view` (a reshape would copy it dense) by the identity permutation, which keeps its
-    /// layout. A quantized tensor, which no op of burn-router's runner takes, stays under the
-    /// fresh id, which the engine then uses for it (see [`Engine::runner_ir`]).
-    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr, view: bool) {
-        let fresh = self
-            .runner
-            .register_tensor(handle, out.shape.clone(), out.dtype, self.runner.clone())
-            .into_ir();
-        if let DType::QFloat(_) = out.dtype {
-            self.runner_ids.insert(out.id, fresh.id);
-            return;
-        }
-        let input = TensorIr {
-            status: TensorStatus::ReadWrite,
-            ..fresh
-        };
-        let dtype = out.dtype;
-        let reshape = if view {
-            let axes = (0..out.shape.num_dims()).collect();
-            burn_ir::BaseOperationIr::Permute(burn_ir::PermuteOpIr { input, out, axes })
-        } else {
-            burn_ir::BaseOperationIr::Reshape(burn_ir::ShapeOpIr { input, out })
-        };
-        self.runner.register_op(if dtype.is_float() {
-            OperationIr::BaseFloat(reshape)
-        } else if dtype.is_int() {
-            OperationIr::BaseInt(reshape)
-        } else {
-            OperationIr::BaseBool(reshape)
-        });
+    /// Puts a fetched handle in the store under the tensor's id, as it is (a strided view
+    /// keeps the layout it was made again in).
+    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr) {
+        self.handles.insert(out.id, handle);
     }
 }

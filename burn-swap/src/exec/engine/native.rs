@@ -47,8 +47,8 @@ impl<B: BackendIr> Engine<B> {
                     status: TensorStatus::ReadOnly,
                     ..tensor.clone()
                 };
-                let read = self.runner_ir(read);
-                return self.runner.get_tensor_handle(&read);
+                let read = read;
+                return self.handles.handle(&read);
             }
         }
         self.take_for_read(tensor)
@@ -66,11 +66,7 @@ impl<B: BackendIr> Engine<B> {
             None if matches!(dtype, DType::QFloat(_)) => false,
             None => self.op.inputs_strided,
         };
-        let id = self
-            .runner
-            .register_tensor(handle, shape.clone(), dtype, self.runner.clone())
-            .into_ir()
-            .id;
+        let id = self.handles.insert_fresh(handle);
         self.op.native_out += bytes_of(&shape, dtype);
         let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
         entry.strided = strided;

@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
-use burn_router::RunnerClient;
 
 use super::Engine;
 use crate::error::SwapError;
@@ -133,7 +132,7 @@ impl<B: BackendIr> Engine<B> {
         } else {
             Vec::new()
         };
-        self.runner.register_op(op);
+        crate::exec::interpreter::run(&mut self.handles, op);
         let peak = self.residency.books().peak;
         self.residency.rematerialise(&id);
         if shares
@@ -241,7 +240,7 @@ impl<B: BackendIr> Engine<B> {
         let ir = entry.ir(id, TensorStatus::ReadWrite);
         if self.residency.evict(&id) {
             self.counters.evictions += 1;
-            self.runner.register_op(OperationIr::Drop(ir));
+            self.handles.remove(&ir.id);
         }
     }
 }
