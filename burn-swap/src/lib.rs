@@ -103,7 +103,10 @@ pub fn reset_counters<D: DeviceOps + 'static>(device: &D) {
 
 /// The trace of the last complete training iteration on a device: `None` before the loop's
 /// period was detected (two iterations are needed), when tracing is off, or if the device
-/// was never used under [`Swap`].
+/// was never used under [`Swap`]. While no budget is set, once the loop's period holds, the
+/// recorder keeps the tensors of two iterations in sixteen only (the others have the same
+/// ops on the same shapes, their signatures checked): the trace is then of one of the last
+/// few iterations, with its own number. Any budget records every iteration in full.
 pub fn trace<D: DeviceOps + 'static>(device: &D) -> Option<Trace> {
     registry::first(DeviceKey::of(device)).and_then(|c| c.trace())
 }

@@ -115,7 +115,9 @@ pub fn hold_resident<D: DeviceOps + 'static>(device: &D) {
 }
 
 /// The trace of every op still kept in the device's window (the last iterations), without
-/// cutting it into iterations: for graphs that do not repeat, and for inspection.
+/// cutting it into iterations: for graphs that do not repeat, and for inspection. Where
+/// iterations were recorded without their tensors (no budget set, see [`crate::trace()`]),
+/// the last stretch of ops recorded with them.
 pub fn trace_window<D: DeviceOps + 'static>(device: &D) -> Option<crate::trace::Trace> {
     registry::first(DeviceKey::of(device)).map(|c| c.trace_window())
 }

@@ -29,6 +29,8 @@ pub(crate) struct OpRecord {
     /// Counted resident bytes while the op ran (inputs and outputs together).
     resident_during: u64,
     events: OpEvents,
+    /// Recorded without its tensors (see [`Recorder::set_lean`]).
+    lean: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +60,8 @@ struct Draft {
     hasher: signature::FxHasher,
     inputs: Range<u32>,
     outputs_start: u32,
+    /// The op's tensors are hashed into its signature but not kept.
+    lean: bool,
 }
 
 /// Slots of the direct-mapped cache in front of the kind table.
@@ -155,6 +159,11 @@ pub(crate) struct Recorder {
     /// under the current schedule.
     timing_from: u64,
     profiled: bool,
+    /// Whether iterations may be recorded lean (see [`Recorder::set_lean`]).
+    lean: bool,
+    /// While the schedule holds and `lean` is set, ops are recorded in full up to this global
+    /// index (exclusive): the iterations that planning would read.
+    full_until: u64,
 }
 
 /// At most this many ops differing from the op a period before, followed by
@@ -175,6 +184,9 @@ fn same_ops(a: impl Iterator<Item = u64>, b: impl Iterator<Item = u64>) -> bool 
     a == b
 }
 
+/// Under [`Recorder::set_lean`], at most one pair of iterations in this many is recorded
+/// with its tensors.
+const LEAN_EVERY: usize = 16;
 /// Ops before the first analysis.
 const FIRST_ANALYSIS: usize = 64;
 /// Once the period holds, one iteration in this many has its ops timed (the others reuse the
@@ -209,7 +221,26 @@ impl Recorder {
             slot_nanos: Vec::new(),
             timing_from: 0,
             profiled: false,
+            lean: false,
+            full_until: 0,
         }
+    }
+
+    /// Lets the recorder keep only one iteration in a few in full once the schedule holds
+    /// and an iteration was profiled under it: the others keep each op's kind, signature
+    /// and counters (what checks the schedule and counts the peaks) but not its tensors.
+    /// The executor sets it while no budget is set: nothing is planned then, and the plan
+    /// of a budget set later reads the last complete iteration recorded in full, which is
+    /// the same iteration as the latest, the schedule having held. Saves the tensor log's
+    /// memory traffic on every op (*Measurements*, "The engine's own interpreter").
+    pub(crate) fn set_lean(&mut self, lean: bool) {
+        self.lean = lean;
+    }
+
+    /// Whether the op about to begin is recorded without its tensors.
+    #[inline]
+    fn records_lean(&self) -> bool {
+        self.lean && self.profiled && self.next_index() >= self.full_until && self.healthy()
     }
 
     /// Global index the next op will get.
@@ -231,6 +262,7 @@ impl Recorder {
             hasher,
             inputs: start..start,
             outputs_start: start,
+            lean: self.records_lean(),
         };
     }
 
@@ -238,6 +270,9 @@ impl Recorder {
     fn push_tensor(&mut self, t: &TensorIr, bytes: u64) {
         let dims = t.shape.as_slice();
         signature::hash_tensor(&mut self.draft.hasher, t.dtype, dims);
+        if self.draft.lean {
+            return;
+        }
         let dims_start = self.dims.len() as u32;
         self.dims.extend_from_slice(dims);
         self.tensors.push(TensorRef {
@@ -306,6 +341,7 @@ impl Recorder {
             live_before: c.live_before,
             resident_during: c.resident_during,
             events: c.events,
+            lean: draft.lean,
         };
         self.ops.push(op);
         self.verify_last();
@@ -495,6 +531,17 @@ impl Recorder {
         {
             self.profiled = true;
         }
+        if self.lean {
+            // Two iterations in a row in `every` in full (a trace links the tensors an
+            // iteration carries to the one before it), so that the last pair recorded so
+            // stays in the newer half of the window that compaction keeps.
+            let every = (self.window / (2 * s.period))
+                .saturating_sub(2)
+                .clamp(1, LEAN_EVERY);
+            if (k + 1) % every as u64 <= 1 || !self.profiled {
+                self.full_until = boundary + p;
+            }
+        }
         if k.is_multiple_of(TIMED_ITERATION_EVERY) || !self.profiled {
             // An iteration counts as timed only when timing covered it from its first op
             // (a schedule found mid-iteration times the rest of it, but that is partial).
@@ -636,6 +683,36 @@ impl Recorder {
         Some((s, s.first_iteration + k, start..start + s.period as u64))
     }
 
+    /// The last complete iteration whose ops, and those of the iteration before it when the
+    /// window holds that one, were recorded with their tensors (see [`Recorder::set_lean`]):
+    /// the last complete iteration itself unless iterations were recorded lean. Same as
+    /// [`Recorder::last_complete`]'s result otherwise.
+    fn last_full(&self) -> Option<(Schedule, u64, Range<u64>)> {
+        let (s, iteration, last) = self.last_complete()?;
+        let p = s.period as u64;
+        let full = |r: Range<u64>| {
+            let local = (r.start - self.base) as usize..(r.end - self.base) as usize;
+            self.ops[local].iter().all(|o| !o.lean)
+        };
+        let mut candidate = last;
+        for back in 0..=iteration - s.first_iteration {
+            let before = candidate.start.saturating_sub(p);
+            if full(candidate.clone()) && (before < self.base || full(before..candidate.start)) {
+                return Some((s, iteration - back, candidate));
+            }
+            if before < self.base || before < s.anchor {
+                return None;
+            }
+            candidate = before..candidate.start;
+        }
+        None
+    }
+
+    /// The period in force, in ops (0 without one).
+    fn period_len(&self) -> u64 {
+        self.schedule.map_or(0, |s| s.period as u64)
+    }
+
     /// Summarises into the per-iteration peaks every complete iteration not yet summarised.
     fn summarise(&mut self) {
         let Some(s) = self.schedule else {
@@ -691,6 +768,21 @@ impl Recorder {
                 _ => newer_half,
             },
             None => newer_half,
+        };
+        // Under lean recording, never the last iterations a trace can be made of (see
+        // `last_full`): they lie in the newer half of the window by the choice of which are
+        // recorded in full, unless the schedule broke long ago (then they go: what can still
+        // be cut must be at least a quarter of the window, so that compaction stays rare).
+        let keep_from = match self.last_full() {
+            Some((_, _, full)) if self.lean => {
+                let from = full.start.saturating_sub(self.period_len());
+                if from >= self.base + (self.ops.len() / 4) as u64 {
+                    keep_from.min(from)
+                } else {
+                    keep_from
+                }
+            }
+            _ => keep_from,
         };
         let cut = (keep_from - self.base) as usize;
         let tensor_cut = self.ops[cut].inputs.start;
@@ -758,10 +850,12 @@ impl Recorder {
         self.peaks.clone()
     }
 
-    /// The trace of the last complete iteration, or `None` before two iterations were seen.
+    /// The trace of the last complete iteration recorded with its tensors (the last complete
+    /// iteration unless iterations are recorded lean: then one of the last few, the schedule
+    /// having held since), or `None` before two iterations were seen.
     pub(crate) fn trace(&mut self) -> Option<Trace> {
         self.refresh();
-        let (s, iteration, range) = self.last_complete()?;
+        let (s, iteration, range) = self.last_full()?;
         Some(self.trace_of(range, Some(s.period), iteration, s.periodic_from))
     }
 
@@ -772,12 +866,24 @@ impl Recorder {
     }
 
     /// The trace of every op in the window, without iteration structure (for dynamic graphs,
-    /// and for tests of hand-built graphs).
+    /// and for tests of hand-built graphs). Where iterations were recorded lean, the last
+    /// stretch of ops recorded with their tensors: those after the last lean op, or, while the
+    /// latest ops are lean, the last stretch before them.
     pub(crate) fn trace_all(&mut self) -> Trace {
         self.refresh();
         let period = self.schedule.map(|s| s.period);
         let periodic_from = self.schedule.map(|s| s.periodic_from).unwrap_or(0);
-        self.trace_of(self.base..self.next_index(), period, 0, periodic_from)
+        let end = self
+            .ops
+            .iter()
+            .rposition(|o| !o.lean)
+            .map_or(0, |last| last + 1);
+        let start = self.ops[..end]
+            .iter()
+            .rposition(|o| o.lean)
+            .map_or(0, |lean| lean + 1);
+        let range = self.base + start as u64..self.base + end as u64;
+        self.trace_of(range, period, 0, periodic_from)
     }
 }
 

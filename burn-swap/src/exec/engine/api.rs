@@ -69,6 +69,7 @@ impl<B: BackendIr> Engine<B> {
     /// Forgets the trace and the plan made from it.
     pub fn restart_trace(&mut self) {
         self.recorder = Default::default();
+        self.record_lean_when_unbudgeted();
         self.forget_plan();
     }
 
@@ -126,6 +127,7 @@ impl<B: BackendIr> Engine<B> {
         if replan {
             self.forget_plan();
         }
+        self.record_lean_when_unbudgeted();
         self.transfers
             .set_jitter(self.config.transfer_jitter_micros);
         if !self

@@ -186,7 +186,7 @@ impl<B: BackendIr> Engine<B> {
         let peers = super::peers::PeerPool::new(&config.peers, |peer| {
             super::measure_peer::<B>(&device, peer)
         });
-        Self {
+        let mut engine = Self {
             allocator,
             device_memory,
             peers,
@@ -210,7 +210,15 @@ impl<B: BackendIr> Engine<B> {
             view_sources: Default::default(),
             strided_live: Vec::new(),
             teller: layout::teller::<B>(),
-        }
+        };
+        engine.record_lean_when_unbudgeted();
+        engine
+    }
+
+    /// Lets the recorder keep most iterations without their tensors while no budget is
+    /// set: nothing is planned then (see [`Recorder::set_lean`]).
+    fn record_lean_when_unbudgeted(&mut self) {
+        self.recorder.set_lean(self.budget().is_none());
     }
 
     fn tracing(&self) -> bool {
