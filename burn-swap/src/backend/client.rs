@@ -169,27 +169,6 @@ impl<B: BackendIr> SwapClient<B> {
     }
 }
 
-/// Lets go of an op the engine is done with. What is left of it after it ran is the
-/// placeholder the engine leaves when it hands the op to the interpreter (a drop of nothing),
-/// or a drop: dropped as such, it needs none of the drop glue of the whole `OperationIr`
-/// enum, a large function whose code would otherwise be fetched into the instruction cache at
-/// every op, a second time after the interpreter's drop of the op itself (see
-/// *Measurements*, "the instruction cache").
-#[inline]
-fn dispose(op: OperationIr) {
-    match op {
-        OperationIr::Drop(tensor) => drop(tensor),
-        other => dispose_whole(other),
-    }
-}
-
-/// [`dispose`] of any other op (none today: every op but a drop is taken when it runs).
-#[cold]
-#[inline(never)]
-fn dispose_whole(op: OperationIr) {
-    drop(op)
-}
-
 fn resolve_budget<B: BackendIr>(
     config: &SwapConfig,
     device: &B::Device,
@@ -228,7 +207,6 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         if let Err(error) = result {
             fail(error)
         }
-        dispose(op);
         outputs
     }
 
@@ -272,7 +250,6 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         if let Err(error) = result {
             fail(error)
         }
-        dispose(op);
     }
 
     fn read_tensor_async(&self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {

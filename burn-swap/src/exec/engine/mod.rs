@@ -281,8 +281,8 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Runs one operation on the inner backend, first making room and fetching its inputs.
-    /// The op is taken out of `op` when it runs (a placeholder is left): an `OperationIr` is
-    /// 616 bytes, and each move of it by value is a copy.
+    /// The interpreter reads the op in place: an `OperationIr` is 616 bytes, and each move of
+    /// it by value is a copy. The caller drops it after.
     #[inline]
     pub fn run_op(&mut self, op: &mut OperationIr) -> Result<(), SwapError> {
         self.run_op_with(op, |_| {})
@@ -362,7 +362,7 @@ impl<B: BackendIr> Engine<B> {
         if shares {
             self.probe_inputs();
         }
-        interpreter::run(&mut self.handles, take_op(op));
+        interpreter::run(&mut self.handles, op);
         if let Some(nanos) = self.stop_op_clock(start) {
             self.recorder.set_last_nanos(nanos);
         }
@@ -969,19 +969,4 @@ impl<B: BackendIr> Engine<B> {
         }
         self.op.inputs.clear();
     }
-}
-
-/// Takes the op out of `op`, leaving a placeholder (a drop of nothing), so that the one
-/// copy of its 616 bytes is the one the interpreter takes.
-#[inline]
-fn take_op(op: &mut OperationIr) -> OperationIr {
-    std::mem::replace(
-        op,
-        OperationIr::Drop(TensorIr {
-            id: TensorId::new(0),
-            shape: burn_backend::Shape::new([]),
-            status: TensorStatus::NotInit,
-            dtype: DType::F32,
-        }),
-    )
 }

@@ -12,8 +12,7 @@ use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_ir::{BackendIr, TensorHandle, TensorId, TensorIr, TensorStatus};
 use hashbrown::HashMap;
 
-/// The next tensor id handed out, shared by every device (0 is never one: the engine's
-/// placeholder op names it).
+/// The next tensor id handed out, shared by every device (0 is never one).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A tensor id no tensor has had before.

@@ -30,7 +30,7 @@ use burn_ir::{
 /// On an input the store has no handle for (a bug in burn-swap), on a custom op (which
 /// only a fusion backend makes), on a scatter or select-assign with an update other than
 /// addition (no op builder of Burn 0.21 makes one), and wherever the inner backend panics.
-pub(crate) fn run<B: BackendIr>(handles: &mut Handles<B>, op: OperationIr) {
+pub(crate) fn run<B: BackendIr>(handles: &mut Handles<B>, op: &mut OperationIr) {
     match op {
         OperationIr::BaseFloat(op) => base_float(handles, op),
         OperationIr::BaseInt(op) => base_int(handles, op),
@@ -47,7 +47,7 @@ pub(crate) fn run<B: BackendIr>(handles: &mut Handles<B>, op: OperationIr) {
             handles.remove(&tensor.id);
         }
         #[allow(unreachable_patterns)]
-        other => unsupported(&other),
+        other => unsupported(other),
     }
 }
 
@@ -65,17 +65,23 @@ fn unsupported_update(op: &'static str, update: IndexingUpdateOp) -> ! {
 
 /// The op family of a float tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_float<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
+fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
-        Op::Reshape(d) => (d.out.id, B::float_reshape(h.float(&d.input), d.out.shape)),
+        Op::Reshape(d) => (
+            d.out.id,
+            B::float_reshape(h.float(&d.input), d.out.shape.clone()),
+        ),
         Op::SwapDims(d) => (
             d.out.id,
             B::float_swap_dims(h.float(&d.input), d.dim1, d.dim2),
         ),
         Op::Permute(d) => (d.out.id, B::float_permute(h.float(&d.input), &d.axes)),
         Op::Flip(d) => (d.out.id, B::float_flip(h.float(&d.input), &d.axes)),
-        Op::Expand(d) => (d.out.id, B::float_expand(h.float(&d.input), d.out.shape)),
+        Op::Expand(d) => (
+            d.out.id,
+            B::float_expand(h.float(&d.input), d.out.shape.clone()),
+        ),
         Op::Unfold(d) => {
             let x = h.float(&d.input);
             (d.out.id, B::float_unfold(x, d.dim, d.size, d.step))
@@ -148,21 +154,21 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::float_empty(d.out.shape, device, d.out.dtype.into()),
+                B::float_empty(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::float_ones(d.out.shape, device, d.out.dtype.into()),
+                B::float_ones(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::float_zeros(d.out.shape, device, d.out.dtype.into()),
+                B::float_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
     };
@@ -171,14 +177,20 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
 
 /// The op family of an int tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_int<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
+fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
-        Op::Reshape(d) => (d.out.id, B::int_reshape(h.int(&d.input), d.out.shape)),
+        Op::Reshape(d) => (
+            d.out.id,
+            B::int_reshape(h.int(&d.input), d.out.shape.clone()),
+        ),
         Op::SwapDims(d) => (d.out.id, B::int_swap_dims(h.int(&d.input), d.dim1, d.dim2)),
         Op::Permute(d) => (d.out.id, B::int_permute(h.int(&d.input), &d.axes)),
         Op::Flip(d) => (d.out.id, B::int_flip(h.int(&d.input), &d.axes)),
-        Op::Expand(d) => (d.out.id, B::int_expand(h.int(&d.input), d.out.shape)),
+        Op::Expand(d) => (
+            d.out.id,
+            B::int_expand(h.int(&d.input), d.out.shape.clone()),
+        ),
         Op::Unfold(d) => {
             let x = h.int(&d.input);
             (d.out.id, B::int_unfold(x, d.dim, d.size, d.step))
@@ -248,21 +260,21 @@ fn base_int<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::int_empty(d.out.shape, device, d.out.dtype.into()),
+                B::int_empty(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::int_ones(d.out.shape, device, d.out.dtype.into()),
+                B::int_ones(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::int_zeros(d.out.shape, device, d.out.dtype.into()),
+                B::int_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
     };
@@ -271,17 +283,23 @@ fn base_int<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
 
 /// The op family of a bool tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
+fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
-        Op::Reshape(d) => (d.out.id, B::bool_reshape(h.bool(&d.input), d.out.shape)),
+        Op::Reshape(d) => (
+            d.out.id,
+            B::bool_reshape(h.bool(&d.input), d.out.shape.clone()),
+        ),
         Op::SwapDims(d) => (
             d.out.id,
             B::bool_swap_dims(h.bool(&d.input), d.dim1, d.dim2),
         ),
         Op::Permute(d) => (d.out.id, B::bool_permute(h.bool(&d.input), &d.axes)),
         Op::Flip(d) => (d.out.id, B::bool_flip(h.bool(&d.input), &d.axes)),
-        Op::Expand(d) => (d.out.id, B::bool_expand(h.bool(&d.input), d.out.shape)),
+        Op::Expand(d) => (
+            d.out.id,
+            B::bool_expand(h.bool(&d.input), d.out.shape.clone()),
+        ),
         Op::Unfold(d) => {
             let x = h.bool(&d.input);
             (d.out.id, B::bool_unfold(x, d.dim, d.size, d.step))
@@ -338,26 +356,26 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_empty(d.out.shape, device, d.out.dtype.into()),
+                B::bool_empty(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_ones(d.out.shape, device, d.out.dtype.into()),
+                B::bool_ones(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_zeros(d.out.shape, device, d.out.dtype.into()),
+                B::bool_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
             )
         }
         // No op builder makes these for bool tensors.
         other @ (Op::ScatterNd(_) | Op::GatherNd(_) | Op::Cast(_)) => {
-            unsupported(&OperationIr::BaseBool(other))
+            unsupported(&OperationIr::BaseBool(other.clone()))
         }
     };
     h.put_bool(out, tensor);
@@ -365,7 +383,7 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: BaseOperationIr) {
 
 /// The op family of a float tensor's arithmetic, comparisons and reductions.
 #[inline(never)]
-fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
+fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) {
     use NumericOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Add(d) => {
@@ -402,7 +420,7 @@ fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::float_full(d.out.shape, d.value.into(), device, dtype),
+                B::float_full(d.out.shape.clone(), d.value.into(), device, dtype),
             )
         }
         Op::MeanDim(d) => (d.out.id, B::float_mean_dim(h.float(&d.input), d.axis)),
@@ -503,16 +521,17 @@ fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
         Op::CumMin(d) => (d.out.id, B::float_cummin(h.float(&d.input), d.axis)),
         Op::CumMax(d) => (d.out.id, B::float_cummax(h.float(&d.input), d.axis)),
         // Made for int tensors only.
-        other @ Op::IntRandom(_) => {
-            unsupported(&OperationIr::NumericFloat(burn_backend::DType::F32, other))
-        }
+        other @ Op::IntRandom(_) => unsupported(&OperationIr::NumericFloat(
+            burn_backend::DType::F32,
+            other.clone(),
+        )),
     };
     h.put_float(out, tensor);
 }
 
 /// The op family of an int tensor's arithmetic, comparisons and reductions.
 #[inline(never)]
-fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
+fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) {
     use NumericOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Add(d) => {
@@ -549,7 +568,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::int_full(d.out.shape, d.value.into(), device, dtype),
+                B::int_full(d.out.shape.clone(), d.value.into(), device, dtype),
             )
         }
         Op::MeanDim(d) => (d.out.id, B::int_mean_dim(h.int(&d.input), d.axis)),
@@ -631,7 +650,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::int_random(d.out.shape, d.distribution, device, dtype),
+                B::int_random(d.out.shape.clone(), d.distribution, device, dtype),
             )
         }
         Op::Powi(d) => {
@@ -649,7 +668,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: NumericOperationIr) {
 
 /// The ops of bool tensors alone.
 #[inline(never)]
-fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: BoolOperationIr) {
+fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut BoolOperationIr) {
     use BoolOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::IntoFloat(d) => {
@@ -675,7 +694,7 @@ fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: BoolOperationIr) {
 
 /// The ops of int tensors alone: bitwise ops, the cast to float, the int matmul.
 #[inline(never)]
-fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: IntOperationIr) {
+fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut IntOperationIr) {
     use IntOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::IntoFloat(d) => {
@@ -724,7 +743,7 @@ fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: IntOperationIr) {
 
 /// The ops of float tensors alone: elementwise functions, matmul, casts, random.
 #[inline(never)]
-fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: FloatOperationIr) {
+fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut FloatOperationIr) {
     use FloatOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Exp(d) => (d.out.id, B::float_exp(h.float(&d.input))),
@@ -773,7 +792,7 @@ fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: FloatOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::float_random(d.out.shape, d.distribution, device, dtype),
+                B::float_random(d.out.shape.clone(), d.distribution, device, dtype),
             )
         }
         Op::Recip(d) => (d.out.id, B::float_recip(h.float(&d.input))),
@@ -787,7 +806,10 @@ fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: FloatOperationIr) {
         }
         Op::GridSample2d(d) => {
             let (x, grid) = (h.float(&d.tensor), h.float(&d.grid));
-            (d.out.id, B::float_grid_sample_2d(x, grid, d.options.into()))
+            (
+                d.out.id,
+                B::float_grid_sample_2d(x, grid, d.options.clone().into()),
+            )
         }
         Op::Powf(d) => {
             let (lhs, rhs) = (h.float(&d.lhs), h.float(&d.rhs));
@@ -795,7 +817,7 @@ fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: FloatOperationIr) {
         }
         // burn-router 0.21 builds no quantize or dequantize op (`Swap` runs them natively).
         other @ (Op::Quantize(_) | Op::Dequantize(_)) => {
-            unsupported(&OperationIr::Float(burn_backend::DType::F32, other))
+            unsupported(&OperationIr::Float(burn_backend::DType::F32, other.clone()))
         }
     };
     h.put_float(out, tensor);

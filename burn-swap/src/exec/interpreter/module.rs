@@ -8,7 +8,7 @@ use super::Handles;
 /// Runs a module op: every one makes float tensors (the pools with indices make an int one
 /// too, the deformable convolution's backward up to five).
 #[inline(never)]
-pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
+pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: &mut ModuleOperationIr) {
     use ModuleOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Embedding(d) => {
@@ -37,20 +37,23 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
         Op::Conv1d(d) => {
             let (x, weight) = (h.float(&d.x), h.float(&d.weight));
             let bias = d.bias.as_ref().map(|b| h.float(b));
-            (d.out.id, B::conv1d(x, weight, bias, d.options.into()))
+            (
+                d.out.id,
+                B::conv1d(x, weight, bias, d.options.clone().into()),
+            )
         }
         Op::Conv1dXBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv1d_x_backward(x, weight, grad, d.options.into()),
+                B::conv1d_x_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv1dWeightBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv1d_weight_backward(x, weight, grad, d.options.into()),
+                B::conv1d_weight_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv1dBiasBackward(d) => {
@@ -60,20 +63,23 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
         Op::Conv2d(d) => {
             let (x, weight) = (h.float(&d.x), h.float(&d.weight));
             let bias = d.bias.as_ref().map(|b| h.float(b));
-            (d.out.id, B::conv2d(x, weight, bias, d.options.into()))
+            (
+                d.out.id,
+                B::conv2d(x, weight, bias, d.options.clone().into()),
+            )
         }
         Op::Conv2dXBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv2d_x_backward(x, weight, grad, d.options.into()),
+                B::conv2d_x_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv2dWeightBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv2d_weight_backward(x, weight, grad, d.options.into()),
+                B::conv2d_weight_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv2dBiasBackward(d) => {
@@ -83,20 +89,23 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
         Op::Conv3d(d) => {
             let (x, weight) = (h.float(&d.x), h.float(&d.weight));
             let bias = d.bias.as_ref().map(|b| h.float(b));
-            (d.out.id, B::conv3d(x, weight, bias, d.options.into()))
+            (
+                d.out.id,
+                B::conv3d(x, weight, bias, d.options.clone().into()),
+            )
         }
         Op::Conv3dXBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv3d_x_backward(x, weight, grad, d.options.into()),
+                B::conv3d_x_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv3dWeightBackward(d) => {
             let (x, weight, grad) = (h.float(&d.x), h.float(&d.weight), h.float(&d.output_grad));
             (
                 d.out.id,
-                B::conv3d_weight_backward(x, weight, grad, d.options.into()),
+                B::conv3d_weight_backward(x, weight, grad, d.options.clone().into()),
             )
         }
         Op::Conv3dBiasBackward(d) => {
@@ -108,7 +117,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let mask = d.mask.as_ref().map(|m| h.float(m));
             let weight = h.float(&d.weight);
             let bias = d.bias.as_ref().map(|b| h.float(b));
-            let options = d.options.into();
+            let options = d.options.clone().into();
             (
                 d.out.id,
                 B::deform_conv2d(x, offset, weight, mask, bias, options),
@@ -120,7 +129,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let weight = h.float(&d.weight);
             let bias = d.bias.as_ref().map(|b| h.float(b));
             let grad = h.float(&d.out_grad);
-            let options = d.options.into();
+            let options = d.options.clone().into();
             let grads = B::deform_conv2d_backward(x, offset, weight, mask, bias, grad, options);
             h.put_float(d.offset_grad.id, grads.offset_grad);
             h.put_float(d.weight_grad.id, grads.weight_grad);
@@ -137,7 +146,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let bias = d.bias.as_ref().map(|b| h.float(b));
             (
                 d.out.id,
-                B::conv_transpose1d(x, weight, bias, d.options.into()),
+                B::conv_transpose1d(x, weight, bias, d.options.clone().into()),
             )
         }
         Op::ConvTranspose2d(d) => {
@@ -145,7 +154,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let bias = d.bias.as_ref().map(|b| h.float(b));
             (
                 d.out.id,
-                B::conv_transpose2d(x, weight, bias, d.options.into()),
+                B::conv_transpose2d(x, weight, bias, d.options.clone().into()),
             )
         }
         Op::ConvTranspose3d(d) => {
@@ -153,7 +162,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let bias = d.bias.as_ref().map(|b| h.float(b));
             (
                 d.out.id,
-                B::conv_transpose3d(x, weight, bias, d.options.into()),
+                B::conv_transpose3d(x, weight, bias, d.options.clone().into()),
             )
         }
         Op::AvgPool1d(d) => {
@@ -252,11 +261,14 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
         }
         Op::Interpolate(d) => {
             let x = h.float(&d.x);
-            (d.out.id, B::interpolate(x, d.output_size, d.options.into()))
+            (
+                d.out.id,
+                B::interpolate(x, d.output_size, d.options.clone().into()),
+            )
         }
         Op::InterpolateBackward(d) => {
             let (x, grad) = (h.float(&d.x), h.float(&d.grad));
-            let out = B::interpolate_backward(x, grad, d.output_size, d.options.into());
+            let out = B::interpolate_backward(x, grad, d.output_size, d.options.clone().into());
             (d.out.id, out)
         }
         Op::Rfft(d) => {
@@ -273,7 +285,7 @@ pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: ModuleOperationIr) {
             let value = h.float(&d.value);
             let mask = d.mask.as_ref().map(|m| h.bool(m));
             let bias = d.attn_bias.as_ref().map(|b| h.float(b));
-            let out = B::attention(query, key, value, mask, bias, d.options.into());
+            let out = B::attention(query, key, value, mask, bias, d.options.clone().into());
             (d.out.id, out)
         }
         Op::CtcLoss(d) => {
