@@ -226,13 +226,13 @@ impl Recorder {
         }
     }
 
-    /// Lets the recorder keep only one iteration in a few in full once the schedule holds
-    /// and an iteration was profiled under it: the others keep each op's kind, signature
-    /// and counters (what checks the schedule and counts the peaks) but not its tensors.
-    /// The executor sets it while no budget is set: nothing is planned then, and the plan
-    /// of a budget set later reads the last complete iteration recorded in full, which is
-    /// the same iteration as the latest, the schedule having held. Saves the tensor log's
-    /// memory traffic on every op (*Measurements*, "The engine's own interpreter").
+    /// Lets the recorder keep only two iterations in a row out of every few in full once the
+    /// schedule holds and an iteration was profiled under it: the others keep each op's
+    /// kind, signature and counters (what checks the schedule and counts the peaks) but not
+    /// its tensors. The executor sets it while no budget is set: nothing is planned then,
+    /// and the plan of a budget set later reads the last complete iteration recorded in
+    /// full, the same ops on the same shapes as the latest, the schedule having held. Saves
+    /// the tensor log's memory traffic on every op (*Measurements*, "Lean recording").
     pub(crate) fn set_lean(&mut self, lean: bool) {
         self.lean = lean;
     }
