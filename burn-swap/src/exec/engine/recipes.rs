@@ -117,7 +117,7 @@ impl<B: BackendIr> Engine<B> {
     /// resident again, shares its source's buffer again when it is a view, and keeps its op
     /// when it is strided, so that it can leave again the same way.
     fn replay(&mut self, id: TensorId, recipe: Recipe, bytes: u64) {
-        let Recipe { mut op, inputs } = recipe;
+        let Recipe { op, inputs } = recipe;
         let keep = self
             .residency
             .get(&id)
@@ -132,7 +132,7 @@ impl<B: BackendIr> Engine<B> {
         } else {
             Vec::new()
         };
-        crate::exec::interpreter::run(&mut self.handles, &mut op);
+        crate::exec::interpreter::run(&mut self.handles, &op);
         let peak = self.residency.books().peak;
         self.residency.rematerialise(&id);
         if shares

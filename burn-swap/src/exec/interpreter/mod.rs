@@ -30,7 +30,7 @@ use burn_ir::{
 /// On an input the store has no handle for (a bug in burn-swap), on a custom op (which
 /// only a fusion backend makes), on a scatter or select-assign with an update other than
 /// addition (no op builder of Burn 0.21 makes one), and wherever the inner backend panics.
-pub(crate) fn run<B: BackendIr>(handles: &mut Handles<B>, op: &mut OperationIr) {
+pub(crate) fn run<B: BackendIr>(handles: &mut Handles<B>, op: &OperationIr) {
     match op {
         OperationIr::BaseFloat(op) => base_float(handles, op),
         OperationIr::BaseInt(op) => base_int(handles, op),
@@ -65,7 +65,7 @@ fn unsupported_update(op: &'static str, update: IndexingUpdateOp) -> ! {
 
 /// The op family of a float tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
+fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
@@ -177,7 +177,7 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
 
 /// The op family of an int tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
+fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
@@ -283,7 +283,7 @@ fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
 
 /// The op family of a bool tensor's shape, indexing and creation ops.
 #[inline(never)]
-fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
+fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     use BaseOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
@@ -383,7 +383,7 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &mut BaseOperationIr) {
 
 /// The op family of a float tensor's arithmetic, comparisons and reductions.
 #[inline(never)]
-fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) {
+fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: &NumericOperationIr) {
     use NumericOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Add(d) => {
@@ -531,7 +531,7 @@ fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) 
 
 /// The op family of an int tensor's arithmetic, comparisons and reductions.
 #[inline(never)]
-fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) {
+fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &NumericOperationIr) {
     use NumericOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Add(d) => {
@@ -668,7 +668,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &mut NumericOperationIr) {
 
 /// The ops of bool tensors alone.
 #[inline(never)]
-fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut BoolOperationIr) {
+fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: &BoolOperationIr) {
     use BoolOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::IntoFloat(d) => {
@@ -694,7 +694,7 @@ fn bool_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut BoolOperationIr) {
 
 /// The ops of int tensors alone: bitwise ops, the cast to float, the int matmul.
 #[inline(never)]
-fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut IntOperationIr) {
+fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: &IntOperationIr) {
     use IntOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::IntoFloat(d) => {
@@ -743,7 +743,7 @@ fn int_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut IntOperationIr) {
 
 /// The ops of float tensors alone: elementwise functions, matmul, casts, random.
 #[inline(never)]
-fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: &mut FloatOperationIr) {
+fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: &FloatOperationIr) {
     use FloatOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Exp(d) => (d.out.id, B::float_exp(h.float(&d.input))),

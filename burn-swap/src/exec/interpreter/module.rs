@@ -8,7 +8,7 @@ use super::Handles;
 /// Runs a module op: every one makes float tensors (the pools with indices make an int one
 /// too, the deformable convolution's backward up to five).
 #[inline(never)]
-pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: &mut ModuleOperationIr) {
+pub(super) fn run<B: BackendIr>(h: &mut Handles<B>, op: &ModuleOperationIr) {
     use ModuleOperationIr as Op;
     let (out, tensor): (TensorId, _) = match op {
         Op::Embedding(d) => {

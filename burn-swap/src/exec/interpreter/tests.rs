@@ -81,7 +81,7 @@ fn a_read_only_use_leaves_the_handle_and_a_read_write_use_takes_it() {
     };
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(DType::F32, NumericOperationIr::Add(add)),
+        &OperationIr::NumericFloat(DType::F32, NumericOperationIr::Add(add)),
     );
     assert!(h.get(&a.id).is_some(), "read-only input stays");
     assert!(h.get(&b.id).is_none(), "read-write input taken");
@@ -89,7 +89,7 @@ fn a_read_only_use_leaves_the_handle_and_a_read_write_use_takes_it() {
     assert_eq!(read(&mut h, &sum).to_vec::<f32>().unwrap(), vec![3.0; 4]);
     run(
         &mut h,
-        &mut OperationIr::Drop(TensorIr {
+        &OperationIr::Drop(TensorIr {
             status: TensorStatus::ReadWrite,
             ..sum.clone()
         }),
@@ -117,7 +117,7 @@ fn an_op_that_reads_one_tensor_twice_takes_it_in_order() {
     };
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(DType::F32, NumericOperationIr::Mul(mul)),
+        &OperationIr::NumericFloat(DType::F32, NumericOperationIr::Mul(mul)),
     );
     assert!(h.get(&a.id).is_none());
     let expected = direct(&values, &values, [2, 2], Flex::float_mul);
@@ -137,7 +137,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let mm = out([2, 2], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::Float(
+        &OperationIr::Float(
             DType::F32,
             FloatOperationIr::Matmul(MatmulOpIr {
                 lhs: x.clone(),
@@ -159,7 +159,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let e = out([2, 3], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::Float(
+        &OperationIr::Float(
             DType::F32,
             FloatOperationIr::Exp(UnaryOpIr {
                 input: x.clone(),
@@ -172,7 +172,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let s = out([2, 3], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(
+        &OperationIr::NumericFloat(
             DType::F32,
             NumericOperationIr::MulScalar(ScalarOpIr {
                 lhs: x.clone(),
@@ -190,7 +190,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let r = out([3, 2], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::BaseFloat(BaseOperationIr::Reshape(ShapeOpIr {
+        &OperationIr::BaseFloat(BaseOperationIr::Reshape(ShapeOpIr {
             input: x.clone(),
             out: r.clone(),
         })),
@@ -204,7 +204,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let gt = out([2, 3], DType::Bool(burn_backend::BoolStore::Native));
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(
+        &OperationIr::NumericFloat(
             DType::F32,
             NumericOperationIr::Greater(BinaryOpIr {
                 lhs: x.clone(),
@@ -219,7 +219,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     };
     run(
         &mut h,
-        &mut OperationIr::Bool(BoolOperationIr::Not(UnaryOpIr {
+        &OperationIr::Bool(BoolOperationIr::Not(UnaryOpIr {
             input: TensorIr {
                 status: TensorStatus::ReadWrite,
                 ..gt.clone()
@@ -230,7 +230,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let as_float = out([2, 3], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::Bool(BoolOperationIr::IntoFloat(burn_ir::CastOpIr {
+        &OperationIr::Bool(BoolOperationIr::IntoFloat(burn_ir::CastOpIr {
             input: TensorIr {
                 status: TensorStatus::ReadWrite,
                 ..not.clone()
@@ -250,7 +250,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let indices = out([2, 1], DType::I64);
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(
+        &OperationIr::NumericFloat(
             DType::F32,
             NumericOperationIr::MaxDimWithIndices(ReduceDimWithIndicesOpIr {
                 tensor: x.clone(),
@@ -270,7 +270,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let arg = out([1, 3], DType::I64);
     run(
         &mut h,
-        &mut OperationIr::NumericFloat(
+        &OperationIr::NumericFloat(
             DType::F32,
             NumericOperationIr::ArgMax(ReduceDimOpIr {
                 input: x.clone(),
@@ -284,7 +284,7 @@ fn each_family_gives_the_inner_backends_own_bits() {
     let cat = out([4, 3], DType::F32);
     run(
         &mut h,
-        &mut OperationIr::BaseFloat(BaseOperationIr::Cat(CatOpIr {
+        &OperationIr::BaseFloat(BaseOperationIr::Cat(CatOpIr {
             tensors: vec![x.clone(), y2.clone()],
             dim: 0,
             out: cat.clone(),
@@ -307,7 +307,7 @@ fn an_input_the_store_does_not_hold_is_a_named_panic() {
     };
     run(
         &mut h,
-        &mut OperationIr::Float(
+        &OperationIr::Float(
             DType::F32,
             FloatOperationIr::Exp(UnaryOpIr {
                 input: ghost,
