@@ -2,7 +2,7 @@
 //! *Measurements*): exact and repeatable where wall-clock time on a shared machine is not.
 //!
 //! ```text
-//! prof flex|router|untraced|traced   # 20,000 × 17 tiny elementwise ops
+//! prof flex|router|untraced|traced [rounds]   # rounds (20,000) × 17 tiny elementwise ops
 //! prof step-flex|step-swap           # 3 training steps of the benches' MLP
 //! prof lstm-flex|lstm-router|lstm-swap [steps]  # steps (3) of the op-bound LSTM, no budget
 //! prof lstm-bench [steps]   # swap-bench's LSTM under the BURN_SWAP_* variables (budget, policy)
@@ -23,10 +23,10 @@ use burn_swap_suite::baseline::BareRouter;
 use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
 use burn_swap_suite::train::{init_mlp, init_seeded, train_loop};
 
-fn tiny_ops<B: Backend>() {
+fn tiny_ops<B: Backend>(rounds: usize) {
     let device = Default::default();
     let x = Tensor::<B, 1>::from_floats([1.0, 2.0, 3.0, 4.0], &device);
-    for _ in 0..20_000 {
+    for _ in 0..rounds {
         let mut y = x.clone();
         for _ in 0..8 {
             y = (y * 1.0001) + 0.5;
@@ -64,18 +64,17 @@ fn lstm_steps<B: AutodiffBackend>(config: LstmNetConfig, steps: usize) {
 
 fn main() {
     let device = FlexDevice;
-    let count = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let arg = std::env::args().nth(2).and_then(|s| s.parse().ok());
+    let count = arg.unwrap_or(3);
+    let rounds = arg.unwrap_or(20_000);
     match std::env::args().nth(1).as_deref() {
-        Some("flex") => tiny_ops::<Flex>(),
-        Some("router") => tiny_ops::<BareRouter<Flex>>(),
+        Some("flex") => tiny_ops::<Flex>(rounds),
+        Some("router") => tiny_ops::<BareRouter<Flex>>(rounds),
         Some("untraced") => {
             burn_swap::configure(&device, SwapConfig::default().with_trace(false)).unwrap();
-            tiny_ops::<Swap<Flex>>()
+            tiny_ops::<Swap<Flex>>(rounds)
         }
-        Some("traced") => tiny_ops::<Swap<Flex>>(),
+        Some("traced") => tiny_ops::<Swap<Flex>>(rounds),
         Some("step-flex") => steps::<Autodiff<Flex>>(),
         Some("step-swap") => steps::<Autodiff<Swap<Flex>>>(),
         Some("lstm-flex") => lstm_steps::<Autodiff<Flex>>(LstmNetConfig::op_bound(), count),
