@@ -502,6 +502,34 @@ impl Residency {
         })
     }
 
+    /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan
+    /// (`None`), holding no buffer of the unwrapped run (which would have dropped it); any
+    /// other leaves them as [`Residency::discard`] takes it. One lookup, on
+    /// the path of every op that consumes a tensor.
+    #[inline]
+    pub fn release(&mut self, id: &TensorId) -> Option<Discarded> {
+        match self.entries.entry(*id) {
+            hashbrown::hash_map::Entry::Occupied(slot) if slot.get().pins > 0 => {
+                let entry = slot.into_mut();
+                entry.orphan = true;
+                let origin = std::mem::take(&mut entry.origin);
+                self.leave_origin(origin);
+                None
+            }
+            hashbrown::hash_map::Entry::Occupied(slot) => {
+                let mut entry = slot.remove();
+                self.unbook(&entry);
+                self.leave_origin(entry.origin);
+                Some(Discarded {
+                    recipe: entry.recipe.take(),
+                    group: entry.group.take(),
+                    on_device: entry.state.on_device(),
+                })
+            }
+            hashbrown::hash_map::Entry::Vacant(_) => None,
+        }
+    }
+
     /// Takes an entry that left the table off the books.
     fn unbook(&mut self, entry: &Entry) {
         match &entry.state {
@@ -651,16 +679,6 @@ impl Residency {
     /// The buffer of the unwrapped run `id` shares (0: none known).
     pub fn origin_of(&self, id: &TensorId) -> u32 {
         self.entries.get(id).map_or(0, |e| e.origin)
-    }
-
-    /// Burn let go of `id`, which a recipe still needs: it stays in the books as an orphan,
-    /// and no longer holds a buffer of the unwrapped run (which would have dropped it).
-    pub fn orphan(&mut self, id: &TensorId) {
-        if let Some(entry) = self.entries.get_mut(id) {
-            entry.orphan = true;
-            let origin = std::mem::take(&mut entry.origin);
-            self.leave_origin(origin);
-        }
     }
 
     /// `id` shares the buffer `origin` of the unwrapped run.

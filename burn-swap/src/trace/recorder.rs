@@ -266,13 +266,19 @@ impl Recorder {
         };
     }
 
-    #[inline]
+    /// Hashes a tensor into the op's signature and, unless the op is recorded lean, logs it:
+    /// the hash inline (every op), the log out of line (the iterations recorded in full).
+    #[inline(always)]
     fn push_tensor(&mut self, t: &TensorIr, bytes: u64) {
         let dims = t.shape.as_slice();
         signature::hash_tensor(&mut self.draft.hasher, t.dtype, dims);
-        if self.draft.lean {
-            return;
+        if !self.draft.lean {
+            self.log_tensor(t, dims, bytes);
         }
+    }
+
+    #[inline(never)]
+    fn log_tensor(&mut self, t: &TensorIr, dims: &[usize], bytes: u64) {
         let dims_start = self.dims.len() as u32;
         self.dims.extend_from_slice(dims);
         self.tensors.push(TensorRef {
@@ -358,7 +364,26 @@ impl Recorder {
     /// period (one comparison per op). After a break (an op inserted once, such as a
     /// periodic log read), the schedule resynchronises as soon as one full period matches
     /// again: the boundary moves with the inserted ops and the numbering continues.
+    #[inline]
     fn verify_last(&mut self) {
+        // The common case inline: the schedule holds up to the op before, and this op is the
+        // one a period before.
+        if let Some(s) = self.schedule.as_mut() {
+            let local = self.ops.len() - 1;
+            let last = self.base + local as u64;
+            if s.verified_end == last
+                && local >= s.period
+                && self.ops[local].signature == self.ops[local - s.period].signature
+            {
+                s.verified_end = last + 1;
+                return;
+            }
+        }
+        self.verify_last_slow();
+    }
+
+    #[inline(never)]
+    fn verify_last_slow(&mut self) {
         let Some(s) = self.schedule else {
             return;
         };

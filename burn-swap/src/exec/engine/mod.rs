@@ -852,12 +852,10 @@ impl<B: BackendIr> Engine<B> {
 
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
+    #[inline]
     fn release_by_burn(&mut self, id: &TensorId) {
-        match self.residency.get_mut(id) {
-            Some(entry) if entry.pins > 0 => self.residency.orphan(id),
-            _ => {
-                self.discard(id);
-            }
+        if let Some(gone) = self.residency.release(id) {
+            self.let_go(*id, gone.recipe, gone.group);
         }
     }
 

@@ -296,8 +296,14 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     r.admit_view(id(4), view, None, 9, 400);
     assert_eq!(r.origin_of(&id(4)), origin);
     assert!(r.shares_origin(&id(1)) && r.shares_origin(&id(4)));
-    // An orphan (Burn let go of it) holds nothing of the unwrapped run.
-    r.orphan(&id(4));
+    // An orphan (Burn let go of it while a recipe still needs it) holds nothing of the
+    // unwrapped run.
+    r.get_mut(&id(4)).unwrap().pins = 1;
+    assert!(
+        r.release(&id(4)).is_none(),
+        "pinned: it stays, as an orphan"
+    );
+    assert!(r.get(&id(4)).is_some_and(|e| e.orphan));
     assert!(!r.shares_origin(&id(1)));
     check(&r);
 }
