@@ -492,14 +492,20 @@ impl Residency {
     #[inline]
     pub fn discard(&mut self, id: &TensorId) -> Option<Discarded> {
         // Not through `forget`: its return moves the entry once more (measured).
-        let mut entry = self.entries.remove(id)?;
+        let entry = self.entries.remove(id)?;
+        Some(self.settle(entry))
+    }
+
+    /// Takes an entry that left the table off the books, keeping what it leaves behind.
+    #[inline]
+    fn settle(&mut self, mut entry: Entry) -> Discarded {
         self.unbook(&entry);
         self.leave_origin(entry.origin);
-        Some(Discarded {
+        Discarded {
             recipe: entry.recipe.take(),
             group: entry.group.take(),
             on_device: entry.state.on_device(),
-        })
+        }
     }
 
     /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan
@@ -517,14 +523,8 @@ impl Residency {
                 None
             }
             hashbrown::hash_map::Entry::Occupied(slot) => {
-                let mut entry = slot.remove();
-                self.unbook(&entry);
-                self.leave_origin(entry.origin);
-                Some(Discarded {
-                    recipe: entry.recipe.take(),
-                    group: entry.group.take(),
-                    on_device: entry.state.on_device(),
-                })
+                let entry = slot.remove();
+                Some(self.settle(entry))
             }
             hashbrown::hash_map::Entry::Vacant(_) => None,
         }
