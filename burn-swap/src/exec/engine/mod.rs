@@ -42,12 +42,12 @@ use super::interpreter::{self, Handles};
 use burn_backend::DType;
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 
-use super::bytes_of;
 use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
 use super::ports;
 use super::residency::{Dims, Entry, Group, Recipe, Remake, Residency};
 use super::transfer::Transfers;
+use super::{bytes_of, bytes_of_dims};
 use crate::config::SwapConfig;
 use crate::error::SwapError;
 use crate::plan::program::Program;
@@ -548,7 +548,8 @@ impl<B: BackendIr> Engine<B> {
         let mut output_bytes = 0;
         for t in outputs {
             on_output(t);
-            let bytes = bytes_of(&t.shape, t.dtype);
+            let dims = t.shape.as_slice();
+            let bytes = bytes_of_dims(dims, t.dtype);
             if !registered {
                 output_bytes += bytes;
             }
@@ -557,7 +558,7 @@ impl<B: BackendIr> Engine<B> {
             }
             self.op
                 .outputs
-                .push((t.id, Dims::from_slice(t.shape.as_slice()), t.dtype, bytes));
+                .push((t.id, Dims::from_slice(dims), t.dtype, bytes));
         }
         output_bytes
     }
