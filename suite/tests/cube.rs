@@ -208,6 +208,10 @@ fn a_large_matmul_is_profiled_at_its_device_time() {
         run.push(start.elapsed().as_secs_f64());
         drop(c);
     }
+    // The profiled matmul is compared with the fastest plain run: the other tests of this
+    // file run on the same two cores meanwhile (the software Vulkan driver computes on the
+    // CPU), which can only slow a run down.
+    let fastest = run.iter().copied().fold(f64::INFINITY, f64::min);
     let (launch, run) = (median(launch), median(run));
     assert!(
         run > 4.0 * launch,
@@ -238,10 +242,14 @@ fn a_large_matmul_is_profiled_at_its_device_time() {
             )
         });
     let profiled = profile.op_nanos[at] as f64 * 1e-9;
-    println!("matmul {N}x{N}: launch {launch:.6} s, run {run:.6} s, profiled {profiled:.6} s");
+    println!(
+        "matmul {N}x{N}: launch {launch:.6} s, run {run:.6} s (fastest {fastest:.6} s), \
+         profiled {profiled:.6} s"
+    );
     assert!(
-        profiled > 0.5 * run && profiled > 2.0 * launch,
-        "profiled {profiled:.6} s against a run of {run:.6} s and a launch of {launch:.6} s"
+        profiled > 0.5 * fastest && profiled > 2.0 * launch,
+        "profiled {profiled:.6} s against a fastest run of {fastest:.6} s (median {run:.6} s) \
+         and a launch of {launch:.6} s"
     );
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
