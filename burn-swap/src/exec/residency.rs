@@ -510,8 +510,8 @@ impl Residency {
 
     /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan
     /// (`None`), holding no buffer of the unwrapped run (which would have dropped it); any
-    /// other leaves them as [`Residency::discard`] takes it. One lookup, on
-    /// the path of every op that consumes a tensor.
+    /// other leaves them as [`Residency::discard`] takes it. One lookup, on the path of every
+    /// op that consumes a tensor.
     #[inline]
     pub fn release(&mut self, id: &TensorId) -> Option<Discarded> {
         match self.entries.entry(*id) {
