@@ -194,7 +194,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
             let result = engine.run_op_with(&mut op, |t| {
                 outputs.push(RouterTensor::new(
                     t.id,
-                    t.shape.clone(),
+                    crate::exec::shape_of(&t.shape),
                     t.dtype,
                     self.clone(),
                 ))

@@ -110,27 +110,28 @@ impl<I: BackendIr> Drop for NativeOp<I> {
 }
 
 impl<I: BackendIr> NativeCtx<'_, I> {
-    fn handle(&mut self, ir: &TensorIr) -> TensorHandle<I::Handle> {
+    fn handle(&mut self, ir: TensorIr) -> TensorHandle<I::Handle> {
+        let handle = self.engine.native_take(&ir);
         TensorHandle {
-            handle: self.engine.native_take(ir),
-            shape: ir.shape.clone(),
+            handle,
+            shape: ir.shape,
         }
     }
 
     pub fn float(&mut self, ir: TensorIr) -> I::FloatTensorPrimitive {
-        I::float_tensor(self.handle(&ir))
+        I::float_tensor(self.handle(ir))
     }
 
     pub fn int(&mut self, ir: TensorIr) -> I::IntTensorPrimitive {
-        I::int_tensor(self.handle(&ir))
+        I::int_tensor(self.handle(ir))
     }
 
     pub fn bool(&mut self, ir: TensorIr) -> I::BoolTensorPrimitive {
-        I::bool_tensor(self.handle(&ir))
+        I::bool_tensor(self.handle(ir))
     }
 
     pub fn quantized(&mut self, ir: TensorIr) -> I::QuantizedTensorPrimitive {
-        I::quantized_tensor(self.handle(&ir))
+        I::quantized_tensor(self.handle(ir))
     }
 
     fn output(
@@ -139,10 +140,12 @@ impl<I: BackendIr> NativeCtx<'_, I> {
         shape: Shape,
         dtype: DType,
     ) -> RouterTensor<SwapClient<I>> {
-        let id = self.engine.native_output(handle, shape.clone(), dtype);
+        let id = self
+            .engine
+            .native_output(handle, crate::exec::shape_of(&shape), dtype);
         self.outputs.push(TensorIr {
             id,
-            shape: shape.clone(),
+            shape: crate::exec::shape_of(&shape),
             status: TensorStatus::NotInit,
             dtype,
         });

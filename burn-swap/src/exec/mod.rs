@@ -39,6 +39,26 @@ pub(crate) fn bytes_of_dims(dims: &[usize], dtype: DType) -> u64 {
     }
 }
 
+/// A `Shape` of `dims`. `Shape`'s own `Clone` (and its `From` a slice or a `Vec`) fills its
+/// inline storage element by element through an iterator, about 60 instructions for a rank-2
+/// shape, and an op's path makes a shape two or three times; this copies the words.
+#[inline]
+pub(crate) fn shape_of(dims: &[usize]) -> Shape {
+    /// The dimensions `Shape` keeps inline (cubecl-zspace's `INLINE_DIMS`; `Shape::new_raw`
+    /// takes the storage by that type, so a change there is a compile error here).
+    const INLINE: usize = 5;
+    let storage = if dims.len() <= INLINE {
+        let mut inline = [0; INLINE];
+        for (slot, dim) in inline.iter_mut().zip(dims) {
+            *slot = *dim;
+        }
+        smallvec::SmallVec::from_buf_and_len(inline, dims.len())
+    } else {
+        smallvec::SmallVec::from_slice(dims)
+    };
+    Shape::new_raw(storage)
+}
+
 #[cold]
 fn quantized_bytes(
     dims: &[usize],

@@ -60,7 +60,7 @@ impl Dims {
     }
 
     pub fn to_shape(&self) -> Shape {
-        Shape::from(self.as_slice().to_vec())
+        crate::exec::shape_of(self.as_slice())
     }
 }
 
@@ -194,8 +194,9 @@ pub(crate) struct Entry {
     pub last_use: u64,
     /// How to recompute it, when the plan drops it.
     pub recipe: Option<Box<Recipe>>,
-    /// Recipes that need it as an input.
-    pub pins: u32,
+    /// Recipes that need it as an input (changed through [`Residency::pin`] and
+    /// [`Residency::unpin`], which count the pinned entries).
+    pins: u32,
     /// Burn is done with it (dropped or consumed it); only recipes keep it.
     pub orphan: bool,
     /// Its layout may be strided: a fetch of its values would not restore it, so it is
@@ -411,6 +412,9 @@ pub(crate) struct Residency {
     /// `origin`), by number (from 1).
     origins: HashMap<u32, u32>,
     last_origin: u32,
+    /// How many entries a recipe pins: with none, an op that consumes its inputs need not
+    /// look each of them up to ask.
+    pinned: usize,
 }
 
 impl Residency {
@@ -470,6 +474,7 @@ impl Residency {
         if entry.origin != 0 {
             *self.origins.entry(entry.origin).or_default() += 1;
         }
+        debug_assert_eq!(entry.pins, 0, "an entry is admitted unpinned");
         if let Some(old) = self.entries.insert(id, entry) {
             self.unbook(&old);
             self.leave_origin(old.origin);
@@ -532,6 +537,9 @@ impl Residency {
 
     /// Takes an entry that left the table off the books.
     fn unbook(&mut self, entry: &Entry) {
+        if entry.pins > 0 {
+            self.pinned -= 1;
+        }
         match &entry.state {
             State::Offloaded(copy) => self.books.remove_host(copy),
             State::Evicted | State::Lost => {}
@@ -889,7 +897,34 @@ impl Residency {
     }
 
     pub fn is_pinned(&self, id: &TensorId) -> bool {
-        self.entries.get(id).is_some_and(|e| e.pins > 0)
+        self.pinned > 0 && self.entries.get(id).is_some_and(|e| e.pins > 0)
+    }
+
+    /// Whether a recipe pins any entry.
+    #[inline]
+    pub fn any_pinned(&self) -> bool {
+        self.pinned > 0
+    }
+
+    /// One recipe more needs `id` (nothing if it is not in the books).
+    pub fn pin(&mut self, id: &TensorId) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            if entry.pins == 0 {
+                self.pinned += 1;
+            }
+            entry.pins += 1;
+        }
+    }
+
+    /// One recipe less needs `id`: the recipes that still do (`None` if it is not in the
+    /// books).
+    pub fn unpin(&mut self, id: &TensorId) -> Option<u32> {
+        let entry = self.entries.get_mut(id)?;
+        if entry.pins == 1 {
+            self.pinned -= 1;
+        }
+        entry.pins = entry.pins.saturating_sub(1);
+        Some(entry.pins)
     }
 
     /// The books as the entries add them up (for tests: must equal [`Residency::books`]).
@@ -924,6 +959,11 @@ impl Residency {
             assert_eq!(holders.get(buffer), Some(&shared.holders));
             resident += shared.bytes;
         }
+        assert_eq!(
+            self.entries.values().filter(|e| e.pins > 0).count(),
+            self.pinned,
+            "the pinned entries counted"
+        );
         (resident, host, offloading)
     }
 }

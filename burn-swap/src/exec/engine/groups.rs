@@ -95,9 +95,7 @@ impl<B: BackendIr> Engine<B> {
             let ir = entry.ir(member, TensorStatus::ReadWrite);
             self.residency.park(&member);
             self.handles.remove(&ir.id);
-            if let Some(entry) = self.residency.get_mut(&carrier) {
-                entry.pins += 1;
-            }
+            self.residency.pin(&carrier);
         }
         self.counters.whole_buffer_offloads += 1;
         Ok(())

@@ -845,10 +845,10 @@ impl<B: BackendIr> Engine<B> {
     /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
     #[inline]
     fn consumes_pinned(&self) -> bool {
-        self.op
-            .inputs
-            .iter()
-            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
+        self.residency.any_pinned()
+            && self.op.inputs.iter().any(|(id, status)| {
+                *status == TensorStatus::ReadWrite && self.residency.is_pinned(id)
+            })
     }
 
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a

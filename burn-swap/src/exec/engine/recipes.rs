@@ -35,9 +35,7 @@ impl<B: BackendIr> Engine<B> {
     fn recipe_of(&mut self, mut op: OperationIr, inputs: Vec<TensorId>) -> Box<Recipe> {
         op.mark_read_only(&inputs);
         for input in &inputs {
-            if let Some(entry) = self.residency.get_mut(input) {
-                entry.pins += 1;
-            }
+            self.residency.pin(input);
         }
         Box::new(Recipe { op, inputs })
     }
@@ -153,11 +151,8 @@ impl<B: BackendIr> Engine<B> {
 
     /// One recipe less needs `id`; an orphan nobody needs any more is released.
     pub(super) fn unpin(&mut self, id: TensorId) {
-        let Some(entry) = self.residency.get_mut(&id) else {
-            return;
-        };
-        entry.pins = entry.pins.saturating_sub(1);
-        if entry.pins == 0 && entry.orphan {
+        if self.residency.unpin(&id) == Some(0) && self.residency.get(&id).is_some_and(|e| e.orphan)
+        {
             // Views that keep their op from it take their recipes now (pinning it again).
             self.pin_for_views(id);
             if !self.residency.is_pinned(&id) {

@@ -62,7 +62,7 @@ impl<B: BackendIr> Handles<B> {
     fn with_shape(&mut self, tensor: &TensorIr) -> TensorHandle<B::Handle> {
         TensorHandle {
             handle: self.handle(tensor),
-            shape: tensor.shape.clone(),
+            shape: crate::exec::shape_of(&tensor.shape),
         }
     }
 

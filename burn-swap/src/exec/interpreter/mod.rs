@@ -19,6 +19,8 @@ mod module;
 pub(crate) use handles::{Handles, fresh_id};
 
 use burn_backend::tensor::IndexingUpdateOp;
+
+use crate::exec::shape_of;
 use burn_ir::{
     BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr,
     NumericOperationIr, OperationIr, TensorId,
@@ -70,7 +72,7 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
             d.out.id,
-            B::float_reshape(h.float(&d.input), d.out.shape.clone()),
+            B::float_reshape(h.float(&d.input), shape_of(&d.out.shape)),
         ),
         Op::SwapDims(d) => (
             d.out.id,
@@ -80,7 +82,7 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
         Op::Flip(d) => (d.out.id, B::float_flip(h.float(&d.input), &d.axes)),
         Op::Expand(d) => (
             d.out.id,
-            B::float_expand(h.float(&d.input), d.out.shape.clone()),
+            B::float_expand(h.float(&d.input), shape_of(&d.out.shape)),
         ),
         Op::Unfold(d) => {
             let x = h.float(&d.input);
@@ -154,21 +156,21 @@ fn base_float<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::float_empty(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::float_empty(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::float_ones(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::float_ones(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::float_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::float_zeros(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
     };
@@ -182,14 +184,14 @@ fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
             d.out.id,
-            B::int_reshape(h.int(&d.input), d.out.shape.clone()),
+            B::int_reshape(h.int(&d.input), shape_of(&d.out.shape)),
         ),
         Op::SwapDims(d) => (d.out.id, B::int_swap_dims(h.int(&d.input), d.dim1, d.dim2)),
         Op::Permute(d) => (d.out.id, B::int_permute(h.int(&d.input), &d.axes)),
         Op::Flip(d) => (d.out.id, B::int_flip(h.int(&d.input), &d.axes)),
         Op::Expand(d) => (
             d.out.id,
-            B::int_expand(h.int(&d.input), d.out.shape.clone()),
+            B::int_expand(h.int(&d.input), shape_of(&d.out.shape)),
         ),
         Op::Unfold(d) => {
             let x = h.int(&d.input);
@@ -260,21 +262,21 @@ fn base_int<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::int_empty(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::int_empty(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::int_ones(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::int_ones(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::int_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::int_zeros(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
     };
@@ -288,7 +290,7 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
     let (out, tensor): (TensorId, _) = match op {
         Op::Reshape(d) => (
             d.out.id,
-            B::bool_reshape(h.bool(&d.input), d.out.shape.clone()),
+            B::bool_reshape(h.bool(&d.input), shape_of(&d.out.shape)),
         ),
         Op::SwapDims(d) => (
             d.out.id,
@@ -298,7 +300,7 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
         Op::Flip(d) => (d.out.id, B::bool_flip(h.bool(&d.input), &d.axes)),
         Op::Expand(d) => (
             d.out.id,
-            B::bool_expand(h.bool(&d.input), d.out.shape.clone()),
+            B::bool_expand(h.bool(&d.input), shape_of(&d.out.shape)),
         ),
         Op::Unfold(d) => {
             let x = h.bool(&d.input);
@@ -356,21 +358,21 @@ fn base_bool<B: BackendIr>(h: &mut Handles<B>, op: &BaseOperationIr) {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_empty(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::bool_empty(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Ones(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_ones(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::bool_ones(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         Op::Zeros(d) => {
             let device = h.device();
             (
                 d.out.id,
-                B::bool_zeros(d.out.shape.clone(), device, d.out.dtype.into()),
+                B::bool_zeros(shape_of(&d.out.shape), device, d.out.dtype.into()),
             )
         }
         // No op builder makes these for bool tensors.
@@ -420,7 +422,7 @@ fn numeric_float<B: BackendIr>(h: &mut Handles<B>, op: &NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::float_full(d.out.shape.clone(), d.value.into(), device, dtype),
+                B::float_full(shape_of(&d.out.shape), d.value.into(), device, dtype),
             )
         }
         Op::MeanDim(d) => (d.out.id, B::float_mean_dim(h.float(&d.input), d.axis)),
@@ -568,7 +570,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::int_full(d.out.shape.clone(), d.value.into(), device, dtype),
+                B::int_full(shape_of(&d.out.shape), d.value.into(), device, dtype),
             )
         }
         Op::MeanDim(d) => (d.out.id, B::int_mean_dim(h.int(&d.input), d.axis)),
@@ -650,7 +652,7 @@ fn numeric_int<B: BackendIr>(h: &mut Handles<B>, op: &NumericOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::int_random(d.out.shape.clone(), d.distribution, device, dtype),
+                B::int_random(shape_of(&d.out.shape), d.distribution, device, dtype),
             )
         }
         Op::Powi(d) => {
@@ -792,7 +794,7 @@ fn float_ops<B: BackendIr>(h: &mut Handles<B>, op: &FloatOperationIr) {
             let dtype = d.out.dtype.into();
             (
                 d.out.id,
-                B::float_random(d.out.shape.clone(), d.distribution, device, dtype),
+                B::float_random(shape_of(&d.out.shape), d.distribution, device, dtype),
             )
         }
         Op::Recip(d) => (d.out.id, B::float_recip(h.float(&d.input))),

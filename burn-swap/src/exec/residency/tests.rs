@@ -298,7 +298,7 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     assert!(r.shares_origin(&id(1)) && r.shares_origin(&id(4)));
     // An orphan (Burn let go of it while a recipe still needs it) holds nothing of the
     // unwrapped run.
-    r.get_mut(&id(4)).unwrap().pins = 1;
+    r.pin(&id(4));
     assert!(
         r.release(&id(4)).is_none(),
         "pinned: it stays, as an orphan"
