@@ -185,44 +185,121 @@ pub(crate) enum Remake {
 
 /// What the executor knows of one live tensor. Its size and state are read through
 /// [`Entry::bytes`] and [`Entry::state`] and change only through [`Residency`]'s transitions.
+///
+/// Every op moves an entry into the table and one out of it: the entry is kept to 120 bytes
+/// (a move of a larger one is a call to `memcpy`), its dtype in a byte and the facts that
+/// only strided tensors and whole-buffer offloads have in a box of their own ([`Rare`]).
 pub(crate) struct Entry {
     bytes: u64,
-    state: State,
-    pub dims: Dims,
-    pub dtype: DType,
     /// Global index of the last op that made or used it.
     pub last_use: u64,
+    state: State,
+    pub dims: Dims,
     /// How to recompute it, when the plan drops it.
     pub recipe: Option<Box<Recipe>>,
+    /// What few entries have; `None` while it would be all empty.
+    rare: Option<Box<Rare>>,
     /// Recipes that need it as an input (changed through [`Residency::pin`] and
     /// [`Residency::unpin`], which count the pinned entries).
     pins: u32,
-    /// Burn is done with it (dropped or consumed it); only recipes keep it.
-    pub orphan: bool,
-    /// Its layout may be strided: a fetch of its values would not restore it, so it is
-    /// offloaded only when [`Entry::restorable`] (see `exec::layout`).
-    pub strided: bool,
-    /// For a strided tensor under a budget: the op that made it, to become its recipe if it
-    /// must leave while its inputs are still there.
-    pub view_op: Option<Box<OperationIr>>,
-    /// For a strided tensor made by a view op: what it could be made again from, under a
-    /// budget (the report's minimum budget counts it as able to leave while it can).
-    pub view_source: Option<Remake>,
-    /// For a strided tensor with a buffer of its own: the backend can copy that buffer off
-    /// the device and make the same view of it again when it comes back (`exec::layout::
-    /// storage`), so that it may leave by offload like a dense one.
-    pub restorable: bool,
-    /// While such a tensor's buffer is off the device: the layout that makes it again.
-    pub kept_layout: Option<Box<crate::exec::layout::Kept>>,
-    /// While a shared buffer is off the device as one copy: the holder that carries it, or a
-    /// holder that comes back with it (see [`Group`]).
-    pub group: Option<Box<Group>>,
     /// The shared buffer it holds on the device (0: a buffer of its own, counted as `bytes`).
     buffer: u32,
     /// The buffer it shares in the unwrapped run, whether or not it holds it now (0: none
     /// known): holders of one keep it when they leave the device and come back apart, so that
     /// an op consuming one of them still sees it shared (see [`Residency::shares_origin`]).
     origin: u32,
+    dtype: PackedDType,
+    /// Burn is done with it (dropped or consumed it); only recipes keep it.
+    pub orphan: bool,
+    /// Its layout may be strided: a fetch of its values would not restore it, so it is
+    /// offloaded only when [`Entry::restorable`] (see `exec::layout`).
+    pub strided: bool,
+    /// For a strided tensor with a buffer of its own: the backend can copy that buffer off
+    /// the device and make the same view of it again when it comes back (`exec::layout::
+    /// storage`), so that it may leave by offload like a dense one.
+    pub restorable: bool,
+}
+
+/// The facts of an [`Entry`] that only some tensors have.
+#[derive(Default)]
+struct Rare {
+    /// A quantized tensor's dtype (its scheme does not fit [`PackedDType`]).
+    quantized: Option<DType>,
+    /// For a strided tensor under a budget: the op that made it, to become its recipe if it
+    /// must leave while its inputs are still there.
+    view_op: Option<Box<OperationIr>>,
+    /// For a strided tensor made by a view op: what it could be made again from, under a
+    /// budget (the report's minimum budget counts it as able to leave while it can).
+    view_source: Option<Remake>,
+    /// While a strided tensor's buffer is off the device: the layout that makes it again.
+    kept_layout: Option<Box<crate::exec::layout::Kept>>,
+    /// While a shared buffer is off the device as one copy: the holder that carries it, or a
+    /// holder that comes back with it (see [`Group`]).
+    group: Option<Box<Group>>,
+}
+
+impl Rare {
+    #[cold]
+    #[inline(never)]
+    fn quantized(dtype: DType) -> Option<Box<Self>> {
+        Some(Box::new(Self {
+            quantized: Some(dtype),
+            ..Self::default()
+        }))
+    }
+}
+
+/// A dtype in one byte: Burn's `DType` takes 32 for the quantization scheme only
+/// `QFloat` carries, which [`Rare`] keeps instead.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PackedDType(u8);
+
+/// The dtypes [`PackedDType`] stands for, by their byte (`QUANTIZED` for the rest).
+const PLAIN_DTYPES: [DType; 16] = [
+    DType::F64,
+    DType::F32,
+    DType::Flex32,
+    DType::F16,
+    DType::BF16,
+    DType::I64,
+    DType::I32,
+    DType::I16,
+    DType::I8,
+    DType::U64,
+    DType::U32,
+    DType::U16,
+    DType::U8,
+    DType::Bool(burn_backend::BoolStore::Native),
+    DType::Bool(burn_backend::BoolStore::U8),
+    DType::Bool(burn_backend::BoolStore::U32),
+];
+
+impl PackedDType {
+    const QUANTIZED: Self = Self(u8::MAX);
+
+    #[inline]
+    fn pack(dtype: DType) -> Self {
+        use burn_backend::BoolStore;
+        Self(match dtype {
+            DType::F64 => 0,
+            DType::F32 => 1,
+            DType::Flex32 => 2,
+            DType::F16 => 3,
+            DType::BF16 => 4,
+            DType::I64 => 5,
+            DType::I32 => 6,
+            DType::I16 => 7,
+            DType::I8 => 8,
+            DType::U64 => 9,
+            DType::U32 => 10,
+            DType::U16 => 11,
+            DType::U8 => 12,
+            DType::Bool(BoolStore::Native) => 13,
+            DType::Bool(BoolStore::U8) => 14,
+            DType::Bool(BoolStore::U32) => 15,
+            DType::QFloat(_) => return Self::QUANTIZED,
+        })
+    }
 }
 
 impl Entry {
@@ -239,27 +316,109 @@ impl Entry {
     }
 
     /// [`Entry::new`] with its size computed already (the op path has it).
-    #[inline]
+    #[inline(always)]
     pub fn sized(bytes: u64, dims: Dims, dtype: DType, last_use: u64) -> Self {
         debug_assert_eq!(bytes, crate::exec::bytes_of_dims(dims.as_slice(), dtype));
+        let packed = PackedDType::pack(dtype);
         Self {
             bytes,
-            dims,
-            dtype,
             last_use,
             state: State::Resident,
+            dims,
             recipe: None,
+            rare: if packed == PackedDType::QUANTIZED {
+                Rare::quantized(dtype)
+            } else {
+                None
+            },
             pins: 0,
-            orphan: false,
-            strided: false,
-            view_op: None,
-            view_source: None,
-            restorable: false,
-            kept_layout: None,
-            group: None,
             buffer: 0,
             origin: 0,
+            dtype: packed,
+            orphan: false,
+            strided: false,
+            restorable: false,
         }
+    }
+
+    /// Its dtype.
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        match PLAIN_DTYPES.get(self.dtype.0 as usize) {
+            Some(dtype) => *dtype,
+            None => self
+                .rare
+                .as_ref()
+                .and_then(|rare| rare.quantized)
+                .expect("a quantized entry keeps its dtype"),
+        }
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// For a strided tensor under a budget: the op that made it, to become its recipe if it
+    /// must leave while its inputs are still there.
+    pub fn view_op(&self) -> Option<&OperationIr> {
+        self.rare.as_ref()?.view_op.as_deref()
+    }
+
+    pub fn set_view_op(&mut self, op: Option<Box<OperationIr>>) {
+        if op.is_some() || self.rare.is_some() {
+            self.rare_mut().view_op = op;
+        }
+    }
+
+    pub fn take_view_op(&mut self) -> Option<Box<OperationIr>> {
+        self.rare.as_mut()?.view_op.take()
+    }
+
+    /// For a strided tensor made by a view op: what it could be made again from, under a
+    /// budget (the report's minimum budget counts it as able to leave while it can).
+    pub fn view_source(&self) -> Option<Remake> {
+        self.rare.as_ref()?.view_source
+    }
+
+    pub fn set_view_source(&mut self, source: Option<Remake>) {
+        if source.is_some() || self.rare.is_some() {
+            self.rare_mut().view_source = source;
+        }
+    }
+
+    /// While a strided tensor's buffer is off the device: the layout that makes it again.
+    pub fn kept_layout(&self) -> Option<&crate::exec::layout::Kept> {
+        self.rare.as_ref()?.kept_layout.as_deref()
+    }
+
+    pub fn set_kept_layout(&mut self, kept: Option<Box<crate::exec::layout::Kept>>) {
+        if kept.is_some() || self.rare.is_some() {
+            self.rare_mut().kept_layout = kept;
+        }
+    }
+
+    pub fn take_kept_layout(&mut self) -> Option<Box<crate::exec::layout::Kept>> {
+        self.rare.as_mut()?.kept_layout.take()
+    }
+
+    /// While a shared buffer is off the device as one copy: the holder that carries it, or a
+    /// holder that comes back with it (see [`Group`]).
+    pub fn group(&self) -> Option<&Group> {
+        self.rare.as_ref()?.group.as_deref()
+    }
+
+    pub fn group_mut(&mut self) -> Option<&mut Group> {
+        self.rare.as_mut()?.group.as_deref_mut()
+    }
+
+    pub fn set_group(&mut self, group: Option<Box<Group>>) {
+        if group.is_some() || self.rare.is_some() {
+            self.rare_mut().group = group;
+        }
+    }
+
+    pub fn take_group(&mut self) -> Option<Box<Group>> {
+        self.rare.as_mut()?.group.take()
     }
 
     /// Its size: the bytes of its values (the device may count them in a shared buffer; see
@@ -281,7 +440,7 @@ impl Entry {
     /// While it is off the device with a shared buffer that left whole ([`Group`]): the
     /// tensor whose fetch brings that buffer back (`id` itself for the carrier).
     pub fn carrier(&self, id: TensorId) -> Option<TensorId> {
-        match self.group.as_deref()? {
+        match self.group()? {
             Group::Carrier { .. } => Some(id),
             Group::Member { carrier } => Some(*carrier),
         }
@@ -313,7 +472,7 @@ impl Entry {
             id,
             shape: self.dims.to_shape(),
             status,
-            dtype: self.dtype,
+            dtype: self.dtype(),
         }
     }
 }
@@ -508,7 +667,7 @@ impl Residency {
         self.leave_origin(entry.origin);
         Discarded {
             recipe: entry.recipe.take(),
-            group: entry.group.take(),
+            group: entry.take_group(),
             on_device: entry.state.on_device(),
         }
     }

@@ -277,7 +277,7 @@ impl<B: BackendIr> Engine<B> {
         let State::Offloaded(copy) = entry.state() else {
             return None;
         };
-        if entry.kept_layout.is_some() {
+        if entry.kept_layout().is_some() {
             // The copy is of a strided tensor's whole buffer: read once it is back.
             return None;
         }

@@ -30,7 +30,7 @@ impl<B: BackendIr> Engine<B> {
             return Some(Remake::From(input));
         }
         match self.residency.get(&input) {
-            Some(e) if e.view_source.is_some() => e.view_source,
+            Some(e) if e.view_source().is_some() => e.view_source(),
             Some(e) if !e.strided => Some(Remake::Pinned),
             _ => Some(Remake::From(input)),
         }

@@ -73,15 +73,15 @@ impl<B: BackendIr> Engine<B> {
         let carrier = holders[0];
         let members = holders[1..].to_vec();
         if let Some(entry) = self.residency.get_mut(&carrier) {
-            entry.group = Some(Box::new(Group::Carrier {
+            entry.set_group(Some(Box::new(Group::Carrier {
                 members: members.clone(),
                 buffer_bytes: shared.bytes,
-            }));
+            })));
         }
         if let Err(error) = self.leave(carrier, Leave::Offload) {
             if let Some(entry) = self.residency.get_mut(&carrier) {
-                entry.group = None;
-                entry.kept_layout = None;
+                entry.set_group(None);
+                entry.set_kept_layout(None);
             }
             return Err(error);
         }
@@ -90,8 +90,8 @@ impl<B: BackendIr> Engine<B> {
             let Some(entry) = self.residency.get_mut(&member) else {
                 continue;
             };
-            entry.kept_layout = Some(Box::new(layout));
-            entry.group = Some(Box::new(Group::Member { carrier }));
+            entry.set_kept_layout(Some(Box::new(layout)));
+            entry.set_group(Some(Box::new(Group::Member { carrier })));
             let ir = entry.ir(member, TensorStatus::ReadWrite);
             self.residency.park(&member);
             self.handles.remove(&ir.id);
@@ -104,12 +104,10 @@ impl<B: BackendIr> Engine<B> {
     /// The device bytes a fetch of a tensor makes room for: a carrier's whole buffer (its
     /// holders come back with it), else its own.
     pub(super) fn fetch_bytes(&self, id: &TensorId) -> u64 {
-        self.residency
-            .get(id)
-            .map_or(0, |e| match e.group.as_deref() {
-                Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
-                _ => e.bytes(),
-            })
+        self.residency.get(id).map_or(0, |e| match e.group() {
+            Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
+            _ => e.bytes(),
+        })
     }
 
     /// After a carrier's fetch landed: every holder still in the books made again as the view
@@ -119,11 +117,11 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         if !matches!(entry.state(), State::Resident)
-            || !matches!(entry.group.as_deref(), Some(Group::Carrier { .. }))
+            || !matches!(entry.group(), Some(Group::Carrier { .. }))
         {
             return;
         }
-        let Some(Group::Carrier { members, .. }) = entry.group.take().map(|g| *g) else {
+        let Some(Group::Carrier { members, .. }) = entry.take_group().map(|g| *g) else {
             return;
         };
         let (ir, bytes) = (entry.ir(carrier, TensorStatus::ReadOnly), entry.bytes());
@@ -143,13 +141,13 @@ impl<B: BackendIr> Engine<B> {
             let Some(entry) = self.residency.get_mut(&member) else {
                 continue;
             };
-            if !matches!(entry.group.as_deref(), Some(Group::Member { .. })) {
+            if !matches!(entry.group(), Some(Group::Member { .. })) {
                 continue;
             }
-            let (Some(kept), Some(whole)) = (entry.kept_layout.take(), whole.clone()) else {
+            let (Some(kept), Some(whole)) = (entry.take_kept_layout(), whole.clone()) else {
                 continue;
             };
-            entry.group = None;
+            entry.set_group(None);
             let out = entry.ir(member, TensorStatus::NotInit);
             let restored = layout::restore::<B>(whole, out.dtype, *kept);
             self.install(restored, out);
@@ -190,10 +188,8 @@ impl<B: BackendIr> Engine<B> {
         let Some(Group::Member { carrier }) = group.map(|g| *g) else {
             return;
         };
-        if let Some(Group::Carrier { members, .. }) = self
-            .residency
-            .get_mut(&carrier)
-            .and_then(|e| e.group.as_deref_mut())
+        if let Some(Group::Carrier { members, .. }) =
+            self.residency.get_mut(&carrier).and_then(|e| e.group_mut())
         {
             members.retain(|m| *m != member);
         }

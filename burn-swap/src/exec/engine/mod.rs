@@ -500,7 +500,7 @@ impl<B: BackendIr> Engine<B> {
                 .as_ref()
                 .is_some_and(|r| matches!(r.inputs[..], [s] if is_input(*id, s)));
             let from_source =
-                matches!(entry.view_source, Some(Remake::From(s)) if is_input(*id, s));
+                matches!(entry.view_source(), Some(Remake::From(s)) if is_input(*id, s));
             Some((
                 entry,
                 entry.strided && from_recipe,
@@ -709,7 +709,7 @@ impl<B: BackendIr> Engine<B> {
             if entry.strided {
                 any_strided = true;
                 self.strided_live.push(id);
-                entry.view_source = self.op.view_source;
+                entry.set_view_source(self.op.view_source);
             }
             entry.restorable =
                 entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p, dtype));
@@ -885,7 +885,7 @@ impl<B: BackendIr> Engine<B> {
     #[inline]
     fn forget(&mut self, id: &TensorId) -> Option<Entry> {
         let mut entry = self.residency.forget(id)?;
-        self.let_go(*id, entry.recipe.take(), entry.group.take());
+        self.let_go(*id, entry.recipe.take(), entry.take_group());
         Some(entry)
     }
 
@@ -911,8 +911,8 @@ impl<B: BackendIr> Engine<B> {
             if let Some(entry) = self.residency.get_mut(&id) {
                 entry.strided = true;
                 entry.restorable = false;
-                entry.view_op = None;
-                entry.view_source = None;
+                entry.set_view_op(None);
+                entry.set_view_source(None);
                 self.strided_live.push(id);
             }
         }

@@ -58,7 +58,7 @@ impl<B: BackendIr> Engine<B> {
                     self.exposed(Wait::Prefetch, |e| e.settle_fetch_of(id));
                 }
                 State::Evicted => {
-                    return match entry.group.as_deref() {
+                    return match entry.group() {
                         Some(&Group::Member { carrier }) => self.bring_member(id, carrier),
                         _ => self.recompute(id),
                     };
@@ -210,7 +210,7 @@ impl<B: BackendIr> Engine<B> {
         let (raw, moved, compressed) = (entry.bytes(), copy.stored_bytes(), copy.compressed());
         let ir = entry.ir(id, TensorStatus::ReadWrite);
         let key = (self.config.compression != Compression::Off)
-            .then(|| (entry.dims.clone(), entry.dtype));
+            .then(|| (entry.dims.clone(), entry.dtype()));
         if self.residency.complete_offload(&id, copy).is_err() {
             return;
         }
@@ -316,7 +316,7 @@ impl<B: BackendIr> Engine<B> {
         let handle = match self
             .residency
             .get_mut(&id)
-            .and_then(|e| e.kept_layout.take())
+            .and_then(|e| e.take_kept_layout())
         {
             Some(kept) => layout::restore::<B>(handle, ir.dtype, *kept),
             None => handle,
@@ -361,7 +361,7 @@ impl<B: BackendIr> Engine<B> {
         let entry = self.residency.get(&id)?;
         let ir = entry.ir(id, TensorStatus::ReadOnly);
         // A carrier moves its whole buffer, which its group's holders are made again over.
-        let carries = matches!(entry.group.as_deref(), Some(Group::Carrier { .. }));
+        let carries = matches!(entry.group(), Some(Group::Carrier { .. }));
         let (strided, with_layout) = (entry.strided, entry.leaves_with_layout());
         let ir = ir;
         let handle = self.handles.handle(&ir);
@@ -375,7 +375,9 @@ impl<B: BackendIr> Engine<B> {
         if !self.host_has_room(crate::exec::bytes_of(&shape, ir.dtype)) {
             return None;
         }
-        self.residency.get_mut(&id)?.kept_layout = Some(Box::new(kept));
+        self.residency
+            .get_mut(&id)?
+            .set_kept_layout(Some(Box::new(kept)));
         Some((whole, shape, ir.dtype))
     }
 

@@ -174,7 +174,7 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if let Some(entry) = self.residency.get_mut(&view) {
-            entry.view_op = Some(op);
+            entry.set_view_op(Some(op));
         }
     }
 
@@ -188,7 +188,7 @@ impl<B: BackendIr> Engine<B> {
             let rebuildable = self
                 .residency
                 .get(&view)
-                .is_some_and(|e| e.view_op.is_some() && self.can_rebuild(e));
+                .is_some_and(|e| e.view_op().is_some() && self.can_rebuild(e));
             if rebuildable {
                 self.make_view_recipe(view);
             }
@@ -198,8 +198,7 @@ impl<B: BackendIr> Engine<B> {
     /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
     pub(super) fn can_rebuild(&self, entry: &Entry) -> bool {
         entry
-            .view_op
-            .as_ref()
+            .view_op()
             .is_some_and(|op| op.inputs().all(|t| self.residency.get(&t.id).is_some()))
     }
 
@@ -212,7 +211,7 @@ impl<B: BackendIr> Engine<B> {
         if entry.recipe.is_some() {
             return;
         }
-        let Some(op) = entry.view_op.take() else {
+        let Some(op) = entry.take_view_op() else {
             return;
         };
         let mut ids: Vec<TensorId> = Vec::new();

@@ -82,7 +82,7 @@ impl<B: BackendIr> Engine<B> {
                     && !e.restorable
                     && e.recipe.is_none()
                     && !self.can_rebuild(e)
-                    && match e.view_source {
+                    && match e.view_source() {
                         Some(Remake::Pinned) => false,
                         Some(Remake::From(s)) => self.residency.get(&s).is_none(),
                         None => true,
