@@ -14,6 +14,7 @@ impl<B: BackendIr> Engine<B> {
     /// Keeps the budget for an op whose inputs are in `self.op.inputs`: its inputs and
     /// outputs must fit at once; other tensors leave to make room, then its inputs are
     /// brought back (fetched, waited for, or recomputed).
+    #[inline]
     pub(super) fn fit(
         &mut self,
         input_bytes: u64,
@@ -23,6 +24,21 @@ impl<B: BackendIr> Engine<B> {
         let needed = input_bytes + output_bytes;
         self.counters.largest_op = self.counters.largest_op.max(needed);
         self.note_minimum(needed + self.op.apart_bytes);
+        // With no budget and every input on the device there is nothing to bring or make
+        // room for (every op of an unbudgeted run).
+        if absent_bytes == 0 && self.budget().is_none() {
+            return Ok(());
+        }
+        self.fit_in_budget(needed, absent_bytes, output_bytes)
+    }
+
+    #[inline(never)]
+    fn fit_in_budget(
+        &mut self,
+        needed: u64,
+        absent_bytes: u64,
+        output_bytes: u64,
+    ) -> Result<(), SwapError> {
         if let Some(budget) = self.budget()
             && needed > budget
         {
@@ -62,11 +78,17 @@ impl<B: BackendIr> Engine<B> {
     /// could have had: those, plus the resident strided tensors outside the op that could
     /// not have left (no recipe, and no way to get one: their source is gone), each shared
     /// buffer once.
+    #[inline]
     fn note_minimum(&mut self, needed: u64) {
         if self.strided_live.is_empty() {
             self.counters.minimum_budget = self.counters.minimum_budget.max(needed);
-            return;
+        } else {
+            self.note_minimum_with_strided(needed);
         }
+    }
+
+    #[inline(never)]
+    fn note_minimum_with_strided(&mut self, needed: u64) {
         let residency = &self.residency;
         self.strided_live
             .retain(|id| residency.get(id).is_some_and(|e| e.strided));
