@@ -521,6 +521,7 @@ impl Books {
         self.peak = self.peak.max(bytes);
     }
 
+    #[inline]
     fn add_resident(&mut self, bytes: u64) {
         self.resident += bytes;
         self.note_peak(self.resident);
@@ -616,6 +617,7 @@ impl Residency {
     }
 
     /// Notes `bytes` resident at once for the peak (an op running).
+    #[inline]
     pub fn note_peak(&mut self, bytes: u64) {
         self.books.note_peak(bytes);
     }
@@ -695,6 +697,7 @@ impl Residency {
     }
 
     /// Takes an entry that left the table off the books.
+    #[inline]
     fn unbook(&mut self, entry: &Entry) {
         if entry.pins > 0 {
             self.pinned -= 1;
@@ -830,6 +833,7 @@ impl Residency {
 
     /// Whether any tensor in the books shares a buffer of the unwrapped run (else no op
     /// needs to ask [`Residency::shares_origin`]).
+    #[inline]
     pub fn any_origin(&self) -> bool {
         !self.origins.is_empty()
     }

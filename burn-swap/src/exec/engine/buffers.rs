@@ -19,6 +19,7 @@ impl<B: BackendIr> Engine<B> {
     /// that input; when the op consumes it, what that input could be made from if it is a
     /// view itself, or the input kept by the output's recipe if it is dense (`plan::views`
     /// gives such a view its recipe at once).
+    #[inline]
     pub(super) fn view_source(&self, kind: Layout) -> Option<Remake> {
         let [(input, status)] = self.op.inputs[..] else {
             return None;

@@ -567,7 +567,30 @@ impl<B: BackendIr> Engine<B> {
     /// that the handle container keeps them): the plan's recipe for its output, a strided
     /// output's recipe made now, and recipes that already pin an input it consumes. Returns
     /// the op itself when its strided output keeps it for later (`plan::views`).
+    #[inline]
     fn keep_what_recipes_need(
+        &mut self,
+        op: &mut OperationIr,
+        strided: bool,
+    ) -> Option<Box<OperationIr>> {
+        // A dense output, no plan, no strided view waiting on a source, no recipe pinning
+        // anything and no buffer of the unwrapped run shared: nothing to keep (every op of
+        // an unbudgeted run on dense tensors).
+        if !strided
+            && self.program.is_none()
+            && self.view_sources.is_empty()
+            && !self.residency.any_pinned()
+            && !self.residency.any_origin()
+        {
+            self.op.view_recipe = false;
+            self.op.shared_reads.clear();
+            return None;
+        }
+        self.keep_what_recipes_need_in_full(op, strided)
+    }
+
+    #[inline(never)]
+    fn keep_what_recipes_need_in_full(
         &mut self,
         op: &mut OperationIr,
         strided: bool,
@@ -878,7 +901,9 @@ impl<B: BackendIr> Engine<B> {
                 self.unpin(input);
             }
         }
-        self.leave_group(id, group);
+        if group.is_some() {
+            self.leave_group(id, group);
+        }
     }
 
     /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
