@@ -123,6 +123,13 @@ fn soak(steps: usize, per_million: u64) {
             // mostly on the op thread): faults hit both paths.
             let handover = (policy == Policy::OffloadOnly).then_some(0.0);
             burn_swap::unstable::set_handover_seconds(handover);
+            if handover.is_some() {
+                // Random worker faults are few and vary with what ran before in the process
+                // (4 to 10 over the soak run alone, 1 to 3 after the file's other tests, none
+                // once in CI): the first worker pass of each run handed to the workers fails
+                // for certain, so that the hook is always exercised.
+                faults::force(Hook::WorkerPanic, 1);
+            }
             let (swapped, report) = run_configured(&device, config, || {
                 workload.train::<Swapped>(&device, steps)
             });

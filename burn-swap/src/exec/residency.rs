@@ -653,7 +653,7 @@ impl Residency {
 
     /// [`Residency::forget`] for a caller that needs only what the entry leaves behind:
     /// its recipe and group (to let go of) and whether the device held it. The entry is
-    /// dropped here rather than moved out through the callers (each move of its 184 bytes is
+    /// dropped here rather than moved out through the callers (each move of its 120 bytes is
     /// a copy, on the path of every op that consumes a tensor).
     #[inline]
     pub fn discard(&mut self, id: &TensorId) -> Option<Discarded> {
