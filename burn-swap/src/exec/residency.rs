@@ -1063,6 +1063,12 @@ impl Residency {
         self.pinned > 0 && self.entries.get(id).is_some_and(|e| e.pins > 0)
     }
 
+    /// [`Residency::is_pinned`] read from the entry alone, without the count (for the
+    /// engine's debug checks of the count).
+    pub fn pinned_uncounted(&self, id: &TensorId) -> bool {
+        self.entries.get(id).is_some_and(|e| e.pins > 0)
+    }
+
     /// Whether a recipe pins any entry.
     #[inline]
     pub fn any_pinned(&self) -> bool {

@@ -582,6 +582,7 @@ impl<B: BackendIr> Engine<B> {
             && !self.residency.any_pinned()
             && !self.residency.any_origin()
         {
+            debug_assert!(!self.consumes_pinned());
             self.op.view_recipe = false;
             self.op.shared_reads.clear();
             return None;
@@ -868,10 +869,20 @@ impl<B: BackendIr> Engine<B> {
     /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
     #[inline]
     fn consumes_pinned(&self) -> bool {
-        self.residency.any_pinned()
-            && self.op.inputs.iter().any(|(id, status)| {
-                *status == TensorStatus::ReadWrite && self.residency.is_pinned(id)
-            })
+        if !self.residency.any_pinned() {
+            debug_assert!(
+                self.op
+                    .inputs
+                    .iter()
+                    .all(|(id, _)| !self.residency.pinned_uncounted(id)),
+                "an input is pinned while the count of pinned entries is zero"
+            );
+            return false;
+        }
+        self.op
+            .inputs
+            .iter()
+            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
     }
 
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
