@@ -36,7 +36,9 @@ pub(crate) struct OpRecord {
 #[derive(Debug, Clone)]
 struct TensorRef {
     id: TensorId,
-    dtype: DType,
+    /// Its dtype, by index in [`Recorder`]'s `dtypes` (a `DType` is 32 bytes, for the
+    /// quantization scheme only `QFloat` carries: the log is half as large this way).
+    dtype: u16,
     bytes: u64,
     dims: Range<u32>,
     last_use: bool,
@@ -136,6 +138,8 @@ pub(crate) struct Recorder {
     ops: Vec<OpRecord>,
     tensors: Vec<TensorRef>,
     dims: Vec<usize>,
+    /// The dtypes of the logged tensors, each once, in the order first seen.
+    dtypes: Vec<DType>,
     kinds: KindTable,
     window: usize,
     schedule: Option<Schedule>,
@@ -206,6 +210,7 @@ impl Recorder {
             base: 0,
             ops: Vec::new(),
             tensors: Vec::new(),
+            dtypes: Vec::new(),
             dims: Vec::new(),
             kinds: KindTable::default(),
             window: window.max(16),
@@ -281,14 +286,33 @@ impl Recorder {
     fn log_tensor(&mut self, t: &TensorIr, dims: &[usize], bytes: u64) {
         let dims_start = self.dims.len() as u32;
         self.dims.extend_from_slice(dims);
+        let dtype = self.dtype_index(t.dtype);
         self.tensors.push(TensorRef {
             id: t.id,
-            dtype: t.dtype,
+            dtype,
             bytes,
             dims: dims_start..self.dims.len() as u32,
             last_use: t.status == TensorStatus::ReadWrite,
             shares: false,
         });
+    }
+
+    /// The index of `dtype` in `dtypes`, added if new (a run has a handful: the search is
+    /// over them). Past `u16::MAX` distinct dtypes, which no run has, the last index stands
+    /// for the rest.
+    fn dtype_index(&mut self, dtype: DType) -> u16 {
+        if let Some(i) = self.dtypes.iter().position(|d| *d == dtype) {
+            return i as u16;
+        }
+        if self.dtypes.len() <= u16::MAX as usize {
+            self.dtypes.push(dtype);
+        }
+        (self.dtypes.len() - 1) as u16
+    }
+
+    /// The dtype of a logged tensor, by its index.
+    fn dtype_of(&self, t: &TensorRef) -> DType {
+        self.dtypes[t.dtype as usize]
     }
 
     /// Records an input of the op begun last.

@@ -111,7 +111,7 @@ impl Recorder {
             id: t.id.value(),
             slot,
             shape: self.dims[t.dims.start as usize..t.dims.end as usize].to_vec(),
-            dtype: format!("{:?}", t.dtype),
+            dtype: format!("{:?}", self.dtype_of(t)),
             bytes: t.bytes,
             producer,
             accesses: Vec::new(),

@@ -405,3 +405,37 @@ fn the_window_trace_under_lean_recording_holds_only_ops_recorded_in_full() {
     iterations(&mut r, &mut id, 1);
     assert_eq!(r.trace_all().ops.len(), 20);
 }
+
+#[test]
+fn logged_tensors_keep_their_dtypes_by_index() {
+    // A tensor in the log names its dtype by index (32 bytes less per tensor); the trace
+    // gives each its own back, quantized ones with their scheme.
+    assert!(
+        size_of::<TensorRef>() <= 32,
+        "{} bytes",
+        size_of::<TensorRef>()
+    );
+    let quantized = DType::QFloat(burn_backend::quantization::QuantScheme::default());
+    let dtypes = [
+        DType::F32,
+        DType::I64,
+        quantized,
+        DType::F32,
+        DType::Bool(burn_backend::BoolStore::Native),
+    ];
+    let mut r = Recorder::default();
+    r.begin(1, || "k1".to_string());
+    for (i, dtype) in dtypes.into_iter().enumerate() {
+        let t = TensorIr {
+            id: TensorId::new(i as u64 + 1),
+            shape: Shape::from(vec![2]),
+            status: TensorStatus::ReadOnly,
+            dtype,
+        };
+        r.input(&t, 8);
+    }
+    assert_eq!(r.dtypes.len(), 4, "each dtype once");
+    for (t, dtype) in r.tensors.iter().zip(dtypes) {
+        assert_eq!(r.dtype_of(t), dtype);
+    }
+}
