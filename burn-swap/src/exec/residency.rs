@@ -1060,7 +1060,7 @@ impl Residency {
     }
 
     pub fn is_pinned(&self, id: &TensorId) -> bool {
-        self.pinned > 0 && self.entries.get(id).is_some_and(|e| e.pins > 0)
+        self.pinned > 0 && self.pinned_uncounted(id)
     }
 
     /// [`Residency::is_pinned`] read from the entry alone, without the count (for the
