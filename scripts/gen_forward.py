@@ -360,6 +360,85 @@ def forward(trait, name, generics, params, ret, where):
         return f"{head} {{\n        let out = {call};\n        {struct} {{ {fields} }}\n    }}"
     return f"{head} {{\n        {call}\n    }}"
 
+# The common ops, built here rather than forwarded: burn-swap's own builders
+# (`backend/build.rs`) make the same `OperationIr` from burn-ir's constructors and run it through
+# `SwapClient::run_one`, without burn-router's list of outputs per op and its second clone of
+# the client (*Measurements*, "Own builders for the common ops"). Method -> (builder, the op made
+# of the builder's description `d`). A method here that burn-router does not route stays
+# native. The ops are the ones Burn's IR gives each method; every model test compares the
+# values with the unwrapped backend's, bit for bit.
+def _numeric(kind, op):
+    return f"OperationIr::Numeric{kind}(d.out.dtype, NumericOperationIr::{op}(d))"
+BUILT = {}
+for kind, prefix in [("Float", "float"), ("Int", "int")]:
+    for op, name in [("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"),
+                     ("Rem", "remainder"), ("Powi", "powi")]:
+        # `float_powi` takes an int exponent that burn-ir's binary description refuses
+        # (one dtype on both sides): it stays burn-router's.
+        if (prefix, name) != ("float", "powi"):
+            BUILT[f"{prefix}_{name}"] = ("binary", _numeric(kind, op))
+    for op, name in [("AddScalar", "add_scalar"), ("SubScalar", "sub_scalar"),
+                     ("MulScalar", "mul_scalar"), ("DivScalar", "div_scalar"),
+                     ("RemScalar", "remainder_scalar"), ("PowiScalar", "powi_scalar_impl")]:
+        BUILT[f"{prefix}_{name}"] = ("scalar", _numeric(kind, op))
+    BUILT[f"{prefix}_abs"] = ("unary", _numeric(kind, "Abs"))
+for op, name in [("Exp", "exp"), ("Log", "log"), ("Log1p", "log1p"), ("Sqrt", "sqrt"),
+                 ("Cos", "cos"), ("Cosh", "cosh"), ("Sin", "sin"), ("Sinh", "sinh"),
+                 ("Tan", "tan"), ("Tanh", "tanh"), ("ArcCos", "acos"), ("ArcCosh", "acosh"),
+                 ("ArcSin", "asin"), ("ArcSinh", "asinh"), ("ArcTan", "atan"),
+                 ("ArcTanh", "atanh"), ("Round", "round"), ("Floor", "floor"), ("Ceil", "ceil"),
+                 ("Trunc", "trunc"), ("Recip", "recip"), ("Erf", "erf")]:
+    BUILT[f"float_{name}"] = ("unary", f"OperationIr::Float(d.out.dtype, FloatOperationIr::{op}(d))")
+BUILT["float_atan2"] = ("binary", "OperationIr::Float(d.out.dtype, FloatOperationIr::ArcTan2(d))")
+BUILT["float_powf"] = ("binary", "OperationIr::Float(d.out.dtype, FloatOperationIr::Powf(d))")
+BUILT["float_powf_scalar_impl"] = ("scalar", "OperationIr::Float(d.out.dtype, FloatOperationIr::PowfScalar(d))")
+for op, name in [("BitwiseAnd", "and"), ("BitwiseOr", "or"), ("BitwiseXor", "xor"),
+                 ("BitwiseLeftShift", "left_shift"), ("BitwiseRightShift", "right_shift")]:
+    BUILT[f"bitwise_{name}"] = ("binary", f"OperationIr::Int(IntOperationIr::{op}(d))")
+for op, name in [("BitwiseAndScalar", "and_scalar"), ("BitwiseOrScalar", "or_scalar"),
+                 ("BitwiseXorScalar", "xor_scalar")]:
+    BUILT[f"bitwise_{name}"] = ("scalar", f"OperationIr::Int(IntOperationIr::{op}(d))")
+BUILT["bitwise_not"] = ("unary", "OperationIr::Int(IntOperationIr::BitwiseNot(d))")
+BUILT["bool_equal"] = ("binary", "OperationIr::BaseBool(BaseOperationIr::Equal(d))")
+BUILT["bool_and"] = ("binary", "OperationIr::Bool(BoolOperationIr::And(d))")
+BUILT["bool_or"] = ("binary", "OperationIr::Bool(BoolOperationIr::Or(d))")
+BUILT["bool_not"] = ("unary", "OperationIr::Bool(BoolOperationIr::Not(d))")
+
+# Ops of other descriptions: (builder, its tensor arguments, a closure making the op from their
+# IR and the client, for its output's id).
+_id = "|| c.create_empty_handle()"
+BUILT["float_matmul"] = ("two", "lhs, rhs", f"|l, r, c| {{ let d = MatmulOpIr::create(l, r, {_id}); OperationIr::Float(d.out.dtype, FloatOperationIr::Matmul(d)) }}")
+BUILT["float_slice"] = ("one", "tensor", f"|t, c| OperationIr::BaseFloat(BaseOperationIr::Slice(SliceOpIr::create(t, slices.into(), {_id})))")
+BUILT["float_expand"] = ("one", "tensor", f"|t, c| OperationIr::BaseFloat(BaseOperationIr::Expand(ShapeOpIr::expand(t, shape, {_id})))")
+BUILT["float_cast"] = ("one", "tensor", f"|t, c| OperationIr::BaseFloat(BaseOperationIr::Cast(CastOpIr::create(t, dtype.into(), {_id})))")
+for op, name in [("Sum", "sum"), ("Mean", "mean")]:
+    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceOpIr::create(t, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
+for op, name, dim in [("SumDim", "sum_dim", "dim"), ("MeanDim", "mean_dim", "dim")]:
+    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create(t, {dim}, 1, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
+BUILT["float_gather"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Gather(GatherOpIr::create(t, dim, i, {_id})))")
+BUILT["float_select"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Select(SelectOpIr::create(t, dim, i, {_id})))")
+BUILT["float_mask_fill"] = ("two", "tensor, mask", f"|t, m, c| OperationIr::BaseFloat(BaseOperationIr::MaskFill(MaskFillOpIr::create(t, m, value.into(), {_id})))")
+for kind, base in [("float", "BaseFloat"), ("int", "BaseInt"), ("bool", "BaseBool")]:
+    BUILT[f"{kind}_reshape"] = ("one", "tensor", f"|t, c| OperationIr::{base}(BaseOperationIr::Reshape(ShapeOpIr::reshape(t, shape, {_id})))")
+    BUILT[f"{kind}_swap_dims"] = ("one", "tensor", f"|t, c| OperationIr::{base}(BaseOperationIr::SwapDims(SwapDimsOpIr::create(t, dim1, dim2, {_id})))")
+
+def built(trait, name, generics, params, ret, where):
+    """The method through one of burn-swap's own builders (`BUILT`)."""
+    builder, *rest = BUILT[name]
+    args = []
+    for p in split_top(params):
+        pat, ty = p.split(":", 1)
+        args.append((pat.strip().removeprefix("mut ").strip(), selfify(ty)))
+    sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
+    head = f"    fn {name}{generics}({sig}) -> {selfify(ret)}" + (f" {where}" if where else "")
+    if builder in ("one", "two"):
+        tensors, make = rest
+        call = f"build::{builder}({tensors}, {make})"
+    else:
+        tensors = ", ".join(p for p, _ in args)
+        call = f"build::{builder}({tensors}, |d| {rest[0]})"
+    return f"{head} {{\n        {call}\n    }}"
+
 # Burn defines a transpose as the swap of the last two dimensions (the trait's default, which
 # burn-router leaves in place; Flex's own override is that same view). Routed as that IR op,
 # the view a transpose makes is an ordinary one: it shares its source's buffer, and under a
@@ -398,7 +477,8 @@ HEADER = [
     "use burn_backend::tensor::*;",
     "use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};",
     "use burn_backend::quantization::*;",
-    "use burn_ir::BackendIr;",
+    "use crate::backend::build;",
+    "use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};",
     "use burn_router::{BackendRouter, RunnerClient, get_client};",
     "use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};",
     "use core::future::Future;",
@@ -428,6 +508,7 @@ def gated(code):
 import os
 os.makedirs("burn-swap/src/backend/ops", exist_ok=True)
 stats = []
+built_names = []
 for trait, files, router_file in TRAITS:
     text = strip_comments("".join(open(f).read() for f in files))
     body = trait_body(text, trait)
@@ -439,11 +520,16 @@ for trait, files, router_file in TRAITS:
         f"//! {VERSION}'s traits and burn-router {VERSION}'s impls: do not edit by hand.",
     ] + HEADER
     out.append(f"impl<I: BackendIr> {trait}<Self> for Swap<I> {{")
-    n_fwd = n_nat = n_def = 0
+    n_fwd = n_nat = n_def = n_built = 0
     for name, generics, params, ret, where in methods(body):
         if name in HAND_WRITTEN:
             out.append(gated(HAND[name]))
             n_fwd += 1
+        elif name in routed and name in BUILT:
+            out.append(gated(built(trait, name, generics, params, ret, where)))
+            n_fwd += 1
+            n_built += 1
+            built_names.append(name)
         elif name in routed:
             code = forward(trait, name, generics, params, ret, where)
             if code:
@@ -462,7 +548,7 @@ for trait, files, router_file in TRAITS:
     out.append("}")
     out.append("")
     open(f"burn-swap/src/backend/ops/{FILES[trait]}.rs", "w").write("\n".join(out))
-    stats.append(f"{trait}: {n_fwd} routed, {n_nat} native, {n_def} default")
+    stats.append(f"{trait}: {n_fwd} routed ({n_built} through own builders), {n_nat} native, {n_def} default")
 mods = "\n".join(f"mod {FILES[t]};" for t, _, _ in TRAITS)
 open("burn-swap/src/backend/ops/mod.rs", "w").write(
     "//! The op traits of [`Swap`](super::Swap), one file per op family. Generated by\n"
@@ -470,7 +556,15 @@ open("burn-swap/src/backend/ops/mod.rs", "w").write(
     "//!\n"
     "//! Methods that burn-router implements go through it (as `OperationIr`, through the swap\n"
     "//! client); methods it leaves to the trait's default composition run natively on the inner\n"
-    "//! backend through `NativeOp`, so that every value is the inner backend's own.\n\n"
-    + mods + "\n"
+    "//! backend through `NativeOp`, so that every value is the inner backend's own. The common\n"
+    "//! ops among the first are built by burn-swap's own builders (`backend/build.rs`), the\n"
+    "//! same `OperationIr` without burn-router's per-op costs.\n\n"
+    + mods + "\n\n"
+    "/// The methods made through burn-swap's own builders: `backend/build.rs` checks each\n"
+    "/// against burn-router's build of the same method.\n"
+    "#[cfg(test)]\n"
+    "pub(super) const BUILT: &[&str] = &[\n"
+    + "".join(f'    "{n}",\n' for n in built_names)
+    + "];\n"
 )
 print("\n".join(stats))

@@ -169,6 +169,41 @@ impl<B: BackendIr> SwapClient<B> {
     }
 }
 
+impl<B: BackendIr> SwapClient<B> {
+    /// Runs `op`, an op that makes exactly one tensor, and returns that tensor:
+    /// [`RunnerClient::register`] without its list of outputs, and with this client moved
+    /// into the output rather than cloned for it (`backend/build.rs`).
+    pub(crate) fn run_one(self, mut op: OperationIr) -> RouterTensor<Self> {
+        self.check_usable();
+        let mut made = None;
+        let result = self.guarded(|| {
+            let mut engine = self.engine();
+            let result = engine.run_op_with(&mut op, |t| {
+                made = Some((t.id, crate::exec::shape_of(&t.shape), t.dtype));
+            });
+            if result.is_err() {
+                engine.abandon_op();
+            }
+            result
+        });
+        if let Err(error) = result {
+            fail(error)
+        }
+        match made {
+            Some((id, shape, dtype)) => RouterTensor::new(id, shape, dtype, self),
+            None => no_single_output(&op),
+        }
+    }
+}
+
+/// A builder of `backend/build.rs` was given an op that makes no tensor: a bug in
+/// burn-swap, not in its input.
+#[cold]
+#[inline(never)]
+fn no_single_output(op: &OperationIr) -> ! {
+    panic!("burn-swap: {op:?} was run as an op with one output, but made none")
+}
+
 fn resolve_budget<B: BackendIr>(
     config: &SwapConfig,
     device: &B::Device,

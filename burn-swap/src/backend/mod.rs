@@ -2,6 +2,7 @@
 //! device: as an `OperationIr` through burn-router when Burn's IR describes it, else as a
 //! native op on the inner backend. This layer only translates; the engine does the rest.
 
+mod build;
 mod channel;
 pub(crate) mod client;
 #[cfg(feature = "cuda")]

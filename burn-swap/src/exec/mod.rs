@@ -145,7 +145,7 @@ pub(crate) fn allocator_usage<B: burn_backend::Backend>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::faults::{self, Hook};
     use crate::{Swap, SwapConfig};
     use burn::backend::Flex;
@@ -166,7 +166,7 @@ mod tests {
     /// The Flex device is one per process: tests that configure it take turns.
     static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    fn device_lock() -> std::sync::MutexGuard<'static, ()> {
+    pub(crate) fn device_lock() -> std::sync::MutexGuard<'static, ()> {
         DEVICE.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -9,7 +9,8 @@ use burn_backend::ops::*;
 use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
-use burn_ir::BackendIr;
+use crate::backend::build;
+use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};
 use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
@@ -56,7 +57,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_reshape(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_reshape(tensor, shape)
+        build::one(tensor, |t, c| OperationIr::BaseBool(BaseOperationIr::Reshape(ShapeOpIr::reshape(t, shape, || c.create_empty_handle()))))
     }
     fn bool_slice(tensor: BoolTensor<Self>, slices: &[Slice]) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -100,7 +101,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_equal(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::BaseBool(BaseOperationIr::Equal(d)))
     }
     fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -130,15 +131,15 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_not(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_not(tensor)
+        build::unary(tensor, |d| OperationIr::Bool(BoolOperationIr::Not(d)))
     }
     fn bool_and(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_and(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Bool(BoolOperationIr::And(d)))
     }
     fn bool_or(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_or(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Bool(BoolOperationIr::Or(d)))
     }
     fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -163,7 +164,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_swap_dims(tensor: BoolTensor<Self>, dim1: usize, dim2: usize) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as BoolTensorOps<R<I>>>::bool_swap_dims(tensor, dim1, dim2)
+        build::one(tensor, |t, c| OperationIr::BaseBool(BaseOperationIr::SwapDims(SwapDimsOpIr::create(t, dim1, dim2, || c.create_empty_handle()))))
     }
     fn bool_permute(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();

@@ -9,7 +9,8 @@ use burn_backend::ops::*;
 use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
-use burn_ir::BackendIr;
+use crate::backend::build;
+use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};
 use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
@@ -64,11 +65,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_add(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Add(d)))
     }
     fn float_add_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_add_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::AddScalar(d)))
     }
     fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -96,39 +97,39 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sub(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Sub(d)))
     }
     fn float_sub_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sub_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::SubScalar(d)))
     }
     fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mul(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Mul(d)))
     }
     fn float_mul_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mul_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::MulScalar(d)))
     }
     fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_div(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Div(d)))
     }
     fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_div_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::DivScalar(d)))
     }
     fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_remainder(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Rem(d)))
     }
     fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_remainder_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::RemScalar(d)))
     }
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_matmul(lhs, rhs)
+        build::two(lhs, rhs, |l, r, c| { let d = MatmulOpIr::create(l, r, || c.create_empty_handle()); OperationIr::Float(d.out.dtype, FloatOperationIr::Matmul(d)) })
     }
     fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -146,7 +147,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_recip(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Recip(d)))
     }
     fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -159,7 +160,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_swap_dims(tensor: FloatTensor<Self>, dim1: usize, dim2: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_swap_dims(tensor, dim1, dim2)
+        build::one(tensor, |t, c| OperationIr::BaseFloat(BaseOperationIr::SwapDims(SwapDimsOpIr::create(t, dim1, dim2, || c.create_empty_handle()))))
     }
     fn float_permute(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -171,11 +172,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_reshape(tensor, shape)
+        build::one(tensor, |t, c| OperationIr::BaseFloat(BaseOperationIr::Reshape(ShapeOpIr::reshape(t, shape, || c.create_empty_handle()))))
     }
     fn float_gather(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_gather(dim, tensor, indices)
+        build::two(tensor, indices, |t, i, c| OperationIr::BaseFloat(BaseOperationIr::Gather(GatherOpIr::create(t, dim, i, || c.create_empty_handle()))))
     }
     fn float_scatter_add(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -191,7 +192,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_select(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_select(tensor, dim, indices)
+        build::two(tensor, indices, |t, i, c| OperationIr::BaseFloat(BaseOperationIr::Select(SelectOpIr::create(t, dim, i, || c.create_empty_handle()))))
     }
     fn float_select_add(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -199,7 +200,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_slice(tensor, slices)
+        build::one(tensor, |t, c| OperationIr::BaseFloat(BaseOperationIr::Slice(SliceOpIr::create(t, slices.into(), || c.create_empty_handle()))))
     }
     fn float_slice_assign(tensor: FloatTensor<Self>, slices: &[Slice], value: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -211,7 +212,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mask_fill(tensor, mask, value)
+        build::two(tensor, mask, |t, m, c| OperationIr::BaseFloat(BaseOperationIr::MaskFill(MaskFillOpIr::create(t, m, value.into(), || c.create_empty_handle()))))
     }
     fn float_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -297,11 +298,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_sum(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sum(tensor)
+        build::one(tensor, |t, c| { let d = ReduceOpIr::create(t, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Sum(d)) })
     }
     fn float_sum_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sum_dim(tensor, dim)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create(t, dim, 1, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::SumDim(d)) })
     }
     fn float_prod(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -313,11 +314,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_mean(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mean(tensor)
+        build::one(tensor, |t, c| { let d = ReduceOpIr::create(t, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Mean(d)) })
     }
     fn float_mean_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mean_dim(tensor, dim)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create(t, dim, 1, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::MeanDim(d)) })
     }
     fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -337,23 +338,23 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_cast(tensor, dtype)
+        build::one(tensor, |t, c| OperationIr::BaseFloat(BaseOperationIr::Cast(CastOpIr::create(t, dtype.into(), || c.create_empty_handle()))))
     }
     fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_exp(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Exp(d)))
     }
     fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_log(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Log(d)))
     }
     fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_log1p(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Log1p(d)))
     }
     fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_powf(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Powf(d)))
     }
     fn float_powi(lhs: FloatTensor<Self>, rhs: IntTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -371,7 +372,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_powi_scalar_impl(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_powi_scalar_impl(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::PowiScalar(d)))
     }
     fn float_powf_scalar(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -385,87 +386,87 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_powf_scalar_impl(tensor, value)
+        build::scalar(tensor, value, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::PowfScalar(d)))
     }
     fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sqrt(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Sqrt(d)))
     }
     fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_abs(tensor)
+        build::unary(tensor, |d| OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::Abs(d)))
     }
     fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_cos(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Cos(d)))
     }
     fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sin(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Sin(d)))
     }
     fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_tan(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Tan(d)))
     }
     fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_cosh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Cosh(d)))
     }
     fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_sinh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Sinh(d)))
     }
     fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_tanh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Tanh(d)))
     }
     fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_acos(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcCos(d)))
     }
     fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_acosh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcCosh(d)))
     }
     fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_asin(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcSin(d)))
     }
     fn float_asinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_asinh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcSinh(d)))
     }
     fn float_atan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_atan(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcTan(d)))
     }
     fn float_atanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_atanh(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcTanh(d)))
     }
     fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_atan2(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::ArcTan2(d)))
     }
     fn float_round(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_round(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Round(d)))
     }
     fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_floor(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Floor(d)))
     }
     fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_ceil(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Ceil(d)))
     }
     fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_trunc(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Trunc(d)))
     }
     fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_erf(tensor)
+        build::unary(tensor, |d| OperationIr::Float(d.out.dtype, FloatOperationIr::Erf(d)))
     }
     fn float_cat(tensors: Vec<FloatTensor<Self>>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -583,7 +584,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_expand(tensor, shape)
+        build::one(tensor, |t, c| OperationIr::BaseFloat(BaseOperationIr::Expand(ShapeOpIr::expand(t, shape, || c.create_empty_handle()))))
     }
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();

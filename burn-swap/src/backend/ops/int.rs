@@ -9,7 +9,8 @@ use burn_backend::ops::*;
 use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
-use burn_ir::BackendIr;
+use crate::backend::build;
+use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};
 use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
@@ -40,7 +41,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_reshape(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_reshape(tensor, shape)
+        build::one(tensor, |t, c| OperationIr::BaseInt(BaseOperationIr::Reshape(ShapeOpIr::reshape(t, shape, || c.create_empty_handle()))))
     }
     fn int_slice(tensor: IntTensor<Self>, slices: &[Slice]) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -158,15 +159,15 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_add(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_add(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Add(d)))
     }
     fn int_add_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_add_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::AddScalar(d)))
     }
     fn int_powi(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_powi(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Powi(d)))
     }
     fn int_powi_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -180,7 +181,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_powi_scalar_impl(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_powi_scalar_impl(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::PowiScalar(d)))
     }
     fn int_clamp_min(tensor: IntTensor<Self>, min: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -208,35 +209,35 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_sub(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_sub(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Sub(d)))
     }
     fn int_sub_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_sub_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::SubScalar(d)))
     }
     fn int_mul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_mul(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Mul(d)))
     }
     fn int_mul_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_mul_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::MulScalar(d)))
     }
     fn int_div(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_div(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Div(d)))
     }
     fn int_div_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_div_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::DivScalar(d)))
     }
     fn int_remainder(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_remainder(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Rem(d)))
     }
     fn int_remainder_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_remainder_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::RemScalar(d)))
     }
     fn int_matmul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -358,7 +359,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_abs(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_abs(tensor)
+        build::unary(tensor, |d| OperationIr::NumericInt(d.out.dtype, NumericOperationIr::Abs(d)))
     }
     fn int_transpose(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -371,7 +372,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_swap_dims(tensor: IntTensor<Self>, dim1: usize, dim2: usize) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::int_swap_dims(tensor, dim1, dim2)
+        build::one(tensor, |t, c| OperationIr::BaseInt(BaseOperationIr::SwapDims(SwapDimsOpIr::create(t, dim1, dim2, || c.create_empty_handle()))))
     }
     fn int_permute(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -488,35 +489,35 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn bitwise_and(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_and(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseAnd(d)))
     }
     fn bitwise_and_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_and_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseAndScalar(d)))
     }
     fn bitwise_or(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_or(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseOr(d)))
     }
     fn bitwise_or_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_or_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseOrScalar(d)))
     }
     fn bitwise_xor(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_xor(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseXor(d)))
     }
     fn bitwise_xor_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_xor_scalar(lhs, rhs)
+        build::scalar(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseXorScalar(d)))
     }
     fn bitwise_not(tensor: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_not(tensor)
+        build::unary(tensor, |d| OperationIr::Int(IntOperationIr::BitwiseNot(d)))
     }
     fn bitwise_left_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_left_shift(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseLeftShift(d)))
     }
     fn bitwise_left_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -524,7 +525,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn bitwise_right_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as IntTensorOps<R<I>>>::bitwise_right_shift(lhs, rhs)
+        build::binary(lhs, rhs, |d| OperationIr::Int(IntOperationIr::BitwiseRightShift(d)))
     }
     fn bitwise_right_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();

@@ -3,7 +3,9 @@
 //!
 //! Methods that burn-router implements go through it (as `OperationIr`, through the swap
 //! client); methods it leaves to the trait's default composition run natively on the inner
-//! backend through `NativeOp`, so that every value is the inner backend's own.
+//! backend through `NativeOp`, so that every value is the inner backend's own. The common
+//! ops among the first are built by burn-swap's own builders (`backend/build.rs`), the
+//! same `OperationIr` without burn-router's per-op costs.
 
 mod float;
 mod int;
@@ -12,3 +14,89 @@ mod module;
 mod activation;
 mod qtensor;
 mod transaction;
+
+/// The methods made through burn-swap's own builders: `backend/build.rs` checks each
+/// against burn-router's build of the same method.
+#[cfg(test)]
+pub(super) const BUILT: &[&str] = &[
+    "float_add",
+    "float_add_scalar",
+    "float_sub",
+    "float_sub_scalar",
+    "float_mul",
+    "float_mul_scalar",
+    "float_div",
+    "float_div_scalar",
+    "float_remainder",
+    "float_remainder_scalar",
+    "float_matmul",
+    "float_recip",
+    "float_swap_dims",
+    "float_reshape",
+    "float_gather",
+    "float_select",
+    "float_slice",
+    "float_mask_fill",
+    "float_sum",
+    "float_sum_dim",
+    "float_mean",
+    "float_mean_dim",
+    "float_cast",
+    "float_exp",
+    "float_log",
+    "float_log1p",
+    "float_powf",
+    "float_powi_scalar_impl",
+    "float_powf_scalar_impl",
+    "float_sqrt",
+    "float_abs",
+    "float_cos",
+    "float_sin",
+    "float_tan",
+    "float_cosh",
+    "float_sinh",
+    "float_tanh",
+    "float_acos",
+    "float_acosh",
+    "float_asin",
+    "float_asinh",
+    "float_atan",
+    "float_atanh",
+    "float_atan2",
+    "float_round",
+    "float_floor",
+    "float_ceil",
+    "float_trunc",
+    "float_erf",
+    "float_expand",
+    "int_reshape",
+    "int_add",
+    "int_add_scalar",
+    "int_powi",
+    "int_powi_scalar_impl",
+    "int_sub",
+    "int_sub_scalar",
+    "int_mul",
+    "int_mul_scalar",
+    "int_div",
+    "int_div_scalar",
+    "int_remainder",
+    "int_remainder_scalar",
+    "int_abs",
+    "int_swap_dims",
+    "bitwise_and",
+    "bitwise_and_scalar",
+    "bitwise_or",
+    "bitwise_or_scalar",
+    "bitwise_xor",
+    "bitwise_xor_scalar",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "bool_reshape",
+    "bool_equal",
+    "bool_not",
+    "bool_and",
+    "bool_or",
+    "bool_swap_dims",
+];
