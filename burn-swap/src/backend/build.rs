@@ -194,7 +194,7 @@ mod tests {
     /// burn-router sends. Every name in the generator's list is checked.
     #[test]
     fn own_builders_make_the_ops_burn_router_makes() {
-        let _guard = crate::exec::tests::device_lock();
+        let _guard = crate::exec::device_lock();
         crate::configure(&device(), crate::SwapConfig::default()).unwrap();
         let mut checked: Vec<&str> = Vec::new();
         // `same!(method, Trait, |inputs| (their values))`: the inputs are made before each

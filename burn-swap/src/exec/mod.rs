@@ -144,8 +144,17 @@ pub(crate) fn allocator_usage<B: burn_backend::Backend>(
     }
 }
 
+/// The Flex device is one per process: unit tests that run ops on it through `Swap` take
+/// turns (the ones here, and `backend/build.rs`'s).
 #[cfg(test)]
-pub(crate) mod tests {
+pub(crate) fn device_lock() -> std::sync::MutexGuard<'static, ()> {
+    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    DEVICE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_lock;
     use super::faults::{self, Hook};
     use crate::{Swap, SwapConfig};
     use burn::backend::Flex;
@@ -161,13 +170,6 @@ pub(crate) mod tests {
 
     fn values(t: &Tensor<S, 1>) -> Vec<f32> {
         t.clone().into_data().to_vec().unwrap()
-    }
-
-    /// The Flex device is one per process: tests that configure it take turns.
-    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    pub(crate) fn device_lock() -> std::sync::MutexGuard<'static, ()> {
-        DEVICE.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Two linear layers with ReLU trained with Adam; returns every step's loss bits and the
