@@ -5,7 +5,10 @@ Reads the op traits of burn-backend and the impls of burn-router (the versions i
 from cargo's registry source folder) and writes, for every trait method:
 
 - a forward to `BackendRouter<SwapChannel<I>>` when burn-router implements the method: the op
-  travels as `OperationIr` through the swap client (traced, budgeted, replayable);
+  travels as `OperationIr` through the swap client (traced, budgeted, replayable); for the
+  common ops listed in `BUILT`, burn-swap's own builder (`backend/build.rs`) makes the same
+  `OperationIr` from burn-ir's constructors and runs it through `SwapClient::run_one`, without
+  burn-router's per-op list of outputs and second clone of the client;
 - a native call on the inner backend `I` when burn-router leaves it to the trait's default
   composition (activations, sorts, layer norm, ...): the swap client fetches the inputs, hands
   their handles to `I`'s own implementation and registers the outputs, so values are `I`'s bit
@@ -418,6 +421,20 @@ for op, name, dim in [("SumDim", "sum_dim", "dim"), ("MeanDim", "mean_dim", "dim
 BUILT["float_gather"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Gather(GatherOpIr::create(t, dim, i, {_id})))")
 BUILT["float_select"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Select(SelectOpIr::create(t, dim, i, {_id})))")
 BUILT["float_mask_fill"] = ("two", "tensor, mask", f"|t, m, c| OperationIr::BaseFloat(BaseOperationIr::MaskFill(MaskFillOpIr::create(t, m, value.into(), {_id})))")
+BUILT["float_slice_assign"] = ("two", "tensor, value", f"|t, v, c| OperationIr::BaseFloat(BaseOperationIr::SliceAssign(SliceAssignOpIr::create(t, slices.into(), v, {_id})))")
+BUILT["float_mask_where"] = ("three", "tensor, mask, value", f"|t, m, v, c| OperationIr::BaseFloat(BaseOperationIr::MaskWhere(MaskWhereOpIr::create(t, m, v, {_id})))")
+BUILT["float_into_int"] = ("one", "tensor", f"|t, c| {{ let d = CastOpIr::create(t, out_dtype.into(), {_id}); OperationIr::Float(d.input.dtype, FloatOperationIr::IntoInt(d)) }}")
+for op, name in [("MaxDim", "max_dim"), ("MinDim", "min_dim")]:
+    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create(t, dim, 1, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
+for op, name in [("ArgMax", "argmax"), ("ArgMin", "argmin")]:
+    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create_arg(t, dim, 1, out_dtype.into(), {_id}); OperationIr::NumericFloat(d.input.dtype, NumericOperationIr::{op}(d)) }}")
+# Comparisons: a bool out of two floats or a float and a scalar.
+for op, name in [("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("Lower", "lower"),
+                 ("LowerEqual", "lower_equal")]:
+    BUILT[f"float_{name}"] = ("two", "lhs, rhs", f"|l, r, c| {{ let d = BinaryOpIr::create_comparison(l, r, out_dtype.into(), {_id}); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::{op}(d)) }}")
+    BUILT[f"float_{name}_elem"] = ("one", "lhs", f"|l, c| {{ let d = ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), {_id}); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::{op}Elem(d)) }}")
+BUILT["float_equal"] = ("two", "lhs, rhs", f"|l, r, c| OperationIr::BaseFloat(BaseOperationIr::Equal(BinaryOpIr::create_comparison(l, r, out_dtype.into(), {_id})))")
+BUILT["float_equal_elem"] = ("one", "lhs", f"|l, c| OperationIr::BaseFloat(BaseOperationIr::EqualElem(ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), {_id})))")
 for kind, base in [("float", "BaseFloat"), ("int", "BaseInt"), ("bool", "BaseBool")]:
     BUILT[f"{kind}_reshape"] = ("one", "tensor", f"|t, c| OperationIr::{base}(BaseOperationIr::Reshape(ShapeOpIr::reshape(t, shape, {_id})))")
     BUILT[f"{kind}_swap_dims"] = ("one", "tensor", f"|t, c| OperationIr::{base}(BaseOperationIr::SwapDims(SwapDimsOpIr::create(t, dim1, dim2, {_id})))")
@@ -431,7 +448,7 @@ def built(trait, name, generics, params, ret, where):
         args.append((pat.strip().removeprefix("mut ").strip(), selfify(ty)))
     sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
     head = f"    fn {name}{generics}({sig}) -> {selfify(ret)}" + (f" {where}" if where else "")
-    if builder in ("one", "two"):
+    if builder in ("one", "two", "three"):
         tensors, make = rest
         call = f"build::{builder}({tensors}, {make})"
     else:
@@ -478,7 +495,7 @@ HEADER = [
     "use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};",
     "use burn_backend::quantization::*;",
     "use crate::backend::build;",
-    "use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};",
+    "use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr, SliceAssignOpIr, MaskWhereOpIr, BinaryOpIr, ScalarOpIr};",
     "use burn_router::{BackendRouter, RunnerClient, get_client};",
     "use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};",
     "use core::future::Future;",

@@ -74,6 +74,20 @@ pub(crate) fn two<I: BackendIr>(
     client.run_one(op)
 }
 
+/// An op of three tensors whose description `make` builds from their IR, taking the
+/// output's id from the client (a masked choice between two tensors).
+#[inline]
+pub(crate) fn three<I: BackendIr>(
+    first: Tensor<I>,
+    second: Tensor<I>,
+    third: Tensor<I>,
+    make: impl FnOnce(TensorIr, TensorIr, TensorIr, &SwapClient<I>) -> OperationIr,
+) -> Tensor<I> {
+    let client = first.client.clone();
+    let op = make(first.into_ir(), second.into_ir(), third.into_ir(), &client);
+    client.run_one(op)
+}
+
 #[cfg(test)]
 mod tests {
     use burn::backend::Flex;
@@ -81,7 +95,7 @@ mod tests {
     use burn_backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
     use burn_backend::{Scalar, TensorData};
     use burn_router::BackendRouter;
-    use burn_std::{FloatDType, Shape, Slice};
+    use burn_std::{BoolStore, FloatDType, IntDType, Shape, Slice};
 
     use super::Tensor;
     use crate::backend::{Swap, SwapChannel};
@@ -336,6 +350,83 @@ mod tests {
             float(1, [2, 3]),
             bool(2, [2, 3]),
             half()
+        ));
+        same!(float_slice_assign, FloatTensorOps, |a, s, v| (
+            float(1, [4, 3]),
+            &slices[..],
+            float(2, [2, 2])
+        ));
+        same!(float_mask_where, FloatTensorOps, |a, m, v| (
+            float(1, [2, 3]),
+            bool(2, [2, 3]),
+            float(3, [2, 3])
+        ));
+        same!(float_into_int, FloatTensorOps, |a, d| (
+            float(1, [2, 3]),
+            IntDType::I64
+        ));
+        same!(float_max_dim, FloatTensorOps, |a, d| (float(1, [2, 3]), 1));
+        same!(float_min_dim, FloatTensorOps, |a, d| (float(1, [2, 3]), 0));
+        same!(float_argmax, FloatTensorOps, |a, d, o| (
+            float(1, [2, 3]),
+            1,
+            IntDType::I64
+        ));
+        same!(float_argmin, FloatTensorOps, |a, d, o| (
+            float(1, [2, 3]),
+            0,
+            IntDType::I32
+        ));
+        let native = || BoolStore::Native;
+        same!(float_greater, FloatTensorOps, |a, b, o| (
+            float(1, [2, 3]),
+            float(2, [1, 3]),
+            native()
+        ));
+        same!(float_greater_equal, FloatTensorOps, |a, b, o| (
+            float(1, [2, 3]),
+            float(2, [2, 3]),
+            native()
+        ));
+        same!(float_lower, FloatTensorOps, |a, b, o| (
+            float(1, [2, 3]),
+            float(2, [2, 1]),
+            native()
+        ));
+        same!(float_lower_equal, FloatTensorOps, |a, b, o| (
+            float(1, [2, 3]),
+            float(2, [2, 3]),
+            native()
+        ));
+        same!(float_equal, FloatTensorOps, |a, b, o| (
+            float(1, [2, 3]),
+            float(1, [2, 3]),
+            native()
+        ));
+        same!(float_greater_elem, FloatTensorOps, |a, s, o| (
+            float(1, [2, 3]),
+            half(),
+            native()
+        ));
+        same!(float_greater_equal_elem, FloatTensorOps, |a, s, o| (
+            float(1, [2, 3]),
+            half(),
+            native()
+        ));
+        same!(float_lower_elem, FloatTensorOps, |a, s, o| (
+            float(1, [2, 3]),
+            half(),
+            native()
+        ));
+        same!(float_lower_equal_elem, FloatTensorOps, |a, s, o| (
+            float(1, [2, 3]),
+            half(),
+            BoolStore::U8
+        ));
+        same!(float_equal_elem, FloatTensorOps, |a, s, o| (
+            float(1, [2, 3]),
+            Scalar::from(0.75f32),
+            native()
         ));
         // Ints.
         same!(int_add, IntTensorOps, |a, b| (

@@ -10,7 +10,7 @@ use burn_backend::tensor::*;
 use burn_backend::{Distribution, ExecutionError, Scalar, TensorData};
 use burn_backend::quantization::*;
 use crate::backend::build;
-use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr};
+use burn_ir::{BackendIr, BaseOperationIr, BoolOperationIr, FloatOperationIr, IntOperationIr, NumericOperationIr, OperationIr, ShapeOpIr, SwapDimsOpIr, MatmulOpIr, SliceOpIr, CastOpIr, ReduceOpIr, ReduceDimOpIr, GatherOpIr, SelectOpIr, MaskFillOpIr, SliceAssignOpIr, MaskWhereOpIr, BinaryOpIr, ScalarOpIr};
 use burn_router::{BackendRouter, RunnerClient, get_client};
 use burn_std::{BoolDType, FloatDType, IntDType, Shape, Slice};
 use core::future::Future;
@@ -53,7 +53,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_into_int(tensor, out_dtype)
+        build::one(tensor, |t, c| { let d = CastOpIr::create(t, out_dtype.into(), || c.create_empty_handle()); OperationIr::Float(d.input.dtype, FloatOperationIr::IntoInt(d)) })
     }
     fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -204,11 +204,11 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_slice_assign(tensor: FloatTensor<Self>, slices: &[Slice], value: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_slice_assign(tensor, slices, value)
+        build::two(tensor, value, |t, v, c| OperationIr::BaseFloat(BaseOperationIr::SliceAssign(SliceAssignOpIr::create(t, slices.into(), v, || c.create_empty_handle()))))
     }
     fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_mask_where(tensor, mask, value)
+        build::three(tensor, mask, value, |t, m, v, c| OperationIr::BaseFloat(BaseOperationIr::MaskWhere(MaskWhereOpIr::create(t, m, v, || c.create_empty_handle()))))
     }
     fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -216,7 +216,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_equal(lhs, rhs, out_dtype)
+        build::two(lhs, rhs, |l, r, c| OperationIr::BaseFloat(BaseOperationIr::Equal(BinaryOpIr::create_comparison(l, r, out_dtype.into(), || c.create_empty_handle()))))
     }
     fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -232,7 +232,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_equal_elem(lhs, rhs, out_dtype)
+        build::one(lhs, |l, c| OperationIr::BaseFloat(BaseOperationIr::EqualElem(ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), || c.create_empty_handle()))))
     }
     fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -246,35 +246,35 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_greater(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_greater(lhs, rhs, out_dtype)
+        build::two(lhs, rhs, |l, r, c| { let d = BinaryOpIr::create_comparison(l, r, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::Greater(d)) })
     }
     fn float_greater_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_greater_elem(lhs, rhs, out_dtype)
+        build::one(lhs, |l, c| { let d = ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::GreaterElem(d)) })
     }
     fn float_greater_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_greater_equal(lhs, rhs, out_dtype)
+        build::two(lhs, rhs, |l, r, c| { let d = BinaryOpIr::create_comparison(l, r, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::GreaterEqual(d)) })
     }
     fn float_greater_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_greater_equal_elem(lhs, rhs, out_dtype)
+        build::one(lhs, |l, c| { let d = ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::GreaterEqualElem(d)) })
     }
     fn float_lower(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_lower(lhs, rhs, out_dtype)
+        build::two(lhs, rhs, |l, r, c| { let d = BinaryOpIr::create_comparison(l, r, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::Lower(d)) })
     }
     fn float_lower_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_lower_elem(lhs, rhs, out_dtype)
+        build::one(lhs, |l, c| { let d = ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::LowerElem(d)) })
     }
     fn float_lower_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_lower_equal(lhs, rhs, out_dtype)
+        build::two(lhs, rhs, |l, r, c| { let d = BinaryOpIr::create_comparison(l, r, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::LowerEqual(d)) })
     }
     fn float_lower_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_lower_equal_elem(lhs, rhs, out_dtype)
+        build::one(lhs, |l, c| { let d = ScalarOpIr::create_comparison(l, rhs.into(), out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.lhs.dtype, NumericOperationIr::LowerEqualElem(d)) })
     }
     fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -474,7 +474,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_argmax(tensor: FloatTensor<Self>, dim: usize, out_dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_argmax(tensor, dim, out_dtype)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create_arg(t, dim, 1, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.input.dtype, NumericOperationIr::ArgMax(d)) })
     }
     fn float_argtopk(tensor: FloatTensor<Self>, dim: usize, k: usize, out_dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -486,7 +486,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_argmin(tensor: FloatTensor<Self>, dim: usize, out_dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_argmin(tensor, dim, out_dtype)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create_arg(t, dim, 1, out_dtype.into(), || c.create_empty_handle()); OperationIr::NumericFloat(d.input.dtype, NumericOperationIr::ArgMin(d)) })
     }
     fn float_max(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
@@ -494,7 +494,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_max_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_max_dim(tensor, dim)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create(t, dim, 1, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::MaxDim(d)) })
     }
     fn float_max_dim_with_indices(tensor: FloatTensor<Self>, dim: usize, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
         let _op = in_flight::Op::enter();
@@ -506,7 +506,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_min_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        <R<I> as FloatTensorOps<R<I>>>::float_min_dim(tensor, dim)
+        build::one(tensor, |t, c| { let d = ReduceDimOpIr::create(t, dim, 1, || c.create_empty_handle()); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::MinDim(d)) })
     }
     fn float_min_dim_with_indices(tensor: FloatTensor<Self>, dim: usize, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>) {
         let _op = in_flight::Op::enter();
