@@ -416,16 +416,15 @@ BUILT["float_expand"] = ("one", "tensor", f"|t, c| OperationIr::BaseFloat(BaseOp
 BUILT["float_cast"] = ("one", "tensor", f"|t, c| OperationIr::BaseFloat(BaseOperationIr::Cast(CastOpIr::create(t, dtype.into(), {_id})))")
 for op, name in [("Sum", "sum"), ("Mean", "mean")]:
     BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceOpIr::create(t, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
-for op, name, dim in [("SumDim", "sum_dim", "dim"), ("MeanDim", "mean_dim", "dim")]:
-    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create(t, {dim}, 1, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
+for op, name in [("SumDim", "sum_dim"), ("MeanDim", "mean_dim"), ("MaxDim", "max_dim"),
+                 ("MinDim", "min_dim")]:
+    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create(t, dim, 1, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
 BUILT["float_gather"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Gather(GatherOpIr::create(t, dim, i, {_id})))")
 BUILT["float_select"] = ("two", "tensor, indices", f"|t, i, c| OperationIr::BaseFloat(BaseOperationIr::Select(SelectOpIr::create(t, dim, i, {_id})))")
 BUILT["float_mask_fill"] = ("two", "tensor, mask", f"|t, m, c| OperationIr::BaseFloat(BaseOperationIr::MaskFill(MaskFillOpIr::create(t, m, value.into(), {_id})))")
 BUILT["float_slice_assign"] = ("two", "tensor, value", f"|t, v, c| OperationIr::BaseFloat(BaseOperationIr::SliceAssign(SliceAssignOpIr::create(t, slices.into(), v, {_id})))")
 BUILT["float_mask_where"] = ("three", "tensor, mask, value", f"|t, m, v, c| OperationIr::BaseFloat(BaseOperationIr::MaskWhere(MaskWhereOpIr::create(t, m, v, {_id})))")
 BUILT["float_into_int"] = ("one", "tensor", f"|t, c| {{ let d = CastOpIr::create(t, out_dtype.into(), {_id}); OperationIr::Float(d.input.dtype, FloatOperationIr::IntoInt(d)) }}")
-for op, name in [("MaxDim", "max_dim"), ("MinDim", "min_dim")]:
-    BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create(t, dim, 1, {_id}); OperationIr::NumericFloat(d.out.dtype, NumericOperationIr::{op}(d)) }}")
 for op, name in [("ArgMax", "argmax"), ("ArgMin", "argmin")]:
     BUILT[f"float_{name}"] = ("one", "tensor", f"|t, c| {{ let d = ReduceDimOpIr::create_arg(t, dim, 1, out_dtype.into(), {_id}); OperationIr::NumericFloat(d.input.dtype, NumericOperationIr::{op}(d)) }}")
 # Comparisons: a bool out of two floats or a float and a scalar.
