@@ -343,6 +343,11 @@ def native(trait, name, generics, params, ret, where):
     out.append("    }")
     return "\n".join(out)
 
+def method_head(name, generics, args, ret, where):
+    """A method's first line (up to its body) from its arguments `(pattern, type)`."""
+    sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
+    return f"    fn {name}{generics}({sig})" + (f" -> {ret}" if ret else "") + (f" {where}" if where else "")
+
 def forward(trait, name, generics, params, ret, where):
     """A forward to burn-router, or None when a type would need converting."""
     args = []
@@ -353,9 +358,8 @@ def forward(trait, name, generics, params, ret, where):
         if arg_kind(ty) is None and not re.fullmatch(r"&?(Quantized|Float|Int|Bool)Tensor<Self>|(Option|Vec)<(Quantized|Float|Int|Bool)Tensor<Self>>", ty):
             return None
         args.append((pat, ty))
-    sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
     ret = selfify(ret) if ret else ""
-    head = f"    fn {name}{generics}({sig})" + (f" -> {ret}" if ret else "") + (f" {where}" if where else "")
+    head = method_head(name, generics, args, ret, where)
     call = f"<R<I> as {trait}<R<I>>>::{name}(" + ", ".join(p for p, _ in args) + ")"
     struct = struct_of(ret)
     if struct:
@@ -445,8 +449,7 @@ def built(trait, name, generics, params, ret, where):
     for p in split_top(params):
         pat, ty = p.split(":", 1)
         args.append((pat.strip().removeprefix("mut ").strip(), selfify(ty)))
-    sig = ", ".join(f"{pat}: {ty}" for pat, ty in args)
-    head = f"    fn {name}{generics}({sig}) -> {selfify(ret)}" + (f" {where}" if where else "")
+    head = method_head(name, generics, args, selfify(ret), where)
     if builder in ("one", "two", "three"):
         tensors, make = rest
         call = f"build::{builder}({tensors}, {make})"

@@ -174,13 +174,24 @@ impl<B: BackendIr> SwapClient<B> {
     /// [`RunnerClient::register`] without its list of outputs, and with this client moved
     /// into the output rather than cloned for it (`backend/build.rs`).
     pub(crate) fn run_one(self, mut op: OperationIr) -> RouterTensor<Self> {
-        self.check_usable();
         let mut made = None;
+        self.run_op_with(&mut op, |t| {
+            made = Some((t.id, crate::exec::shape_of(&t.shape), t.dtype));
+        });
+        match made {
+            Some((id, shape, dtype)) => RouterTensor::new(id, shape, dtype, self),
+            None => no_single_output(&op),
+        }
+    }
+
+    /// Runs `op` (not a drop) on the engine, `on_output` seeing each tensor it makes; an
+    /// engine error abandons the op and fails it ([`fail`]).
+    #[inline]
+    fn run_op_with(&self, op: &mut OperationIr, on_output: impl FnMut(&TensorIr)) {
+        self.check_usable();
         let result = self.guarded(|| {
             let mut engine = self.engine();
-            let result = engine.run_op_with(&mut op, |t| {
-                made = Some((t.id, crate::exec::shape_of(&t.shape), t.dtype));
-            });
+            let result = engine.run_op_with(op, on_output);
             if result.is_err() {
                 engine.abandon_op();
             }
@@ -188,10 +199,6 @@ impl<B: BackendIr> SwapClient<B> {
         });
         if let Err(error) = result {
             fail(error)
-        }
-        match made {
-            Some((id, shape, dtype)) => RouterTensor::new(id, shape, dtype, self),
-            None => no_single_output(&op),
         }
     }
 }
@@ -220,28 +227,17 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
     /// Builds the output tensors in the engine's own pass over the op's outputs (Burn's
     /// default walks them once more).
     fn register(&self, mut op: OperationIr) -> Vec<RouterTensor<Self>> {
-        self.check_usable();
         // Most ops make one output: room for it up front (a push into an empty `Vec` takes
         // the slower growth path).
         let mut outputs = Vec::with_capacity(1);
-        let result = self.guarded(|| {
-            let mut engine = self.engine();
-            let result = engine.run_op_with(&mut op, |t| {
-                outputs.push(RouterTensor::new(
-                    t.id,
-                    crate::exec::shape_of(&t.shape),
-                    t.dtype,
-                    self.clone(),
-                ))
-            });
-            if result.is_err() {
-                engine.abandon_op();
-            }
-            result
+        self.run_op_with(&mut op, |t| {
+            outputs.push(RouterTensor::new(
+                t.id,
+                crate::exec::shape_of(&t.shape),
+                t.dtype,
+                self.clone(),
+            ))
         });
-        if let Err(error) = result {
-            fail(error)
-        }
         outputs
     }
 
