@@ -53,6 +53,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     let outcome: RunOutcome = match device {
         "flex" => train::<On<Flex>>(&options, &FlexDevice)?,
+        #[cfg(feature = "wgpu")]
+        "wgpu" => train::<On<burn_swap::unstable::CubeWgpu>>(
+            &options,
+            &cubecl::wgpu::WgpuDevice::DefaultDevice,
+        )?,
         #[cfg(feature = "cuda")]
         "cuda" => train::<On<burn::backend::Cuda>>(&options, &Default::default())?,
         other => {

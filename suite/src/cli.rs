@@ -87,16 +87,29 @@ impl Args {
     }
 }
 
-/// The error for a `--device` this build does not know: flex always, cuda with the `cuda`
-/// feature.
+/// The error for a `--device` this build does not know: flex always, wgpu with the `wgpu`
+/// feature, cuda with the `cuda` feature.
 pub fn unknown_device(name: &str) -> ArgError {
-    ArgError(format!(
-        "--device {name}: expected flex{}",
-        if cfg!(feature = "cuda") {
-            " or cuda"
+    let mut known = vec!["flex"];
+    let mut missing = Vec::new();
+    for (device, built) in [
+        ("wgpu", cfg!(feature = "wgpu")),
+        ("cuda", cfg!(feature = "cuda")),
+    ] {
+        if built {
+            known.push(device);
         } else {
-            " (cuda needs the `cuda` feature)"
+            missing.push(format!("{device} needs the `{device}` feature"));
         }
+    }
+    let missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", missing.join("; "))
+    };
+    ArgError(format!(
+        "--device {name}: expected {}{missing}",
+        known.join(", ")
     ))
 }
 

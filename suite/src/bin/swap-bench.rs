@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm
 //!     [--preset cpu|gpt2-small] [--quick]
-//!     [--device flex|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
+//!     [--device flex|wgpu|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
 //!     [--policies reactive,planned,offload-only,recompute-only] [--rounds 1]
 //! ```
@@ -166,6 +166,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (rows, (cap, unwrapped_batch, swap_batch)) = match device.as_str() {
         "flex" => {
             measure::<burn::backend::Flex>(&Default::default(), &plan, probe, limit, probe_in_child)
+        }
+        #[cfg(feature = "wgpu")]
+        "wgpu" => {
+            let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
+            if !burn_swap_suite::wgpu_adapter(&device) {
+                return Err("no wgpu adapter".into());
+            }
+            measure::<burn_swap::unstable::CubeWgpu>(&device, &plan, probe, limit, probe_in_child)
         }
         #[cfg(feature = "cuda")]
         "cuda" => {

@@ -1,9 +1,9 @@
 //! `swap-check`: the GPU check's correctness and transfer half, in one run.
 //!
 //! ```text
-//! swap-check [--device flex|cuda] [--quick] [--models mlp,lstm] [--steps 8] [--jitter 300]
+//! swap-check [--device flex|wgpu|cuda] [--quick] [--models mlp,lstm] [--steps 8] [--jitter 300]
 //!            [--compress] [--spread] [--sizes 16,64,256] [--peers cuda:0@8GiB]
-//!            [--markdown check.md]
+//!            [--policies planned,reactive] [--fractions 0.5,0.25] [--markdown check.md]
 //! ```
 //!
 //! 1. **Correctness**: MLP, conv net, transformer, BatchNorm CNN and LSTM (or the ones
@@ -54,7 +54,15 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         std::env::args().skip(1),
         &["quick", "compress", "spread"],
         &[
-            "device", "models", "steps", "jitter", "sizes", "markdown", "peers",
+            "device",
+            "models",
+            "steps",
+            "jitter",
+            "sizes",
+            "markdown",
+            "peers",
+            "policies",
+            "fractions",
         ],
     )?;
     let quick = args.flag("quick");
@@ -68,8 +76,28 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             Some(names) => verify::select_models(models, names)?,
             None => models,
         },
-        policies: Policy::ALL.to_vec(),
-        fractions: vec![0.5, 0.25],
+        policies: match args.value("policies") {
+            Some(names) => names
+                .split(',')
+                .map(|name| {
+                    Policy::ALL
+                        .into_iter()
+                        .find(|p| p.name() == name.trim())
+                        .ok_or_else(|| format!("--policies: no policy {name:?}"))
+                })
+                .collect::<Result<_, _>>()?,
+            None => Policy::ALL.to_vec(),
+        },
+        fractions: match args.value("fractions") {
+            Some(list) => list
+                .split(',')
+                .map(|f| match f.trim().parse::<f64>() {
+                    Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+                    _ => Err(format!("--fractions: {f:?} is not a fraction in (0, 1]")),
+                })
+                .collect::<Result<_, _>>()?,
+            None => vec![0.5, 0.25],
+        },
         steps: args.get("steps", 8)?,
         jitter_micros: args.get("jitter", 300)?,
         compression: if args.flag("compress") {
@@ -122,6 +150,23 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             }
             let links = measure(&device, &sizes, |_| None);
             (rows, links, "burn-flex (CPU)".to_string())
+        }
+        #[cfg(feature = "wgpu")]
+        "wgpu" => {
+            // CubeCL's wgpu runtime (Vulkan, Metal, DirectX; a software Vulkan driver where
+            // there is no GPU): the same memory management as CUDA, its reserved bytes in
+            // the table.
+            let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
+            if !burn_swap_suite::wgpu_adapter(&device) {
+                return Err("no wgpu adapter".into());
+            }
+            type I = burn_swap::unstable::CubeWgpu;
+            let mut rows = verify::run::<I>(&check, &device);
+            if let Some(peer_check) = &peer_check {
+                rows.extend(verify::run::<I>(peer_check, &device));
+            }
+            let links = measure(&device, &sizes, |_| None);
+            (rows, links, "CubeCL wgpu".to_string())
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
