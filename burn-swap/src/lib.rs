@@ -59,7 +59,9 @@ use burn_backend::backend::DeviceOps;
 pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
-pub use report::{AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, Report};
+pub use report::{
+    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, Report, StreamRole, StreamUsage,
+};
 pub use trace::Trace;
 
 /// Sets the configuration of a device, for every inner backend used on it under [`Swap`].

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
-pub use crate::exec::{AllocatorUsage, PeerStat};
+pub use crate::exec::{AllocatorUsage, PeerStat, StreamRole, StreamUsage};
 pub use crate::plan::PlanChoice;
 use crate::trace::IterationPeak;
 
@@ -107,6 +107,15 @@ pub struct Report {
     /// `peak_bytes` (what burn-swap counts), these include the allocator's padding, its
     /// free pages and buffers outside burn-swap's books.
     pub allocator_peak: Option<AllocatorUsage>,
+    /// The streams burn-swap runs device work on (the op threads', the send and receive
+    /// workers'), each with the allocator's figures of its pools as last read; a stream whose
+    /// pools are another's (`shared`) is not added again to `allocator`.
+    #[serde(default)]
+    pub allocator_streams: Vec<StreamUsage>,
+    /// Times every stream's idle buffers and free pages were given back because the
+    /// allocator reserved more than the budget.
+    #[serde(default)]
+    pub allocator_cleanups: u64,
     /// Plans made (one per profiled schedule, under a planned policy).
     pub plans: u64,
     /// Iterations of the training loop that ended under a plan followed since its schedule
@@ -289,6 +298,8 @@ impl Report {
             device_memory_bytes: f.device_memory,
             allocator: c.allocator,
             allocator_peak: c.allocator_peak,
+            allocator_streams: f.streams.clone(),
+            allocator_cleanups: f.allocator_cleanups,
             plans: c.plans,
             planned_iterations: c.planned_iterations,
             planning_seconds: seconds(c.planning_nanos),
@@ -514,6 +525,24 @@ impl Report {
                     format_bytes(peak.reserved)
                 ),
             );
+        }
+        for s in &self.allocator_streams {
+            row(
+                &format!("  {:?} stream {}", s.role, s.stream),
+                format!(
+                    "{} in use, {} reserved{}",
+                    format_bytes(s.usage.in_use),
+                    format_bytes(s.usage.reserved),
+                    if s.shared {
+                        " (pools shared, counted once)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        if self.allocator_cleanups > 0 {
+            row("allocator cleanups", self.allocator_cleanups.to_string());
         }
         if let Some(total) = self.device_memory_bytes {
             row("device memory", format_bytes(total));

@@ -212,7 +212,8 @@ where
                     .with_transfer_jitter(check.jitter_micros)
                     .with_peers(check.peers.clone());
                 burn_swap::configure(device, config).expect("a valid configuration");
-                burn_swap::unstable::allocator_cleanup::<I>(device);
+                // Every stream's pools, the transfer workers' included.
+                <Swap<I> as Backend>::memory_cleanup(device);
                 burn_swap::restart_trace(device);
                 burn_swap::reset_counters(device);
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -370,4 +370,8 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     fn hold_resident(&self) {
         self.engine().hold_resident();
     }
+
+    fn allocator_cleanup(&self) {
+        self.engine().allocator_cleanup();
+    }
 }

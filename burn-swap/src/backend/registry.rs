@@ -28,6 +28,9 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links>;
     fn trace_window(&self) -> Trace;
     fn hold_resident(&self);
+    /// Gives the idle buffers and free pages of every stream burn-swap uses on the device
+    /// back (CubeCL backends; nothing elsewhere).
+    fn allocator_cleanup(&self) {}
 }
 
 /// A device: the type of its value and its id.

@@ -111,8 +111,35 @@ impl<I: BackendIr> Backend for Swap<I> {
         I::device_count(type_id)
     }
 
+    /// Cleans the streams of the calling thread and of burn-swap's transfer workers on
+    /// `device`: every pool burn-swap's device work reserves.
     fn memory_cleanup(device: &Self::Device) {
-        I::memory_cleanup(device)
+        I::memory_cleanup(device);
+        if let Some(control) = registry::of::<I>(DeviceKey::of(device)) {
+            control.allocator_cleanup();
+        }
+    }
+
+    /// Forwarded, so that what Burn allocates as persistent (parameters as they are made or
+    /// loaded) lands where the inner backend puts it: in CubeCL's exact-size pool. Under a
+    /// budget every buffer burn-swap's streams make is exact-size already (`exec::pools`),
+    /// and `func` runs as it is, so that the scope's end does not switch that off.
+    fn memory_persistent_allocations<
+        Output: Send,
+        Input: Send,
+        Func: Fn(Input) -> Output + Send,
+    >(
+        device: &Self::Device,
+        input: Input,
+        func: Func,
+    ) -> Output {
+        let budgeted = registry::of::<I>(DeviceKey::of(device))
+            .is_some_and(|control| control.memory().budget_bytes.is_some());
+        if budgeted {
+            func(input)
+        } else {
+            I::memory_persistent_allocations(device, input, func)
+        }
     }
 
     fn staging<'a, Iter>(data: Iter, device: &Self::Device)

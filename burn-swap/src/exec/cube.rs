@@ -174,6 +174,26 @@ pub(crate) fn allocator_cleanup<B: Backend>(device: &B::Device) -> Option<()> {
     each_runtime!(|R| as_device::<R, _>(device).map(|d| R::client(d).memory_cleanup()))
 }
 
+/// Sets how the pools of the calling thread's stream on `device` place new buffers: each in a
+/// device allocation of its exact size (`exact`), or carved out of CubeCL's shared pages (its
+/// default). `None` when the inner backend is not a CubeCL one.
+pub(crate) fn set_exact_allocations<B: Backend>(device: &B::Device, exact: bool) -> Option<()> {
+    let mode = if exact {
+        cubecl::MemoryAllocationMode::Persistent
+    } else {
+        cubecl::MemoryAllocationMode::Auto
+    };
+    each_runtime!(|R| as_device::<R, _>(device)
+        .map(|d| crate::gpu::cube::set_allocation_mode(&R::client(d), mode)))
+}
+
+/// The number of pool sets CubeCL keeps per device: streams whose ids are equal modulo it
+/// share one (its `[streaming] max_streams`).
+pub(crate) fn pool_sets() -> u64 {
+    use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
+    u64::from(CubeClRuntimeConfig::get().streaming.max_streams).max(1)
+}
+
 /// The device's total memory, when the backend can tell it (CUDA).
 pub(crate) fn total_memory<B: Backend>(device: &B::Device) -> Option<u64> {
     #[cfg(feature = "cuda")]

@@ -15,6 +15,7 @@ mod interpreter;
 pub(crate) use interpreter::fresh_id;
 mod layout;
 pub(crate) mod peers;
+pub(crate) mod pools;
 mod ports;
 pub(crate) mod residency;
 mod transfer;
@@ -87,6 +88,7 @@ fn quantized_bytes(
 }
 
 pub use counters::{AllocatorUsage, PeerStat};
+pub use pools::{StreamRole, StreamUsage};
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.

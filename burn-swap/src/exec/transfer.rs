@@ -24,6 +24,7 @@ use burn_std::reader::try_read_sync;
 use super::faults::{self, Hook};
 use super::host_pool::HostPool;
 use super::peers::PeerPool;
+use super::pools::{Worker, WorkerPools};
 use super::residency::HostCopy;
 use crate::codec;
 use crate::config::Compression;
@@ -124,30 +125,6 @@ struct FetchJob<B: BackendIr> {
     sync: bool,
 }
 
-/// The allocator's figures for the pools of the workers' own streams (see
-/// [`super::allocator_usage`]), as each worker last read them.
-#[derive(Default)]
-pub(crate) struct WorkerMemory {
-    send: [AtomicU64; 2],
-    receive: [AtomicU64; 2],
-}
-
-impl WorkerMemory {
-    fn store(slot: &[AtomicU64; 2], usage: super::AllocatorUsage) {
-        slot[0].store(usage.in_use, Ordering::Relaxed);
-        slot[1].store(usage.reserved, Ordering::Relaxed);
-    }
-
-    /// Both workers' figures added up.
-    pub fn total(&self) -> super::AllocatorUsage {
-        let get = |slot: &[AtomicU64; 2], i: usize| slot[i].load(Ordering::Relaxed);
-        super::AllocatorUsage {
-            in_use: get(&self.send, 0) + get(&self.receive, 0),
-            reserved: get(&self.send, 1) + get(&self.receive, 1),
-        }
-    }
-}
-
 /// A finished transfer.
 pub(crate) enum Done<B: BackendIr> {
     /// The bytes of `id` are on the host, compressed when it paid (or the copy failed; the
@@ -192,8 +169,8 @@ pub(crate) struct Transfers<B: BackendIr> {
     /// The ordering stress test's maximum delay, in microseconds (0: off), shared with the
     /// workers; see [`crate::SwapConfig::transfer_jitter_micros`].
     jitter: Arc<AtomicU64>,
-    /// The allocator's figures for the workers' streams.
-    memory: Arc<WorkerMemory>,
+    /// The workers' streams: their allocation mode and the allocator's figures.
+    memory: Arc<WorkerPools>,
     /// The memory of raw host copies, on a backend whose tensors live in host memory.
     pool: Option<Arc<HostPool>>,
 }
@@ -611,7 +588,7 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
 }
 
 /// What both workers share with the engine: the jitter setting and the allocator figures.
-type Shared = (Arc<AtomicU64>, Arc<WorkerMemory>);
+type Shared = (Arc<AtomicU64>, Arc<WorkerPools>);
 
 /// A job of a transfer worker.
 trait Job<B: BackendIr>: Send + 'static {
@@ -703,6 +680,7 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
         if faults::take(Hook::WorkerPanic) {
             panic!("injected worker panic");
         }
+        memory.enter::<B>(Worker::Send, &device);
         send::<B>(job)
     }))
     .unwrap_or_else(|panic| Err(panic_message(panic)));
@@ -711,9 +689,7 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
         Err(e) => (Err(e), 0, false),
     };
     after_job(|| {
-        if let Some(usage) = super::allocator_usage::<B>(&device) {
-            WorkerMemory::store(&memory.send, usage);
-        }
+        memory.note::<B>(Worker::Send, &device);
         pause(jitter, id.value());
     });
     Done::Offloaded {
@@ -746,14 +722,13 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
         if faults::take(Hook::WorkerPanic) {
             panic!("injected worker panic");
         }
+        memory.enter::<B>(Worker::Receive, &device);
         let copy = slot.take().expect("the copy is taken once");
         write::<B>(&device, copy, sync)
     }))
     .unwrap_or_else(|panic| Err((panic_message(panic), slot.take().map(Box::new))));
     after_job(|| {
-        if let Some(usage) = super::allocator_usage::<B>(&device) {
-            WorkerMemory::store(&memory.receive, usage);
-        }
+        memory.note::<B>(Worker::Receive, &device);
         pause(jitter, id.value() ^ RECEIVE_KEY);
     });
     let nanos = start.elapsed().as_nanos() as u64;
@@ -778,9 +753,9 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
 }
 
 impl<B: BackendIr> Transfers<B> {
-    /// The allocator's figures for the workers' own streams, as they last read them.
-    pub fn memory(&self) -> super::AllocatorUsage {
-        self.memory.total()
+    /// The workers' streams: their allocation mode and the allocator's figures.
+    pub fn pools(&self) -> &WorkerPools {
+        &self.memory
     }
 
     /// The pool of raw host copies, on a backend whose tensors live in host memory (also for

@@ -26,6 +26,10 @@ pub(crate) struct Figures {
     pub peers: Vec<PeerStat>,
     pub peer_fallbacks: u64,
     pub period: Option<usize>,
+    /// The streams burn-swap runs device work on, with the allocator's figures of each.
+    pub streams: Vec<crate::exec::pools::StreamUsage>,
+    /// Cleanups made because the allocator reserved more than the budget.
+    pub allocator_cleanups: u64,
     pub iteration_peaks: Vec<IterationPeak>,
 }
 
@@ -49,6 +53,8 @@ impl<B: BackendIr> Engine<B> {
             peer_fallbacks: self.peers.as_ref().map_or(0, |p| p.fallbacks()),
             period,
             iteration_peaks: self.recorder.iteration_peaks(),
+            streams: self.pools.streams(self.transfers.pools()),
+            allocator_cleanups: self.pools.cleanups,
         }
     }
 
@@ -60,6 +66,7 @@ impl<B: BackendIr> Engine<B> {
     /// Starts a new measurement: peaks from the current values, counts from zero.
     pub fn reset_counters(&mut self) {
         self.counters.reset();
+        self.pools.cleanups = 0;
         self.residency.reset_peaks();
         if let Some(peers) = &self.peers {
             peers.reset_counters();
@@ -111,6 +118,7 @@ impl<B: BackendIr> Engine<B> {
         budget: Option<u64>,
     ) -> Result<(), SwapError> {
         let previous = (self.config.clone(), self.budget);
+        let budget_before = self.budget();
         let replan = config.policy != self.config.policy || budget != self.budget;
         self.config = config;
         self.budget = budget;
@@ -128,6 +136,7 @@ impl<B: BackendIr> Engine<B> {
             self.forget_plan();
         }
         self.record_lean_when_unbudgeted();
+        self.follow_budget_in_pools(budget_before);
         self.transfers
             .set_jitter(self.config.transfer_jitter_micros);
         if !self

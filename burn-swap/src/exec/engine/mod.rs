@@ -105,6 +105,8 @@ pub(crate) struct Engine<B: BackendIr> {
     codec_bandwidth: Option<f64>,
     /// Whether the inner backend gives its allocator's figures (sampled after each op).
     allocator: bool,
+    /// The allocator's pools on the compute streams (what the device reserves).
+    pools: super::pools::Pools,
     /// The device's total memory, when the backend can tell it.
     device_memory: Option<u64>,
     /// The peers offloads go to (seed 000), when configured.
@@ -188,6 +190,7 @@ impl<B: BackendIr> Engine<B> {
         });
         let mut engine = Self {
             allocator,
+            pools: Default::default(),
             device_memory,
             peers,
             handles: Handles::new(device),
@@ -212,6 +215,7 @@ impl<B: BackendIr> Engine<B> {
             teller: layout::teller::<B>(),
         };
         engine.record_lean_when_unbudgeted();
+        engine.follow_budget_in_pools(None);
         engine
     }
 
@@ -832,19 +836,47 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Reads the allocator's figures: this thread's stream plus the workers' streams (as they
-    /// last read theirs).
+    /// Reads the allocator's figures: every stream burn-swap runs device work on, each pool
+    /// set once; cleans them up when they reserve more than the budget (`super::pools`).
     fn sample_allocator(&mut self) {
-        let Some(own) = super::allocator_usage::<B>(self.handles.device()) else {
+        let Some((read, left)) =
+            self.pools
+                .sample::<B>(self.handles.device(), self.transfers.pools(), self.budget())
+        else {
             return;
         };
-        let total = own + self.transfers.memory();
-        self.counters.allocator = Some(total);
+        self.counters.allocator = Some(left);
         self.counters.allocator_peak = Some(
             self.counters
                 .allocator_peak
-                .map_or(total, |peak| peak.max(total)),
+                .map_or(read, |peak| peak.max(read)),
         );
+    }
+
+    /// Puts the allocator's pools in step with a budget that changed from `previous`: exact-size
+    /// buffers while a budget is set, and the idle ones given back when it is set or lowered.
+    pub(super) fn follow_budget_in_pools(&mut self, previous: Option<u64>) {
+        if !self.allocator {
+            return;
+        }
+        let budget = self.budget();
+        let device = self.handles.device().clone();
+        self.pools
+            .set_exact::<B>(budget.is_some(), self.transfers.pools(), &device);
+        if budget.is_some_and(|b| previous.is_none_or(|p| b < p)) {
+            self.allocator_cleanup();
+        }
+    }
+
+    /// Gives the idle buffers and free pages of every stream burn-swap uses back to the
+    /// device (`Backend::memory_cleanup` of `Swap`).
+    pub fn allocator_cleanup(&mut self) {
+        if !self.allocator {
+            return;
+        }
+        let device = self.handles.device().clone();
+        let left = self.pools.cleanup::<B>(&device, self.transfers.pools());
+        self.counters.allocator = Some(left);
     }
 
     /// Whether the op in progress reads an input for the last time.

@@ -1,0 +1,327 @@
+//! The inner allocator's pools as burn-swap uses them: what the device *reserves*, kept under
+//! the budget on CubeCL backends (CUDA, wgpu); nothing here does anything elsewhere.
+//!
+//! CubeCL keeps one set of memory pools per stream, and runs each OS thread's work on a stream
+//! of its own, so the op threads (compute) and the two transfer workers each reserve device
+//! memory of their own. By default a pool carves buffers out of large pages that stay
+//! reserved until an explicit cleanup finds them wholly free (on CUDA the pages follow the
+//! card: a quarter of its memory and down by quarters). Three mechanisms keep the reserved
+//! bytes near the counted ones:
+//!
+//! - **Every stream read once** ([`Pools::sample`]): the compute streams' figures are read
+//!   after each op, the workers' after each of their jobs ([`WorkerPools`]); streams whose ids
+//!   CubeCL maps to one pool set (`[streaming] max_streams`) are added once.
+//! - **Exact-size buffers under a budget**: while a budget is set, every stream burn-swap
+//!   runs device work on allocates each buffer at its own size (CubeCL's persistent
+//!   allocation mode, which Burn uses for parameters), so that a budget is not rounded up to
+//!   pages; a free buffer serves the next buffer of its size, which a training loop asks for
+//!   again every iteration.
+//! - **Cleanup when over**: when the reserved bytes of all streams exceed the budget after an
+//!   op, every stream's idle buffers and free pages are given back (and not again until the
+//!   reserved bytes grow past what that cleanup left, so that a budget below what the live
+//!   buffers need does not clean after every op).
+//!
+//! Values are untouched: where a buffer lives never changes what is computed in it.
+
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+
+use burn_backend::Backend;
+use cubecl::stream_id::StreamId;
+use serde::{Deserialize, Serialize};
+
+use super::counters::AllocatorUsage;
+
+/// The allocator's figures of one stream that burn-swap runs device work on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamUsage {
+    /// Whose stream it is.
+    pub role: StreamRole,
+    /// The stream's id (CubeCL's `StreamId` value).
+    pub stream: u64,
+    /// Whether its pools are another listed stream's (CubeCL maps both ids to one pool set),
+    /// and so are not added again to the total.
+    pub shared: bool,
+    /// Its pools' figures, as last read.
+    pub usage: AllocatorUsage,
+}
+
+/// Whose work runs on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StreamRole {
+    /// A thread that runs the model's ops.
+    Compute,
+    /// The send worker (offloads: reads, compression kernels).
+    Send,
+    /// The receive worker (fetches: the buffers written back, decompression kernels).
+    Receive,
+}
+
+/// The workers' side, shared with their threads: the mode their streams should allocate in,
+/// and each worker's stream and figures as it last read them.
+pub(crate) struct WorkerPools {
+    /// Exact-size allocation wanted (a budget is set).
+    exact: AtomicBool,
+    /// Per worker (send, receive): its stream id (`u64::MAX` until known), bytes in use and
+    /// reserved, and the mode its stream was last set to (0 never, 1 exact, 2 shared pages).
+    stream: [AtomicU64; 2],
+    in_use: [AtomicU64; 2],
+    reserved: [AtomicU64; 2],
+    mode: [AtomicU8; 2],
+}
+
+impl Default for WorkerPools {
+    fn default() -> Self {
+        Self {
+            exact: AtomicBool::new(false),
+            stream: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
+            in_use: Default::default(),
+            reserved: Default::default(),
+            mode: Default::default(),
+        }
+    }
+}
+
+/// The index of a worker in [`WorkerPools`]' arrays.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Worker {
+    Send = 0,
+    Receive = 1,
+}
+
+impl WorkerPools {
+    /// Run by a worker before a job on `device`: its stream set to the mode wanted, when it
+    /// is not in it yet.
+    pub fn enter<B: Backend>(&self, worker: Worker, device: &B::Device) {
+        let i = worker as usize;
+        let wanted = if self.exact.load(Ordering::Relaxed) {
+            1
+        } else {
+            2
+        };
+        let set = self.mode[i].load(Ordering::Relaxed);
+        // Never set and shared pages wanted: the stream is in CubeCL's default already.
+        if set != wanted && !(set == 0 && wanted == 2) {
+            if set_exact::<B>(device, wanted == 1).is_none() {
+                return;
+            }
+            self.mode[i].store(wanted, Ordering::Relaxed);
+        }
+    }
+
+    /// Run by a worker after a job on `device`: its stream's figures, for the compute side to
+    /// add up.
+    pub fn note<B: Backend>(&self, worker: Worker, device: &B::Device) {
+        let i = worker as usize;
+        if let Some(usage) = usage::<B>(device) {
+            self.stream[i].store(StreamId::current().value, Ordering::Relaxed);
+            self.in_use[i].store(usage.in_use, Ordering::Relaxed);
+            self.reserved[i].store(usage.reserved, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker's stream and figures, once it has read them.
+    fn read(&self, worker: Worker) -> Option<(u64, AllocatorUsage)> {
+        let i = worker as usize;
+        let stream = self.stream[i].load(Ordering::Relaxed);
+        (stream != u64::MAX).then(|| {
+            (
+                stream,
+                AllocatorUsage {
+                    in_use: self.in_use[i].load(Ordering::Relaxed),
+                    reserved: self.reserved[i].load(Ordering::Relaxed),
+                },
+            )
+        })
+    }
+
+    fn store(&self, worker: Worker, usage: AllocatorUsage) {
+        let i = worker as usize;
+        self.in_use[i].store(usage.in_use, Ordering::Relaxed);
+        self.reserved[i].store(usage.reserved, Ordering::Relaxed);
+    }
+}
+
+/// A compute stream seen by the engine, with its figures as last read and whether it was set
+/// to exact-size allocation.
+#[derive(Debug, Clone, Copy)]
+struct Compute {
+    stream: u64,
+    usage: AllocatorUsage,
+    exact: bool,
+}
+
+/// The compute side of one device's pools, owned by its engine.
+#[derive(Debug, Default)]
+pub(crate) struct Pools {
+    /// The op threads' streams seen (usually one).
+    compute: Vec<Compute>,
+    /// Exact-size allocation wanted (a budget is set).
+    exact: bool,
+    /// Reserved bytes of all streams right after the last cleanup: the next one waits until
+    /// they grow past this and the budget.
+    after_cleanup: u64,
+    /// Cleanups made because the reserved bytes exceeded the budget.
+    pub cleanups: u64,
+}
+
+impl Pools {
+    /// Whether streams should allocate exact-size buffers (a budget is set); the workers
+    /// follow at their next job, the compute streams at their next op.
+    pub fn set_exact<B: Backend>(
+        &mut self,
+        exact: bool,
+        workers: &WorkerPools,
+        device: &B::Device,
+    ) {
+        self.exact = exact;
+        workers.exact.store(exact, Ordering::Relaxed);
+        // The configuring thread is usually the one that runs the ops next.
+        self.here::<B>(device);
+        for c in &mut self.compute {
+            if c.exact != exact && on_stream(c.stream, || set_exact::<B>(device, exact)).is_some() {
+                c.exact = exact;
+            }
+        }
+        self.after_cleanup = 0;
+    }
+
+    /// Reads the allocator after an op on the calling thread: its stream's figures, with the
+    /// workers' as they last read them. Sets a compute stream seen for the first time to the
+    /// mode wanted. When the reserved bytes of all streams exceed `budget` (and grew since
+    /// the last cleanup), cleans every stream and reads them again. Returns the total of the
+    /// streams as read (each pool set once: what the device held, for the peak) and as
+    /// left (after a cleanup); `None` when the backend has no allocator figures.
+    pub fn sample<B: Backend>(
+        &mut self,
+        device: &B::Device,
+        workers: &WorkerPools,
+        budget: Option<u64>,
+    ) -> Option<(AllocatorUsage, AllocatorUsage)> {
+        let at = self.here::<B>(device);
+        self.compute[at].usage = usage::<B>(device)?;
+        let read = self.total(workers);
+        match budget {
+            Some(budget) if read.reserved > budget.max(self.after_cleanup) => {
+                self.cleanups += 1;
+                let left = self.cleanup::<B>(device, workers);
+                self.after_cleanup = left.reserved;
+                Some((read, left))
+            }
+            _ => Some((read, read)),
+        }
+    }
+
+    /// The calling thread's compute stream: its index in `compute`, added (and set to the
+    /// mode wanted) when seen for the first time.
+    fn here<B: Backend>(&mut self, device: &B::Device) -> usize {
+        let here = StreamId::current().value;
+        if let Some(at) = self.compute.iter().position(|c| c.stream == here) {
+            return at;
+        }
+        let exact = self.exact && set_exact::<B>(device, true).is_some();
+        self.compute.push(Compute {
+            stream: here,
+            usage: AllocatorUsage::default(),
+            exact,
+        });
+        self.compute.len() - 1
+    }
+
+    /// Gives every stream's idle buffers and free pages back, reads each stream again, and
+    /// returns their total (each pool set once).
+    pub fn cleanup<B: Backend>(
+        &mut self,
+        device: &B::Device,
+        workers: &WorkerPools,
+    ) -> AllocatorUsage {
+        let _span = tracing::debug_span!("burn_swap::allocator_cleanup").entered();
+        for c in &mut self.compute {
+            if let Some(usage) = on_stream(c.stream, || {
+                clean::<B>(device);
+                usage::<B>(device)
+            }) {
+                c.usage = usage;
+            }
+        }
+        for worker in [Worker::Send, Worker::Receive] {
+            if let Some((stream, _)) = workers.read(worker)
+                && let Some(usage) = on_stream(stream, || {
+                    clean::<B>(device);
+                    usage::<B>(device)
+                })
+            {
+                workers.store(worker, usage);
+            }
+        }
+        self.total(workers)
+    }
+
+    /// Every stream burn-swap ran device work on, with its figures as last read.
+    pub fn streams(&self, workers: &WorkerPools) -> Vec<StreamUsage> {
+        let sets = pool_sets();
+        let mut seen: Vec<u64> = Vec::new();
+        let mut out = Vec::new();
+        let mut add = |role, stream: u64, usage| {
+            let set = stream % sets;
+            let shared = seen.contains(&set);
+            seen.push(set);
+            out.push(StreamUsage {
+                role,
+                stream,
+                shared,
+                usage,
+            });
+        };
+        for c in &self.compute {
+            add(StreamRole::Compute, c.stream, c.usage);
+        }
+        for (worker, role) in [
+            (Worker::Send, StreamRole::Send),
+            (Worker::Receive, StreamRole::Receive),
+        ] {
+            if let Some((stream, usage)) = workers.read(worker) {
+                add(role, stream, usage);
+            }
+        }
+        out
+    }
+
+    /// The figures of every pool set burn-swap's streams use, each added once.
+    fn total(&self, workers: &WorkerPools) -> AllocatorUsage {
+        self.streams(workers)
+            .iter()
+            .filter(|s| !s.shared)
+            .fold(AllocatorUsage::default(), |sum, s| sum + s.usage)
+    }
+}
+
+/// Runs `f` with the calling thread's CubeCL work on stream `stream` (its pools, its mode).
+fn on_stream<T>(stream: u64, f: impl FnOnce() -> Option<T>) -> Option<T> {
+    StreamId { value: stream }.executes(f)
+}
+
+/// The number of pool sets per device CubeCL keeps (1 where there is no CubeCL runtime).
+fn pool_sets() -> u64 {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return super::cube::pool_sets();
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    1
+}
+
+fn usage<B: Backend>(device: &B::Device) -> Option<AllocatorUsage> {
+    super::allocator_usage::<B>(device)
+}
+
+fn clean<B: Backend>(device: &B::Device) {
+    super::allocator_cleanup::<B>(device)
+}
+
+fn set_exact<B: Backend>(device: &B::Device, exact: bool) -> Option<()> {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return super::cube::set_exact_allocations::<B>(device, exact);
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    {
+        let _ = (device, exact);
+        None
+    }
+}
