@@ -10,7 +10,8 @@
 //! unbudgeted warm-up step, which runs first in every build),
 //! `--policy reactive|planned|offload-only|recompute-only`, `--compress` (zero-value
 //! compression of offloads; `--compress-mode auto|on:0.7` to choose), `--eviction dtr|lru|largest`,
-//! `--report-json PATH`, `--trace-json PATH` (the last complete iteration's trace).
+//! `--report-json PATH`, `--trace-json PATH` (the last complete iteration's trace),
+//! `--device flex|wgpu|cuda` (wgpu and cuda with their features).
 
 use std::process::ExitCode;
 
@@ -23,11 +24,11 @@ use burn_swap_suite::trainers::{
     mlp::{self, MlpOptions},
 };
 
-// The one type that changes.
+// The one type that changes (over the inner backend `B` that `--device` picks).
 #[cfg(feature = "swap")]
-type Backend = Autodiff<burn_swap::Swap<Flex>>;
+type On<B> = Autodiff<burn_swap::Swap<B>>;
 #[cfg(not(feature = "swap"))]
-type Backend = Autodiff<Flex>;
+type On<B> = Autodiff<B>;
 
 fn main() -> ExitCode {
     match run() {
@@ -45,21 +46,34 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         MlpOptions::FLAGS,
         MlpOptions::KNOWN,
     )?;
-    if let Some(device) = args.value("device").filter(|d| *d != "flex") {
-        return Err(format!("--device {device}: this trainer runs on flex (the CPU) only").into());
-    }
     let options = MlpOptions::from_args(&args)?;
-    let device = FlexDevice;
     let m = options.model;
+    let device = args.value("device").unwrap_or("flex");
     println!(
-        "train_mlp on {}: {} hidden layers of {}, batch {}, 1 warm-up step + {} steps",
-        <Backend as burn::tensor::backend::Backend>::name(&device),
+        "train_mlp on {device}{}: {} hidden layers of {}, batch {}, 1 warm-up step + {} steps",
+        if cfg!(feature = "swap") {
+            " under burn-swap"
+        } else {
+            ""
+        },
         m.depth,
         m.hidden,
         m.batch,
         options.steps
     );
-    let outcome = train::<Backend>(&options, &device)?;
+    let outcome = match device {
+        "flex" => train::<On<Flex>>(&options, &FlexDevice)?,
+        #[cfg(feature = "wgpu")]
+        "wgpu" => train::<On<burn_swap::unstable::CubeWgpu>>(
+            &options,
+            &cubecl::wgpu::WgpuDevice::DefaultDevice,
+        )?,
+        #[cfg(feature = "cuda")]
+        "cuda" => train::<On<burn::backend::Cuda>>(&options, &Default::default())?,
+        other => {
+            return Err(burn_swap_suite::cli::unknown_device(other).into());
+        }
+    };
     trainers::print_outcome(&outcome, &options.swap);
     Ok(())
 }
