@@ -346,11 +346,11 @@ fn two_devices_keep_budgets_of_their_own() {
     }
 }
 
-/// What the device reserves follows the budget, not only what burn-swap counts: the suite's
-/// five models (MLP, conv net, transformer, BatchNorm CNN, LSTM) at half and a quarter of
-/// their counted peak train bit for bit, and the allocator's reserved peak over every stream
-/// burn-swap uses (compute and both workers, each pool set once) stays within the budget
-/// plus a slack, and at half the peak below what the unwrapped run reserves.
+/// Trains `train` unwrapped (`false`) and under burn-swap (`true`), the latter unbudgeted
+/// and then at each fraction of its counted peak, and checks each budgeted run: bit for bit,
+/// counted peak within the budget, the allocator's reserved peak over every stream
+/// burn-swap uses within the budget plus the slack below, and at half the peak below what
+/// the unwrapped run reserves.
 ///
 /// The slack comes from the pool layout under a budget (`exec::pools`): every buffer is an
 /// allocation of its own exact size, so what the device holds beyond the counted bytes is
@@ -360,77 +360,88 @@ fn two_devices_keep_budgets_of_their_own() {
 /// report gives as `largest_op_bytes`, plus 10% of the budget for alignment padding and the
 /// kernels' small buffers. (CubeCL's default pages, 8 MiB and more here, would put even the
 /// smallest of these models 8 MiB over a budget of a few hundred KiB.)
+fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]) {
+    use burn::tensor::backend::Backend as _;
+    let device = WgpuDevice::DefaultDevice;
+    let clean = || <Swap<CubeWgpu> as burn::tensor::backend::Backend>::memory_cleanup(&device);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    clean();
+    CubeWgpu::memory_cleanup(&device);
+    let plain = train(false);
+    // The unwrapped run's pools never give a page back during training: what they hold at
+    // the end is their peak.
+    let plain_reserved = burn_swap::unstable::allocator_usage::<CubeWgpu>(&device)
+        .expect("the allocator's figures")
+        .reserved;
+    let (unbudgeted, report) = run_configured(&device, SwapConfig::default(), || train(true));
+    assert_eq!(unbudgeted, plain, "{name} unbudgeted");
+    let peak = report.peak_bytes;
+    for &fraction in fractions {
+        let budget = (peak as f64 * fraction) as u64;
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        clean();
+        let (swapped, report) =
+            run_configured(&device, SwapConfig::budget_bytes(budget), || train(true));
+        let what = format!("{name} at {fraction} ({budget} bytes)");
+        assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
+        assert_eq!(swapped, plain, "{what}: parameters");
+        assert!(report.peak_bytes <= budget, "{what}\n{report}");
+        let reserved = report
+            .allocator_peak
+            .expect("the allocator's figures")
+            .reserved;
+        let slack = report.largest_op_bytes + budget / 10;
+        println!(
+            "{what}: reserved peak {reserved}, slack {slack}, unwrapped reserved \
+             {plain_reserved}, cleanups {}",
+            report.allocator_cleanups
+        );
+        assert!(
+            reserved <= budget + slack,
+            "{what}: the allocator reserved {reserved} bytes, over the budget and its \
+             slack of {slack}\n{report}"
+        );
+        if fraction == 0.5 {
+            assert!(
+                reserved < plain_reserved,
+                "{what}: reserved {reserved} bytes, the unwrapped run {plain_reserved}\n{report}"
+            );
+        }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+/// What the device reserves follows the budget, not only what burn-swap counts: the suite's
+/// five models (MLP, conv net, transformer, BatchNorm CNN, LSTM) at half and a quarter of
+/// their counted peak ([`check_reserved`]).
 #[test]
 fn reserved_bytes_follow_the_budget_on_cubecl() {
-    use burn::tensor::backend::Backend as _;
     use burn_swap_suite::verify::small_models;
     if !adapter() {
         return;
     }
     let device = WgpuDevice::DefaultDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    let clean = || <Swap<CubeWgpu> as burn::tensor::backend::Backend>::memory_cleanup(&device);
     for model in small_models() {
-        let name = model.name();
-        burn_swap::configure(&device, SwapConfig::default()).unwrap();
-        clean();
-        CubeWgpu::memory_cleanup(&device);
-        let plain = model.train::<Plain>(&device, STEPS);
-        // The unwrapped run's pools never give a page back during training: what they
-        // hold at the end is their peak.
-        let plain_reserved = burn_swap::unstable::allocator_usage::<CubeWgpu>(&device)
-            .expect("the allocator's figures")
-            .reserved;
-        let (unbudgeted, report) = run_configured(&device, SwapConfig::default(), || {
-            model.train::<Swapped>(&device, STEPS)
-        });
-        assert_eq!(unbudgeted, plain, "{name} unbudgeted");
-        let peak = report.peak_bytes;
-        for fraction in [0.5, 0.25] {
-            let budget = (peak as f64 * fraction) as u64;
-            burn_swap::configure(&device, SwapConfig::default()).unwrap();
-            clean();
-            let (swapped, report) =
-                run_configured(&device, SwapConfig::budget_bytes(budget), || {
+        check_reserved(
+            model.name(),
+            |swap| {
+                if swap {
                     model.train::<Swapped>(&device, STEPS)
-                });
-            let what = format!("{name} at {fraction} ({budget} bytes)");
-            assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
-            assert_eq!(swapped, plain, "{what}: parameters");
-            assert!(report.peak_bytes <= budget, "{what}\n{report}");
-            let reserved = report
-                .allocator_peak
-                .expect("the allocator's figures")
-                .reserved;
-            let slack = report.largest_op_bytes + budget / 10;
-            println!(
-                "{what}: reserved peak {reserved}, slack {slack}, unwrapped reserved \
-                 {plain_reserved}, cleanups {}",
-                report.allocator_cleanups
-            );
-            assert!(
-                reserved <= budget + slack,
-                "{what}: the allocator reserved {reserved} bytes, over the budget and its \
-                 slack of {slack}\n{report}"
-            );
-            if fraction == 0.5 {
-                assert!(
-                    reserved < plain_reserved,
-                    "{what}: reserved {reserved} bytes, the unwrapped run {plain_reserved}\n{report}"
-                );
-            }
-        }
+                } else {
+                    model.train::<Plain>(&device, STEPS)
+                }
+            },
+            &[0.5, 0.25],
+        );
     }
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
 
 /// The same at a size where CubeCL's pages do not dominate: an MLP of four 1024-wide layers
 /// at batch 1024 (a counted peak near 88 MiB, in pages of 8, 32 and 128 MiB on the software
-/// driver), at half its counted peak, reserves less than its unwrapped run, within the
-/// budget and the slack of `reserved_bytes_follow_the_budget_on_cubecl`, bit for bit.
+/// driver) at half its counted peak reserves less than its unwrapped run.
 #[test]
 fn a_large_mlp_reserves_less_than_unwrapped_at_half_its_peak() {
-    use burn::tensor::backend::Backend as _;
     if !adapter() {
         return;
     }
@@ -444,42 +455,15 @@ fn a_large_mlp_reserves_less_than_unwrapped_at_half_its_peak() {
         batch: 1024,
         seed: 3,
     };
-    const STEPS: usize = 3;
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    <Swap<CubeWgpu> as burn::tensor::backend::Backend>::memory_cleanup(&device);
-    CubeWgpu::memory_cleanup(&device);
-    let plain = train_mlp::<Plain>(&config, &device, STEPS);
-    let plain_reserved = burn_swap::unstable::allocator_usage::<CubeWgpu>(&device)
-        .expect("the allocator's figures")
-        .reserved;
-    let (unbudgeted, report) = run_configured(&device, SwapConfig::default(), || {
-        train_mlp::<Swapped>(&config, &device, STEPS)
-    });
-    assert_eq!(unbudgeted, plain, "unbudgeted");
-    let budget = report.peak_bytes / 2;
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    <Swap<CubeWgpu> as burn::tensor::backend::Backend>::memory_cleanup(&device);
-    let (swapped, report) = run_configured(&device, SwapConfig::budget_bytes(budget), || {
-        train_mlp::<Swapped>(&config, &device, STEPS)
-    });
-    assert_eq!(swapped, plain, "at half the peak");
-    let reserved = report
-        .allocator_peak
-        .expect("the allocator's figures")
-        .reserved;
-    let slack = report.largest_op_bytes + budget / 10;
-    println!(
-        "large mlp at 0.5 ({budget} bytes): reserved peak {reserved}, slack {slack}, \
-         unwrapped reserved {plain_reserved}, cleanups {}\n{report}",
-        report.allocator_cleanups
+    check_reserved(
+        "mlp 1024x4, batch 1024",
+        |swap| {
+            if swap {
+                train_mlp::<Swapped>(&config, &device, 3)
+            } else {
+                train_mlp::<Plain>(&config, &device, 3)
+            }
+        },
+        &[0.5],
     );
-    assert!(
-        reserved <= budget + slack,
-        "{reserved} over {budget} + {slack}\n{report}"
-    );
-    assert!(
-        reserved < plain_reserved,
-        "{reserved} vs unwrapped {plain_reserved}\n{report}"
-    );
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
