@@ -530,11 +530,13 @@ impl Report {
             row(
                 &format!("  {:?} stream {}", s.role, s.stream),
                 format!(
-                    "{} in use, {} reserved{}",
+                    "{} in use, {} reserved ({} padding, {} idle){}",
                     format_bytes(s.usage.in_use),
                     format_bytes(s.usage.reserved),
+                    format_bytes(s.usage.padding),
+                    format_bytes(s.usage.idle()),
                     if s.shared {
-                        " (pools shared, counted once)"
+                        "; pools shared, counted once"
                     } else {
                         ""
                     }

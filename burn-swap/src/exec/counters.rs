@@ -105,16 +105,27 @@ impl Counters {
 pub struct AllocatorUsage {
     /// What its pools hand out to live buffers.
     pub in_use: u64,
-    /// What its pools hold from the driver (in use, padding and free pages).
+    /// What its pools hold from the driver (in use, padding, and idle buffers or free
+    /// pages).
     pub reserved: u64,
+    /// Of what is in use, the bytes buffers were rounded up by (alignment).
+    #[serde(default)]
+    pub padding: u64,
 }
 
 impl AllocatorUsage {
+    /// What the pools hold that no live buffer uses: idle buffers and free pages, which a
+    /// cleanup gives back.
+    pub fn idle(self) -> u64 {
+        self.reserved.saturating_sub(self.in_use + self.padding)
+    }
+
     /// The larger of each figure.
     pub fn max(self, other: Self) -> Self {
         Self {
             in_use: self.in_use.max(other.in_use),
             reserved: self.reserved.max(other.reserved),
+            padding: self.padding.max(other.padding),
         }
     }
 }
@@ -127,6 +138,7 @@ impl core::ops::Add for AllocatorUsage {
         Self {
             in_use: self.in_use + other.in_use,
             reserved: self.reserved + other.reserved,
+            padding: self.padding + other.padding,
         }
     }
 }

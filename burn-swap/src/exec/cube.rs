@@ -164,6 +164,7 @@ pub(crate) fn allocator_usage<B: Backend>(device: &B::Device) -> Option<Allocato
         Some(AllocatorUsage {
             in_use: usage.bytes_in_use,
             reserved: usage.bytes_reserved,
+            padding: usage.bytes_padding,
         })
     }))
 }
@@ -185,6 +186,18 @@ pub(crate) fn set_exact_allocations<B: Backend>(device: &B::Device, exact: bool)
     };
     each_runtime!(|R| as_device::<R, _>(device)
         .map(|d| crate::gpu::cube::set_allocation_mode(&R::client(d), mode)))
+}
+
+/// Whether CubeCL takes a stream's switch to exact-size allocation: not when its
+/// `[memory] persistent_memory` is `"disabled"` (it then ignores the switch, and buffers are
+/// carved out of pages).
+pub(crate) fn exact_allocations_taken() -> bool {
+    use cubecl::config::memory::PersistentMemory;
+    use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
+    !matches!(
+        CubeClRuntimeConfig::get().memory.persistent_memory,
+        PersistentMemory::Disabled
+    )
 }
 
 /// The number of pool sets CubeCL keeps per device: streams whose ids are equal modulo it

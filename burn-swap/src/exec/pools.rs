@@ -61,11 +61,13 @@ pub enum StreamRole {
 pub(crate) struct WorkerPools {
     /// Exact-size allocation wanted (a budget is set).
     exact: AtomicBool,
-    /// Per worker (send, receive): its stream id (`u64::MAX` until known), bytes in use and
-    /// reserved, and the mode its stream was last set to (0 never, 1 exact, 2 shared pages).
+    /// Per worker (send, receive): its stream id (`u64::MAX` until known), bytes in use,
+    /// reserved and of padding, and the mode its stream was last set to (0 never, 1 exact, 2
+    /// shared pages).
     stream: [AtomicU64; 2],
     in_use: [AtomicU64; 2],
     reserved: [AtomicU64; 2],
+    padding: [AtomicU64; 2],
     mode: [AtomicU8; 2],
 }
 
@@ -76,6 +78,7 @@ impl Default for WorkerPools {
             stream: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
             in_use: Default::default(),
             reserved: Default::default(),
+            padding: Default::default(),
             mode: Default::default(),
         }
     }
@@ -114,8 +117,7 @@ impl WorkerPools {
         let i = worker as usize;
         if let Some(usage) = usage::<B>(device) {
             self.stream[i].store(StreamId::current().value, Ordering::Relaxed);
-            self.in_use[i].store(usage.in_use, Ordering::Relaxed);
-            self.reserved[i].store(usage.reserved, Ordering::Relaxed);
+            self.store(worker, usage);
         }
     }
 
@@ -129,6 +131,7 @@ impl WorkerPools {
                 AllocatorUsage {
                     in_use: self.in_use[i].load(Ordering::Relaxed),
                     reserved: self.reserved[i].load(Ordering::Relaxed),
+                    padding: self.padding[i].load(Ordering::Relaxed),
                 },
             )
         })
@@ -138,6 +141,7 @@ impl WorkerPools {
         let i = worker as usize;
         self.in_use[i].store(usage.in_use, Ordering::Relaxed);
         self.reserved[i].store(usage.reserved, Ordering::Relaxed);
+        self.padding[i].store(usage.padding, Ordering::Relaxed);
     }
 }
 
@@ -173,6 +177,14 @@ impl Pools {
         workers: &WorkerPools,
         device: &B::Device,
     ) {
+        if exact && !exact_taken() {
+            tracing::warn!(
+                "burn-swap: CubeCL's `[memory] persistent_memory` is \"disabled\" (cubecl.toml), \
+                 so the allocator carves buffers out of pages that stay reserved, and what the \
+                 device reserves may exceed the budget by up to a page per stream; remove the \
+                 setting to keep reserved bytes under the budget"
+            );
+        }
         self.exact = exact;
         workers.exact.store(exact, Ordering::Relaxed);
         // The configuring thread is usually the one that runs the ops next.
@@ -298,6 +310,14 @@ impl Pools {
 /// Runs `f` with the calling thread's CubeCL work on stream `stream` (its pools, its mode).
 fn on_stream<T>(stream: u64, f: impl FnOnce() -> Option<T>) -> Option<T> {
     StreamId { value: stream }.executes(f)
+}
+
+/// Whether CubeCL takes the switch to exact-size allocation (see `cube::exact_allocations_taken`).
+fn exact_taken() -> bool {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    return super::cube::exact_allocations_taken();
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    false
 }
 
 /// The number of pool sets per device CubeCL keeps (1 where there is no CubeCL runtime).
