@@ -119,6 +119,13 @@ pub struct Row {
     /// The followed plan's predicted exposed transfer time per step, in seconds, to set
     /// beside the measured `exposed_per_step`.
     pub predicted_exposed_per_step: Option<f64>,
+    /// The allocator's reserved peak in bytes over the measured steps, every stream
+    /// burn-swap uses added up (CubeCL backends; for the unwrapped row, what its pools hold
+    /// at the end of its run, which they never give back during it).
+    pub reserved_bytes: Option<u64>,
+    /// Cleanups per measured step that burn-swap made because the allocator reserved more
+    /// than the budget (CubeCL backends).
+    pub cleanups_per_step: Option<f64>,
     /// Why it could not run, if it could not.
     pub error: Option<String>,
 }
@@ -259,7 +266,10 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     // one run of the unwrapped backend is thrown away, and it is measured again at the end
     // (the last row) to show the drift of the machine over the whole run.
     step_times::<Autodiff<I>>(&plan.workload, device, total);
+    // Every stream's pools emptied, so that what the unwrapped run reserves is its own.
+    <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
     let first = unbudgeted(false);
+    let unwrapped_reserved = burn_swap::unstable::allocator_usage::<I>(device).map(|u| u.reserved);
     let (unwrapped, unwrapped_spread) = steady(first.times);
     let mut rows = vec![Row {
         config: "unwrapped".into(),
@@ -277,9 +287,14 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         plan: None,
         predicted_peak_bytes: None,
         predicted_exposed_per_step: None,
+        reserved_bytes: unwrapped_reserved,
+        cleanups_per_step: None,
         error: None,
     }];
+    <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
     let checkpointed = unbudgeted(true);
+    let checkpointed_reserved =
+        burn_swap::unstable::allocator_usage::<I>(device).map(|u| u.reserved);
     let faults = checkpointed.faults_per_step;
     let (checkpointed, checkpointed_spread) = steady(checkpointed.times);
     let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
@@ -299,6 +314,8 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         plan: None,
         predicted_peak_bytes: None,
         predicted_exposed_per_step: None,
+        reserved_bytes: checkpointed_reserved,
+        cleanups_per_step: None,
         error: None,
     });
 
@@ -332,6 +349,8 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                 burn_swap::configure(device, SwapConfig::budget_bytes(budget).with_policy(policy))
                     .expect("a positive budget is valid");
                 burn_swap::restart_trace(device);
+                // Each run's pools start empty, so that its reserved peak is its own.
+                <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
                 let workload = plan.workload;
                 let result = guarded(|| {
                     measure_steps::<Autodiff<Swap<I>>>(&workload, device, total, plan.warm_up)
@@ -398,6 +417,8 @@ fn budgeted_row(
         plan: None,
         predicted_peak_bytes: None,
         predicted_exposed_per_step: None,
+        reserved_bytes: None,
+        cleanups_per_step: None,
         error: Some(error),
     };
     let runs = match runs.into_iter().collect::<Result<Vec<_>, _>>() {
@@ -444,6 +465,13 @@ fn budgeted_row(
             .plan_chosen
             .as_ref()
             .and(last.predicted_exposed_seconds),
+        reserved_bytes: runs
+            .iter()
+            .filter_map(|(_, r)| r.allocator_peak.map(|a| a.reserved))
+            .max(),
+        cleanups_per_step: last
+            .allocator_peak
+            .map(|_| sum(&|r| r.allocator_cleanups as f64) / n),
         error: None,
     }
 }
@@ -502,12 +530,12 @@ pub fn csv(rows: &[Row]) -> String {
         "config,budget_fraction,median_step_ms,spread,time_ratio,peak_bytes,memory_ratio,\
          offloaded_per_step,fetched_per_step,exposed_ms_per_step,page_faults_per_step,\
          exposed_fetch_ms,exposed_prefetch_ms,exposed_room_ms,exposed_offload_ms,plan,predicted_peak_bytes,\
-         predicted_exposed_ms_per_step,error\n",
+         predicted_exposed_ms_per_step,reserved_bytes,cleanups_per_step,error\n",
     );
     let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{},{},{},{},{},{}\n",
             r.config,
             opt(r.budget_fraction, 1.0),
             opt(r.median_step, 1e3),
@@ -528,6 +556,8 @@ pub fn csv(rows: &[Row]) -> String {
             r.predicted_peak_bytes
                 .map_or(String::new(), |p| p.to_string()),
             opt(r.predicted_exposed_per_step, 1e3),
+            r.reserved_bytes.map_or(String::new(), |b| b.to_string()),
+            opt(r.cleanups_per_step, 1.0),
             r.error.as_deref().unwrap_or("").replace(',', ";")
         ));
     }
@@ -551,6 +581,8 @@ pub fn table(rows: &[Row]) -> String {
         "pred/meas peak",
         "pred wait",
         "faults",
+        "reserved B",
+        "cleanups/step",
     ]);
     for r in rows {
         let budget = r
@@ -584,6 +616,9 @@ pub fn table(rows: &[Row]) -> String {
                 r.predicted_exposed_per_step
                     .map_or("-".into(), |w| format!("{:.2}", w * 1e3)),
                 r.faults_per_step.map_or("-".into(), |f| format!("{f:.0}")),
+                r.reserved_bytes.map_or("-".into(), |b| b.to_string()),
+                r.cleanups_per_step
+                    .map_or("-".into(), |c| format!("{c:.1}")),
             ],
             _ => vec![
                 r.config.clone(),

@@ -22,6 +22,8 @@
 //! behind them), `gpt2-small`.
 //!
 //! `--quick` (CI): a tiny MLP, 4 warm-up and 6 measured steps, budgets 100, 50 and 25%.
+//! On CubeCL backends (`--device wgpu|cuda`) each row also gives the allocator's reserved
+//! peak over the measured steps (every stream burn-swap uses) and the cleanups per step.
 //! `SWAP_BENCH_REPORTS=1` prints each budgeted row's burn-swap report on stderr (the plan's
 //! choices, its moves and recomputes, the waits by cause).
 //! Prints the table last.
