@@ -166,6 +166,8 @@ pub(crate) struct Pools {
     after_cleanup: u64,
     /// Cleanups made because the reserved bytes exceeded the budget.
     pub cleanups: u64,
+    /// CubeCL's pool sets per device (0 until read).
+    sets: u64,
 }
 
 impl Pools {
@@ -268,42 +270,62 @@ impl Pools {
         self.total(workers)
     }
 
-    /// Every stream burn-swap ran device work on, with its figures as last read.
+    /// Every stream burn-swap ran device work on, with its figures as last read (for the
+    /// report).
     pub fn streams(&self, workers: &WorkerPools) -> Vec<StreamUsage> {
         let sets = pool_sets();
-        let mut seen: Vec<u64> = Vec::new();
-        let mut out = Vec::new();
-        let mut add = |role, stream: u64, usage| {
-            let set = stream % sets;
-            let shared = seen.contains(&set);
-            seen.push(set);
-            out.push(StreamUsage {
+        let all: Vec<_> = self.each_stream(workers).collect();
+        all.iter()
+            .enumerate()
+            .map(|(i, &(role, stream, usage))| StreamUsage {
                 role,
                 stream,
-                shared,
+                shared: all[..i].iter().any(|s| s.1 % sets == stream % sets),
                 usage,
-            });
-        };
-        for c in &self.compute {
-            add(StreamRole::Compute, c.stream, c.usage);
-        }
-        for (worker, role) in [
-            (Worker::Send, StreamRole::Send),
-            (Worker::Receive, StreamRole::Receive),
-        ] {
-            if let Some((stream, usage)) = workers.read(worker) {
-                add(role, stream, usage);
-            }
-        }
-        out
+            })
+            .collect()
     }
 
-    /// The figures of every pool set burn-swap's streams use, each added once.
-    fn total(&self, workers: &WorkerPools) -> AllocatorUsage {
-        self.streams(workers)
+    /// The compute streams, then each worker's once it has read its figures.
+    fn each_stream<'a>(
+        &'a self,
+        workers: &'a WorkerPools,
+    ) -> impl Iterator<Item = (StreamRole, u64, AllocatorUsage)> + 'a {
+        let compute = self
+            .compute
             .iter()
-            .filter(|s| !s.shared)
-            .fold(AllocatorUsage::default(), |sum, s| sum + s.usage)
+            .map(|c| (StreamRole::Compute, c.stream, c.usage));
+        let workers = [
+            (Worker::Send, StreamRole::Send),
+            (Worker::Receive, StreamRole::Receive),
+        ]
+        .into_iter()
+        .filter_map(|(worker, role)| {
+            workers
+                .read(worker)
+                .map(|(stream, usage)| (role, stream, usage))
+        });
+        compute.chain(workers)
+    }
+
+    /// The figures of every pool set burn-swap's streams use, each added once (read after
+    /// every op: no allocation; the streams are a handful).
+    fn total(&mut self, workers: &WorkerPools) -> AllocatorUsage {
+        if self.sets == 0 {
+            self.sets = pool_sets();
+        }
+        let sets = self.sets;
+        let mut sum = AllocatorUsage::default();
+        for (i, (_, stream, usage)) in self.each_stream(workers).enumerate() {
+            let counted = self
+                .each_stream(workers)
+                .take(i)
+                .any(|(_, other, _)| other % sets == stream % sets);
+            if !counted {
+                sum = sum + usage;
+            }
+        }
+        sum
     }
 }
 
