@@ -17,6 +17,8 @@
 //! - [`follow`]: following the plan: planning once per profiled schedule, taking the
 //!   program's steps after each op, and seed 003's waits on the compute side;
 //! - [`links`]: measuring the copy throughput between the device and the host;
+//! - [`memory`]: the allocator's pools: their figures after each op, the budget followed in
+//!   what they reserve;
 //! - [`api`]: what the client calls besides ops: data in and out, moves between devices,
 //!   reconfiguration, the figures for the report;
 //! - [`native`]: ops that run natively on the inner backend, outside burn-router.
@@ -31,6 +33,7 @@ mod follow;
 mod groups;
 mod links;
 pub(crate) use links::HANDOVER_OVERRIDE;
+mod memory;
 mod moves;
 mod native;
 mod recipes;
@@ -834,49 +837,6 @@ impl<B: BackendIr> Engine<B> {
                 self.now
             );
         }
-    }
-
-    /// Reads the allocator's figures: every stream burn-swap runs device work on, each pool
-    /// set once; cleans them up when they reserve more than the budget (`super::pools`).
-    fn sample_allocator(&mut self) {
-        let Some((read, left)) =
-            self.pools
-                .sample::<B>(self.handles.device(), self.transfers.pools(), self.budget())
-        else {
-            return;
-        };
-        self.counters.allocator = Some(left);
-        self.counters.allocator_peak = Some(
-            self.counters
-                .allocator_peak
-                .map_or(read, |peak| peak.max(read)),
-        );
-    }
-
-    /// Puts the allocator's pools in step with a budget that changed from `previous`: exact-size
-    /// buffers while a budget is set, and the idle ones given back when it is set or lowered.
-    pub(super) fn follow_budget_in_pools(&mut self, previous: Option<u64>) {
-        if !self.allocator {
-            return;
-        }
-        let budget = self.budget();
-        let device = self.handles.device().clone();
-        self.pools
-            .set_exact::<B>(budget.is_some(), self.transfers.pools(), &device);
-        if budget.is_some_and(|b| previous.is_none_or(|p| b < p)) {
-            self.allocator_cleanup();
-        }
-    }
-
-    /// Gives the idle buffers and free pages of every stream burn-swap uses back to the
-    /// device (`Backend::memory_cleanup` of `Swap`).
-    pub fn allocator_cleanup(&mut self) {
-        if !self.allocator {
-            return;
-        }
-        let device = self.handles.device().clone();
-        let left = self.pools.cleanup::<B>(&device, self.transfers.pools());
-        self.counters.allocator = Some(left);
     }
 
     /// Whether the op in progress reads an input for the last time.
