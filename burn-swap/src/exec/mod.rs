@@ -15,6 +15,7 @@ mod interpreter;
 pub(crate) use interpreter::fresh_id;
 mod layout;
 pub(crate) mod peers;
+mod plans;
 pub(crate) mod pools;
 mod ports;
 pub(crate) mod residency;

@@ -40,7 +40,7 @@ impl<B: BackendIr> Engine<B> {
         // made yet.
         let period = self.recorder.period();
         self.drop_stale_plan();
-        let program = self.program.as_ref().map(|a| &a.program);
+        let program = self.plans.program();
         Figures {
             config: self.config.clone(),
             budget: self.budget(),
@@ -82,8 +82,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Drops the plan in force and what the report says of it.
     pub(super) fn forget_plan(&mut self) {
-        self.program = None;
-        self.planned_for = None;
+        self.plans.forget();
         self.counters.predicted_peak = None;
         self.counters.predicted_pool = None;
         self.counters.planned_period = None;

@@ -6,14 +6,11 @@ use std::time::Instant;
 
 use burn_ir::{BackendIr, TensorId};
 
-use super::{Active, Engine};
+use super::Engine;
 use crate::exec::counters::Wait;
+use crate::exec::plans::{Active, REPLANS};
 use crate::exec::residency::State;
 use crate::plan::program::{Port, Step};
-
-/// Plans made again, at the end of each following iteration, while a schedule's plan does
-/// not fit its budget.
-const REPLANS: u8 = 2;
 
 impl<B: BackendIr> Engine<B> {
     /// Takes the plan's steps after the op that ran last, plans when a new schedule was
@@ -29,12 +26,12 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         if pos + 1 == self.recorder_period() {
-            if self.program.is_some() {
+            if self.plans.active.is_some() {
                 self.counters.planned_iterations += 1;
             }
             self.maybe_plan();
         }
-        let Some(active) = self.program.as_mut() else {
+        let Some(active) = self.plans.active.as_mut() else {
             return;
         };
         if pos >= active.program.period {
@@ -44,17 +41,19 @@ impl<B: BackendIr> Engine<B> {
         for &step in &steps {
             self.take_step(step);
         }
-        if let Some(active) = self.program.as_mut() {
+        if let Some(active) = self.plans.active.as_mut() {
             active.program.after[pos] = steps;
         }
-        self.await_fetches((pos + 1) % self.program.as_ref().map_or(1, |a| a.program.period));
+        self.await_fetches((pos + 1) % self.plans.active.as_ref().map_or(1, |a| a.program.period));
     }
 
     /// Drops the plan when the loop's schedule changed since it was made (a longer period
     /// found, a resync after a one-off op): it speaks of another schedule's ops, and is
     /// neither followed nor reported until one is made for the schedule in force.
     pub(super) fn drop_stale_plan(&mut self) {
-        if self.planned_for.is_some() && self.recorder.schedule_key() != self.planned_for {
+        if self.plans.planned_for.is_some()
+            && self.recorder.schedule_key() != self.plans.planned_for
+        {
             self.forget_plan();
         }
     }
@@ -71,7 +70,7 @@ impl<B: BackendIr> Engine<B> {
                 } else {
                     self.start_offload(id)
                 };
-                if started && let Some(active) = self.program.as_mut() {
+                if started && let Some(active) = self.plans.active.as_mut() {
                     active.tags.insert(tag, id);
                 }
             }
@@ -81,7 +80,7 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
             Step::Prefetch { tag, inline } => {
-                let Some(active) = self.program.as_mut() else {
+                let Some(active) = self.plans.active.as_mut() else {
                     return;
                 };
                 let Some(id) = active.tags.remove(&tag) else {
@@ -103,7 +102,7 @@ impl<B: BackendIr> Engine<B> {
     /// reads must have landed (`Program::fetch_waits`). A fetch that failed surfaces at the
     /// op's own use of the tensor.
     fn await_fetches(&mut self, pos: usize) {
-        let Some(active) = self.program.as_mut() else {
+        let Some(active) = self.plans.active.as_mut() else {
             return;
         };
         let Some(tags) = active.program.fetch_waits.get(pos) else {
@@ -148,20 +147,20 @@ impl<B: BackendIr> Engine<B> {
         let Some(budget) = self.budget() else {
             return;
         };
-        if self.planned_for == Some(key) {
+        if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
             // an optimizer's first step), so which tensors it carries to the next is unknown
             // there, and those cannot be planned to leave across the boundary.
-            let fits = self.program.as_ref().is_some_and(|a| a.program.fits);
-            if fits || self.replans == 0 {
+            let fits = self.plans.active.as_ref().is_some_and(|a| a.program.fits);
+            if fits || self.plans.replans == 0 {
                 return;
             }
-            self.replans -= 1;
+            self.plans.replans -= 1;
         } else {
-            self.replans = REPLANS;
+            self.plans.replans = REPLANS;
         }
-        self.planned_for = Some(key);
+        self.plans.planned_for = Some(key);
         let start = Instant::now();
         let Some(trace) = self.recorder.trace() else {
             return;
@@ -189,7 +188,7 @@ impl<B: BackendIr> Engine<B> {
         self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
         self.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
-        self.program = Some(Active {
+        self.plans.active = Some(Active {
             program,
             tags: Default::default(),
             fetching: Default::default(),

@@ -47,13 +47,13 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 
 use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
+use super::plans::Plans;
 use super::ports;
 use super::residency::{Dims, Entry, Group, Recipe, Remake, Residency};
 use super::transfer::Transfers;
 use super::{bytes_of, bytes_of_dims};
 use crate::config::SwapConfig;
 use crate::error::SwapError;
-use crate::plan::program::Program;
 use crate::plan::reactive::{Candidate, LinkModel};
 use crate::plan::views::{self, ViewKeep};
 use crate::trace::recorder::{OpCounters, Recorder};
@@ -88,12 +88,7 @@ pub(crate) struct Engine<B: BackendIr> {
     /// The send and receive workers.
     transfers: Transfers<B>,
     /// The plan being followed, and the schedule it was made for.
-    program: Option<Active>,
-    /// The schedule last planned for (planned once per schedule, and again at the end of
-    /// the next iterations while its plan does not fit: see [`REPLANS`]).
-    planned_for: Option<(usize, u64)>,
-    /// Plans left for the schedule planned for while its plan does not fit.
-    replans: u8,
+    plans: Plans,
     /// Prefetches that found no room yet, retried after each op.
     deferred: Vec<TensorId>,
     /// What was moved since the last op was recorded (for the trace's per-op events).
@@ -174,14 +169,6 @@ struct OpScratch {
     view_source: Option<super::residency::Remake>,
 }
 
-/// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
-struct Active {
-    program: Program,
-    tags: hashbrown::HashMap<u32, TensorId>,
-    /// The tensors whose planned prefetch started, by tag, until an op waited for them.
-    fetching: hashbrown::HashMap<u32, TensorId>,
-}
-
 impl<B: BackendIr> Engine<B> {
     pub fn new(device: B::Device, config: SwapConfig, budget: Option<u64>) -> Self {
         let transfers = Transfers::default();
@@ -207,9 +194,7 @@ impl<B: BackendIr> Engine<B> {
             now: 0,
             links: None,
             transfers,
-            program: None,
-            planned_for: None,
-            replans: 0,
+            plans: Plans::default(),
             deferred: Vec::new(),
             codec_bandwidth: None,
             events: Default::default(),
@@ -584,7 +569,7 @@ impl<B: BackendIr> Engine<B> {
         // anything and no buffer of the unwrapped run shared: nothing to keep (every op of
         // an unbudgeted run on dense tensors).
         if !strided
-            && self.program.is_none()
+            && self.plans.active.is_none()
             && self.view_sources.is_empty()
             && !self.residency.any_pinned()
             && !self.residency.any_origin()
@@ -813,7 +798,7 @@ impl<B: BackendIr> Engine<B> {
         // Without a budget there is nothing to plan, and nothing planned is pending.
         if self.config.policy.planned()
             && self.tracing()
-            && (self.budget.is_some() || self.program.is_some() || !self.deferred.is_empty())
+            && (self.budget.is_some() || self.plans.active.is_some() || !self.deferred.is_empty())
         {
             self.follow_plan();
         }

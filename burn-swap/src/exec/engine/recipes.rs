@@ -16,7 +16,7 @@ impl<B: BackendIr> Engine<B> {
     /// Whether the plan keeps a recipe for the output of the op recorded last.
     #[inline]
     pub(super) fn wants_recipe(&self) -> bool {
-        let Some(active) = &self.program else {
+        let Some(active) = &self.plans.active else {
             return false;
         };
         let Some(pos) = self.recorder.position_of_last() else {
