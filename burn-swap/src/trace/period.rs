@@ -149,6 +149,99 @@ pub fn phase(periodicity: Periodicity, live_before: &[u64]) -> usize {
         .unwrap_or(start)
 }
 
+/// One tensor's life in a log of ops, by op index in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Life {
+    /// Its bytes.
+    pub bytes: u64,
+    /// The op that computed it; `None`: made before the log, or uploaded (a data loader's
+    /// batch may be uploaded long before the iteration that reads it).
+    pub made: Option<usize>,
+    /// The op that ended it (its last use, or its drop); `None`: alive past the log.
+    pub ended: Option<usize>,
+}
+
+/// Bytes by which the live bytes at consecutive boundaries may differ, or tensors live at a
+/// boundary may outlive the next, without counting against a period: a part in this many of
+/// the bytes live at the boundary, plus [`SLACK_BYTES`] (a loss kept every step).
+const SLACK_PARTS: u64 = 1024;
+/// See [`SLACK_PARTS`].
+const SLACK_BYTES: u64 = 256;
+/// Boundaries judged: the last of the stretch.
+const JUDGED_BOUNDARIES: usize = 9;
+
+/// Whether the iterations that `period` places on a stretch of a log, from the boundary
+/// `first` to `end`, are whole iterations of the training loop rather than a loop inside one
+/// (an RNN's time steps, identical layers, an optimizer's per-parameter updates), which
+/// repeat just as exactly while they run.
+///
+/// A training iteration ends with everything it computed for itself dead: what lives across
+/// its boundary is what the next iteration reads and replaces (parameters, optimizer state),
+/// so no tensor it computed and left live at a boundary outlives the next one, and the bytes
+/// live at each boundary stay level. A loop inside the iteration breaks one or the other:
+/// the forward pass's steps keep their activations for the backward pass (the bytes at each
+/// boundary grow, and the activations outlive many boundaries), the backward pass's steps
+/// free them (the bytes shrink), and an optimizer's steps leave the parameters not yet
+/// updated live across many boundaries. A period is refused when the live bytes move the
+/// same way at every pair of judged boundaries by more than the slack, or when at one of them
+/// the computed tensors live there that end after the next hold more than the slack. (A
+/// data loader's batches are uploads, not counted: one may be uploaded iterations ahead.)
+///
+/// `live_before[i]` is the bytes live before op `i` of the log; `lives` the tensors seen in
+/// it (`None` skips the second test: the stretch was recorded without its tensors). The last
+/// few boundaries `first`, `first + period`, ... before `end` are judged; with fewer than
+/// two the period stands.
+pub fn closes_iterations(
+    period: usize,
+    first: usize,
+    end: usize,
+    live_before: &[u64],
+    lives: Option<&[Life]>,
+) -> bool {
+    if period == 0 {
+        return true;
+    }
+    let all: Vec<usize> = (first..end.min(live_before.len()))
+        .step_by(period)
+        .collect();
+    // The last few boundaries: what the loop does now, in time linear in the log.
+    let boundaries = &all[all.len().saturating_sub(JUDGED_BOUNDARIES)..];
+    if boundaries.len() < 2 {
+        return true;
+    }
+    let slack = |b: usize| live_before[b] / SLACK_PARTS + SLACK_BYTES;
+    let pairs = boundaries.windows(2);
+    let grows = pairs
+        .clone()
+        .all(|w| live_before[w[1]] > live_before[w[0]] + slack(w[0]));
+    let shrinks = pairs
+        .clone()
+        .all(|w| live_before[w[1]] + slack(w[0]) < live_before[w[0]]);
+    if grows || shrinks {
+        return false;
+    }
+    let Some(lives) = lives else {
+        return true;
+    };
+    // Computed bytes live at each judged boundary (before its op) that end after the next.
+    let judged = &boundaries[..boundaries.len() - 1];
+    let mut outliving = vec![0u64; judged.len()];
+    for life in lives {
+        let (Some(made), Some(ended)) = (life.made, life.ended) else {
+            continue;
+        };
+        for (k, &b) in judged.iter().enumerate() {
+            if made < b && ended >= b + period {
+                outliving[k] += life.bytes;
+            }
+        }
+    }
+    judged
+        .iter()
+        .zip(&outliving)
+        .all(|(&b, &bytes)| bytes <= slack(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,5 +355,79 @@ mod tests {
         };
         let live = [0, 0, 50, 70, 10, 60, 50, 70, 10, 60];
         assert_eq!(phase(p, &live), 4);
+    }
+
+    /// Boundaries every `period` ops from 0 with the given live bytes at each (the ops
+    /// between them at the level of the boundary before).
+    fn levels(period: usize, at_boundaries: &[u64]) -> Vec<u64> {
+        at_boundaries
+            .iter()
+            .flat_map(|&l| std::iter::repeat_n(l, period))
+            .collect()
+    }
+
+    #[test]
+    fn a_training_iteration_closes_and_loops_inside_it_do_not() {
+        // Parameters (1,000 bytes) made by one iteration's update, read and replaced by the
+        // next: live across one boundary each.
+        let period = 4;
+        let params = |k: usize| Life {
+            bytes: 1000,
+            made: Some(k * period + 3),
+            ended: Some((k + 1) * period + 3),
+        };
+        let lives: Vec<Life> = (0..3).map(params).collect();
+        let live = levels(period, &[1000, 1000, 1000, 1000]);
+        assert!(closes_iterations(
+            period,
+            0,
+            live.len(),
+            &live,
+            Some(&lives)
+        ));
+        // A loss kept every step: within the slack; a data loader's batch on either side of
+        // the boundary: the bytes do not move one way.
+        let live = levels(period, &[1000, 1004, 1008, 1012, 1016]);
+        assert!(closes_iterations(
+            period,
+            0,
+            live.len(),
+            &live,
+            Some(&lives)
+        ));
+        let live = levels(period, &[1000, 1200, 1000, 1200, 1000]);
+        assert!(closes_iterations(
+            period,
+            0,
+            live.len(),
+            &live,
+            Some(&lives)
+        ));
+        // The forward pass's steps: each keeps its activations (the bytes grow).
+        let live = levels(period, &[1000, 1400, 1800, 2200]);
+        assert!(!closes_iterations(period, 0, live.len(), &live, None));
+        // The backward pass's steps free them (the bytes shrink).
+        let live = levels(period, &[2200, 1800, 1400, 1000]);
+        assert!(!closes_iterations(period, 0, live.len(), &live, None));
+        // An optimizer's per-parameter steps with the bytes level: each updates one of
+        // several parameters; the others stay live across many boundaries.
+        // (The first iteration's four ops made them; the loop starts at op 4.)
+        let live = levels(period, &[3000, 3000, 3000, 3000, 3000]);
+        let parameters: Vec<Life> = (0..3)
+            .map(|j| Life {
+                bytes: 1000,
+                made: Some(j),
+                ended: Some(4 + j * period + 1),
+            })
+            .collect();
+        assert!(!closes_iterations(
+            period,
+            4,
+            live.len(),
+            &live,
+            Some(&parameters)
+        ));
+        // The same without the tensors: only the level is judged.
+        assert!(closes_iterations(period, 4, live.len(), &live, None));
     }
 }

@@ -647,6 +647,15 @@ impl Recorder {
             },
             &live,
         );
+        if !self.closes_iterations(found, boundary, &live) {
+            // A loop inside the iteration: the schedule in force (if any) stays, and the
+            // iteration's own period is found once two of them are in the window.
+            tracing::debug!(
+                period = found.period,
+                "burn-swap: a period inside the training iteration passed over"
+            );
+            return;
+        }
         let schedule = Schedule {
             period: found.period,
             anchor: self.base + boundary as u64,
@@ -670,6 +679,52 @@ impl Recorder {
             start
         };
         self.schedule = Some(schedule);
+    }
+
+    /// Whether `found`, with its first boundary before window op `boundary`, is the training
+    /// loop's iteration and not a loop inside it ([`period::closes_iterations`]).
+    fn closes_iterations(&self, found: period::Stretch, boundary: usize, live: &[u64]) -> bool {
+        let end = found.end.min(self.ops.len());
+        let lean = self.ops[..end].iter().any(|o| o.lean);
+        let lives = (!lean).then(|| self.lives(end));
+        period::closes_iterations(found.period, boundary, end, live, lives.as_deref())
+    }
+
+    /// The lives of the tensors the window's first `end` ops touch, by op index in the
+    /// window; uploads (`Init`, `Read`) count as made before it.
+    fn lives(&self, end: usize) -> Vec<period::Life> {
+        let kind = |name: &str| self.kinds.names.iter().position(|n| n == name);
+        let drop = kind("Drop");
+        let uploads = [kind("Init"), kind("Read")];
+        let mut lives: Vec<period::Life> = Vec::new();
+        let mut index_of: HashMap<TensorId, usize> = HashMap::new();
+        for (i, op) in self.ops[..end].iter().enumerate() {
+            let kind = Some(op.kind as usize);
+            let is_drop = drop == kind;
+            for t in &self.tensors[op.inputs.start as usize..op.inputs.end as usize] {
+                let at = *index_of.entry(t.id).or_insert_with(|| {
+                    lives.push(period::Life {
+                        bytes: t.bytes,
+                        made: None,
+                        ended: None,
+                    });
+                    lives.len() - 1
+                });
+                if t.last_use || is_drop {
+                    lives[at].ended = Some(i);
+                }
+            }
+            let made = (!uploads.contains(&kind)).then_some(i);
+            for t in &self.tensors[op.outputs.start as usize..op.outputs.end as usize] {
+                index_of.insert(t.id, lives.len());
+                lives.push(period::Life {
+                    bytes: t.bytes,
+                    made,
+                    ended: None,
+                });
+            }
+        }
+        lives
     }
 
     /// The period of the window's ops without the ones that move data rather than compute
