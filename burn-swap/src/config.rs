@@ -191,6 +191,15 @@ pub struct SwapConfig {
     /// fails with [`crate::SwapError::HostFull`]. `None`: unlimited.
     #[serde(default)]
     pub(crate) host_budget: Option<u64>,
+    /// Whether plans are made on a planner thread while the ops go on under the reactive
+    /// fallback (the default), or on the op's thread at the end of the iteration profiled
+    /// (the op waits; the plan is followed from the next iteration, every run alike).
+    #[serde(default = "yes")]
+    pub(crate) background_planning: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A peer that takes offloaded tensors: its capacity for them and the bandwidth of the link
@@ -259,6 +268,7 @@ impl Default for SwapConfig {
             transfer_jitter_micros: 0,
             peers: Vec::new(),
             host_budget: None,
+            background_planning: true,
         }
     }
 }
@@ -305,6 +315,12 @@ impl SwapConfig {
         self.transfer_jitter_micros
     }
 
+    /// Whether plans are made on a planner thread of their own (see
+    /// [`SwapConfig::with_background_planning`]).
+    pub fn background_planning(&self) -> bool {
+        self.background_planning
+    }
+
     /// The peers offloads go to (empty: host memory only).
     pub fn peers(&self) -> &[PeerSpec] {
         &self.peers
@@ -323,6 +339,16 @@ impl SwapConfig {
     /// Replaces the budget.
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// Makes plans on a planner thread while the ops go on under the reactive fallback
+    /// (`true`, the default: the op's thread never waits for a plan, which takes over at the
+    /// first iteration end after it is ready), or on the op's thread at the end of the
+    /// iteration it is made from (`false`: the op waits, and every run follows the plan from
+    /// the same iteration on, which tests and measurements of a plan's effect want).
+    pub fn with_background_planning(mut self, background: bool) -> Self {
+        self.background_planning = background;
         self
     }
 

@@ -60,7 +60,8 @@ pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
-    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, Report, StreamRole, StreamUsage,
+    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanTakeover, Report,
+    StreamRole, StreamUsage,
 };
 pub use trace::Trace;
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
-pub use crate::exec::{AllocatorUsage, PeerStat, StreamRole, StreamUsage};
+pub use crate::exec::{AllocatorUsage, PeerStat, PlanTakeover, StreamRole, StreamUsage};
 pub use crate::plan::PlanChoice;
 use crate::trace::IterationPeak;
 
@@ -121,8 +121,22 @@ pub struct Report {
     /// Iterations of the training loop that ended under a plan followed since its schedule
     /// was found: how much of the run the plans steered (the others ran on the fallback).
     pub planned_iterations: u64,
-    /// Seconds spent planning, in total.
+    /// Seconds the planners took, in total (on the planner thread: see
+    /// [`crate::SwapConfig::with_background_planning`]).
     pub planning_seconds: f64,
+    /// Of the op threads' time, the seconds spent on planning: handing each plan's trace to
+    /// the planner (and the planning itself when it runs on the op's thread).
+    #[serde(default)]
+    pub planning_op_thread_seconds: f64,
+    /// Plans taken back, at once, from those kept for a schedule that ran before (a loop
+    /// that alternates schedules plans each once).
+    #[serde(default)]
+    pub plans_reused: u64,
+    /// When each plan took over (the latest 32): the op, its schedule's period, whether it
+    /// was kept from before, how long it took to make and how many iterations ran under
+    /// the fallback meanwhile.
+    #[serde(default)]
+    pub plan_takeovers: Vec<PlanTakeover>,
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
     /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,
@@ -303,6 +317,9 @@ impl Report {
             plans: c.plans,
             planned_iterations: c.planned_iterations,
             planning_seconds: seconds(c.planning_nanos),
+            planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
+            plans_reused: c.plans_reused,
+            plan_takeovers: c.plan_takeovers.clone(),
             predicted_peak_bytes: c.predicted_peak,
             predicted_pool_bytes: c.predicted_pool,
             planned_period: c.planned_period,
@@ -481,17 +498,18 @@ impl Report {
         row(
             "plan",
             format!(
-                "{} off + {} rec, {:.1} ms",
+                "{} off + {} rec, {:.1} ms planning ({:.1} ms of it on the op thread)",
                 self.planned_offloads,
                 self.planned_recomputes,
-                self.planning_seconds * 1e3
+                self.planning_seconds * 1e3,
+                self.planning_op_thread_seconds * 1e3
             ),
         );
         row(
             "followed",
             format!(
-                "{} iterations of {} plans",
-                self.planned_iterations, self.plans
+                "{} iterations of {} plans made, {} kept plans reused",
+                self.planned_iterations, self.plans, self.plans_reused
             ),
         );
         let pool = self

@@ -37,7 +37,16 @@ pub(crate) struct Counters {
     pub plans: u64,
     /// Iterations whose last op ran while a plan was followed.
     pub planned_iterations: u64,
+    /// The planners' own time (on the planner thread, or on the op's thread when planning
+    /// there).
     pub planning_nanos: u64,
+    /// The op's thread's time spent planning: the trace handed to the planner, and the
+    /// planning itself when it runs there.
+    pub planning_op_thread_nanos: u64,
+    /// Plans taken back from those kept for a schedule seen before.
+    pub plans_reused: u64,
+    /// When each plan took over, the latest [`TAKEOVERS_KEPT`].
+    pub plan_takeovers: Vec<PlanTakeover>,
     pub predicted_peak: Option<u64>,
     pub predicted_pool: Option<u64>,
     /// The period of the schedule the plan in force was made for.
@@ -54,6 +63,26 @@ pub(crate) struct Counters {
     pub codec_nanos: u64,
     /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
     pub moves: hashbrown::HashMap<(super::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
+}
+
+/// Takeovers kept in the counters (the latest).
+pub(crate) const TAKEOVERS_KEPT: usize = 32;
+
+/// A plan taking over: where, for which schedule, and what it cost to have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanTakeover {
+    /// The op (counted from the device's first) after which the plan took over: the end of an
+    /// iteration of its schedule.
+    pub op: u64,
+    /// The period, in ops, of the schedule it is followed in.
+    pub period: usize,
+    /// Whether it was a plan kept for this schedule (made when it ran before) rather than a
+    /// new one.
+    pub reused: bool,
+    /// Seconds the planner took to make it (0 for a kept plan).
+    pub planning_seconds: f64,
+    /// Iterations of its schedule that ran under the fallback while it was made.
+    pub waited_iterations: u64,
 }
 
 /// Why an op waited on transfers (the exposed wait's causes, in the report).

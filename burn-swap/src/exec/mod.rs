@@ -88,7 +88,7 @@ fn quantized_bytes(
     (values + params * param_bytes) as u64
 }
 
-pub use counters::{AllocatorUsage, PeerStat};
+pub use counters::{AllocatorUsage, PeerStat, PlanTakeover};
 pub use pools::{StreamRole, StreamUsage};
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a

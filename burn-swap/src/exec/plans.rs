@@ -1,8 +1,22 @@
-//! The plans of one device as the executor holds them: the program followed, the schedule it
-//! was made for, and how many times a plan that does not fit is made again.
+//! The plans of one device as the executor holds them: the program followed and the schedule
+//! it was made for, the plans kept for schedules seen before, and the plan being made on a
+//! thread of its own.
 //!
 //! The plans themselves are made by `crate::plan::build`, a pure function of a trace; this
-//! type only keeps them.
+//! type only keeps them and runs that function where the op's thread does not wait for it.
+//!
+//! - **Kept per schedule.** A plan is kept under its schedule's content (the op signatures of
+//!   one iteration, the budget and the policy): a loop whose schedule changes and comes back
+//!   (evaluation between epochs, a few sequence lengths, a GAN's two steps, a resync after a
+//!   one-off op) gets its plan back at once instead of planning again. At most [`KEPT`]
+//!   plans are kept; the least recently used goes first.
+//! - **Made off the op's path.** The op's thread hands the trace to a planner thread and goes
+//!   on under the reactive fallback; the plan takes over at the first iteration end of the
+//!   schedule it was made for after it is ready (a plan made for a schedule that is no longer
+//!   in force is kept for when it comes back).
+
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use burn_ir::TensorId;
 
@@ -12,6 +26,12 @@ use crate::plan::program::Program;
 /// not fit its budget.
 pub(crate) const REPLANS: u8 = 2;
 
+/// Plans kept for schedules seen before.
+pub(crate) const KEPT: usize = 8;
+
+/// A schedule in force, as the recorder numbers it: `(period, anchor)`.
+pub(crate) type ScheduleKey = (usize, u64);
+
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
 pub(crate) struct Active {
     pub program: Program,
@@ -20,7 +40,56 @@ pub(crate) struct Active {
     pub fetching: hashbrown::HashMap<u32, TensorId>,
 }
 
-/// The plan of one device: the program followed and the schedule it was made for.
+impl Active {
+    fn new(program: Program) -> Self {
+        Self {
+            program,
+            tags: Default::default(),
+            fetching: Default::default(),
+        }
+    }
+}
+
+/// A plan kept for a schedule's content.
+struct Kept {
+    content: u64,
+    program: Program,
+    /// When it was last made or handed out, on [`Plans`]'s clock.
+    used: u64,
+}
+
+/// A plan being made.
+struct Making {
+    key: ScheduleKey,
+    content: u64,
+    /// Iteration ends of the schedule it is made for seen while it was being made.
+    waited: u64,
+    /// The planner thread, or the plan already made (on the op's thread).
+    job: Job,
+}
+
+enum Job {
+    Thread(JoinHandle<Option<Made>>),
+    Done(Made),
+}
+
+/// A plan and the time it took to make.
+pub(crate) struct Made {
+    pub program: Program,
+    pub nanos: u64,
+}
+
+/// A plan that is ready, for the schedule and content it was made for.
+pub(crate) struct Ready {
+    pub key: ScheduleKey,
+    pub content: u64,
+    /// Iteration ends that passed under the fallback while it was made.
+    pub waited: u64,
+    /// `None` when the planner panicked.
+    pub made: Option<Made>,
+}
+
+/// The plans of one device.
 #[derive(Default)]
 pub(crate) struct Plans {
     /// The plan being followed.
@@ -28,9 +97,12 @@ pub(crate) struct Plans {
     /// The schedule last planned for, as `(period, anchor)` (planned once per schedule, and
     /// again at the end of the next iterations while its plan does not fit: see
     /// [`REPLANS`]).
-    pub planned_for: Option<(usize, u64)>,
+    pub planned_for: Option<ScheduleKey>,
     /// Plans left for the schedule planned for while its plan does not fit.
     pub replans: u8,
+    kept: Vec<Kept>,
+    making: Option<Making>,
+    clock: u64,
 }
 
 impl Plans {
@@ -39,9 +111,208 @@ impl Plans {
         self.active.as_ref().map(|a| &a.program)
     }
 
-    /// Forgets the plan and the schedule it was made for.
+    /// Forgets the plan in force and the schedule it was made for (the kept plans and the
+    /// one being made stay: each is for a content of its own).
     pub fn forget(&mut self) {
         self.active = None;
         self.planned_for = None;
+    }
+
+    /// Follows `program` from now on.
+    pub fn follow(&mut self, program: Program) {
+        self.active = Some(Active::new(program));
+    }
+
+    /// The plan kept for `content`, if any.
+    pub fn kept(&mut self, content: u64) -> Option<Program> {
+        self.clock += 1;
+        let clock = self.clock;
+        let kept = self.kept.iter_mut().find(|k| k.content == content)?;
+        kept.used = clock;
+        Some(kept.program.clone())
+    }
+
+    /// Keeps `program` for `content`, in place of any plan kept for it; past [`KEPT`] plans
+    /// the least recently used goes.
+    pub fn keep(&mut self, content: u64, program: &Program) {
+        self.clock += 1;
+        if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
+            kept.program = program.clone();
+            kept.used = self.clock;
+            return;
+        }
+        if self.kept.len() >= KEPT
+            && let Some(oldest) = (0..self.kept.len()).min_by_key(|&i| self.kept[i].used)
+        {
+            self.kept.swap_remove(oldest);
+        }
+        self.kept.push(Kept {
+            content,
+            program: program.clone(),
+            used: self.clock,
+        });
+    }
+
+    /// Whether a plan is being made.
+    pub fn making(&self) -> bool {
+        self.making.is_some()
+    }
+
+    /// Makes a plan with `plan` for the schedule `key` of `content`: on a planner thread
+    /// when `background` is set (and a thread can be started), else here and now.
+    pub fn start(
+        &mut self,
+        key: ScheduleKey,
+        content: u64,
+        background: bool,
+        plan: impl FnOnce() -> Program + Send + 'static,
+    ) {
+        let timed = move || {
+            let start = Instant::now();
+            let program = plan();
+            Made {
+                program,
+                nanos: start.elapsed().as_nanos() as u64,
+            }
+        };
+        let job = if background {
+            // The job goes to the thread once it runs, so that it is still here to run
+            // should no thread start.
+            let (send, receive) = std::sync::mpsc::channel::<Box<dyn FnOnce() -> Made + Send>>();
+            let spawned = std::thread::Builder::new()
+                .name("burn-swap-planner".into())
+                .spawn(move || receive.recv().ok().map(|job| job()));
+            match spawned {
+                Ok(handle) => match send.send(Box::new(timed)) {
+                    Ok(()) => Job::Thread(handle),
+                    Err(returned) => Job::Done((returned.0)()),
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "burn-swap: no planner thread; planning on the op's thread");
+                    Job::Done(timed())
+                }
+            }
+        } else {
+            Job::Done(timed())
+        };
+        self.making = Some(Making {
+            key,
+            content,
+            waited: 0,
+            job,
+        });
+    }
+
+    /// Counts an iteration end of `key`'s schedule passed while its plan is being made.
+    pub fn note_iteration(&mut self, key: ScheduleKey) {
+        if let Some(making) = self.making.as_mut()
+            && making.key == key
+        {
+            making.waited += 1;
+        }
+    }
+
+    /// The plan being made, once it is ready (taken out).
+    pub fn ready(&mut self) -> Option<Ready> {
+        let done = match &self.making.as_ref()?.job {
+            Job::Thread(handle) => handle.is_finished(),
+            Job::Done(_) => true,
+        };
+        if !done {
+            return None;
+        }
+        let making = self.making.take()?;
+        let made = match making.job {
+            Job::Done(made) => Some(made),
+            Job::Thread(handle) => handle.join().ok().flatten(),
+        };
+        Some(Ready {
+            key: making.key,
+            content: making.content,
+            waited: making.waited,
+            made,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(period: usize) -> Program {
+        Program {
+            period,
+            recipes: vec![Vec::new(); period],
+            after: vec![Vec::new(); period],
+            fetch_waits: vec![Vec::new(); period],
+            fits: true,
+            predicted_peak_bytes: 0,
+            predicted_pool_bytes: 0,
+            predicted_exposed_seconds: 0.0,
+            predicted_recompute_seconds: 0.0,
+            choices: Vec::new(),
+            chosen: 0,
+            tagged: Vec::new(),
+            offloads: 0,
+            recomputes: 0,
+        }
+    }
+
+    fn wait_ready(plans: &mut Plans) -> Ready {
+        loop {
+            if let Some(ready) = plans.ready() {
+                return ready;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_schedule_seen_before_gets_its_plan_back_and_the_least_used_goes() {
+        let mut plans = Plans::default();
+        for content in 0..KEPT as u64 {
+            plans.keep(content, &program(content as usize + 1));
+        }
+        // Content 0 is used again: the least recently used is now 1.
+        assert_eq!(plans.kept(0).map(|p| p.period), Some(1));
+        plans.keep(100, &program(100));
+        assert_eq!(plans.kept.len(), KEPT);
+        assert!(plans.kept(1).is_none(), "the least used plan stays");
+        assert_eq!(plans.kept(0).map(|p| p.period), Some(1));
+        assert_eq!(plans.kept(100).map(|p| p.period), Some(100));
+        // A plan made again for a content replaces the one kept.
+        plans.keep(100, &program(7));
+        assert_eq!(plans.kept(100).map(|p| p.period), Some(7));
+        assert_eq!(plans.kept.len(), KEPT);
+    }
+
+    #[test]
+    fn a_plan_made_in_the_background_is_ready_later_with_its_schedule() {
+        let mut plans = Plans::default();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        plans.start((5, 40), 9, true, move || {
+            wait.recv().unwrap();
+            program(5)
+        });
+        assert!(plans.making());
+        // Not ready while the planner works: the op's thread does not wait for it.
+        assert!(plans.ready().is_none());
+        plans.note_iteration((5, 40));
+        plans.note_iteration((6, 0));
+        go.send(()).unwrap();
+        let ready = wait_ready(&mut plans);
+        assert_eq!((ready.key, ready.content, ready.waited), ((5, 40), 9, 1));
+        assert_eq!(ready.made.map(|m| m.program.period), Some(5));
+        assert!(!plans.making());
+    }
+
+    #[test]
+    fn a_plan_made_on_the_op_thread_is_ready_at_once_and_a_panic_is_no_plan() {
+        let mut plans = Plans::default();
+        plans.start((3, 0), 1, false, || program(3));
+        assert!(plans.ready().is_some_and(|r| r.made.is_some()));
+        plans.start((3, 0), 1, true, || panic!("a planner bug"));
+        let ready = wait_ready(&mut plans);
+        assert!(ready.made.is_none());
     }
 }

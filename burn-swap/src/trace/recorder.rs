@@ -941,6 +941,21 @@ impl Recorder {
         (self.profiled && self.healthy()).then_some((s.period, s.anchor))
     }
 
+    /// What the schedule in force does, as one hash: the op signatures of its last complete
+    /// iteration from its boundary, in order. A schedule that comes back (found again after
+    /// another ran, or resynchronised after a one-off op) hashes the same, its boundary
+    /// being placed by the same rule; `None` before an iteration is complete.
+    pub(crate) fn schedule_content(&self) -> Option<u64> {
+        let (_, _, range) = self.last_complete()?;
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let mut hasher = signature::FxHasher::default();
+        hasher.write_usize(local.len());
+        for op in &self.ops[local] {
+            hasher.write_u64(op.signature);
+        }
+        Some(hasher.finish())
+    }
+
     /// The detected period, if any.
     pub(crate) fn period(&mut self) -> Option<usize> {
         self.refresh();

@@ -1,5 +1,6 @@
 //! Following the plan: a plan is made once per profiled schedule (the planners are pure
-//! functions of the trace), and after each op the engine takes the program's steps for it
+//! functions of the trace; `exec::plans` keeps the plans and runs them on a planner
+//! thread), and after each op the engine takes the program's steps for it
 //! (offload, evict, prefetch) and, before the next op, seed 003's compute-side waits.
 
 use std::time::Instant;
@@ -7,10 +8,10 @@ use std::time::Instant;
 use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
-use crate::exec::counters::Wait;
-use crate::exec::plans::{Active, REPLANS};
+use crate::exec::counters::{PlanTakeover, TAKEOVERS_KEPT, Wait};
+use crate::exec::plans::REPLANS;
 use crate::exec::residency::State;
-use crate::plan::program::{Port, Step};
+use crate::plan::program::{Port, Program, Step};
 
 impl<B: BackendIr> Engine<B> {
     /// Takes the plan's steps after the op that ran last, plans when a new schedule was
@@ -138,49 +139,131 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Plans once per profiled schedule: the last complete iteration's trace and profile go
-    /// to the planner, whose program is followed from the next iteration on.
+    /// At each iteration end of a profiled schedule: takes over with a plan that is ready,
+    /// and plans when the schedule has none yet (or again while its plan does not fit). A
+    /// schedule that ran before gets its kept plan back at once; a new one hands its last
+    /// complete iteration's trace to the planner (`exec::plans`), and the fallback keeps the
+    /// budget until the plan is ready.
     fn maybe_plan(&mut self) {
         let Some(key) = self.recorder.profiled_schedule() else {
             return;
         };
+        self.plans.note_iteration(key);
+        self.take_ready_plan(key);
         let Some(budget) = self.budget() else {
             return;
         };
+        if self.plans.making() {
+            return;
+        }
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
             // an optimizer's first step), so which tensors it carries to the next is unknown
             // there, and those cannot be planned to leave across the boundary.
-            let fits = self.plans.active.as_ref().is_some_and(|a| a.program.fits);
+            let fits = self.plans.program().is_some_and(|p| p.fits);
             if fits || self.plans.replans == 0 {
                 return;
             }
             self.plans.replans -= 1;
         } else {
             self.plans.replans = REPLANS;
+            self.plans.planned_for = Some(key);
+            if let Some(content) = self.plan_content(budget)
+                && let Some(program) = self.plans.kept(content)
+            {
+                self.counters.plans_reused += 1;
+                self.take_over(program, key, None, 0);
+                return;
+            }
         }
         self.plans.planned_for = Some(key);
-        let start = Instant::now();
-        let Some(trace) = self.recorder.trace() else {
-            return;
-        };
+        // The copy throughput is measured once, on the device, before the first plan.
         let links = if self.config.policy.moves_by_copy() {
             self.links()
         } else {
             None
         };
-        let profile = crate::plan::profile::Profile::new(&trace, links);
-        let program = crate::plan::build(&trace, &profile, budget, self.config.policy);
+        let start = Instant::now();
+        let (Some(content), Some(trace)) = (self.plan_content(budget), self.recorder.trace())
+        else {
+            return;
+        };
+        let policy = self.config.policy;
+        self.plans
+            .start(key, content, self.config.background_planning, move || {
+                let profile = crate::plan::profile::Profile::new(&trace, links);
+                crate::plan::build(&trace, &profile, budget, policy)
+            });
+        self.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
+        // Made here (planning on the op's thread), or already done.
+        self.take_ready_plan(key);
+    }
+
+    /// What a plan for the schedule in force is kept under: its ops, the budget and the
+    /// policy.
+    fn plan_content(&self, budget: u64) -> Option<u64> {
+        use core::hash::Hasher;
+        let ops = self.recorder.schedule_content()?;
+        let mut hasher = crate::trace::signature::FxHasher::default();
+        hasher.write_u64(ops);
+        hasher.write_u64(budget);
+        hasher.write(self.config.policy.name().as_bytes());
+        Some(hasher.finish())
+    }
+
+    /// Takes the plan being made once it is ready: kept for its schedule's content, and
+    /// followed from now on when that schedule (`key`) is the one in force and its content
+    /// unchanged (the budget and policy included).
+    fn take_ready_plan(&mut self, key: (usize, u64)) {
+        let Some(ready) = self.plans.ready() else {
+            return;
+        };
+        let Some(made) = ready.made else {
+            tracing::warn!("burn-swap: the planner failed; the fallback keeps the budget");
+            return;
+        };
+        self.counters.plans += 1;
+        self.counters.planning_nanos += made.nanos;
+        self.plans.keep(ready.content, &made.program);
+        let in_force = ready.key == key
+            && self.plans.planned_for == Some(key)
+            && self
+                .budget()
+                .and_then(|b| self.plan_content(b))
+                .is_some_and(|c| c == ready.content);
+        if in_force {
+            self.take_over(made.program, key, Some(made.nanos), ready.waited);
+        }
+    }
+
+    /// Follows `program` from the next op on.
+    fn take_over(
+        &mut self,
+        program: Program,
+        key: (usize, u64),
+        made_nanos: Option<u64>,
+        waited: u64,
+    ) {
         tracing::debug!(
             period = program.period,
             offloads = program.offloads,
             recomputes = program.recomputes,
             predicted_peak = program.predicted_peak_bytes,
-            "burn-swap: planned the iteration"
+            reused = made_nanos.is_none(),
+            waited,
+            "burn-swap: a plan takes over"
         );
-        self.counters.plans += 1;
-        self.counters.planning_nanos += start.elapsed().as_nanos() as u64;
+        if self.counters.plan_takeovers.len() >= TAKEOVERS_KEPT {
+            self.counters.plan_takeovers.remove(0);
+        }
+        self.counters.plan_takeovers.push(PlanTakeover {
+            op: self.recorder.next_index(),
+            period: key.0,
+            reused: made_nanos.is_none(),
+            planning_seconds: made_nanos.unwrap_or(0) as f64 * 1e-9,
+            waited_iterations: waited,
+        });
         self.counters.predicted_peak = Some(program.predicted_peak_bytes);
         self.counters.predicted_pool = Some(program.predicted_pool_bytes);
         self.counters.planned_period = Some(program.period);
@@ -188,10 +271,6 @@ impl<B: BackendIr> Engine<B> {
         self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
         self.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
-        self.plans.active = Some(Active {
-            program,
-            tags: Default::default(),
-            fetching: Default::default(),
-        });
+        self.plans.follow(program);
     }
 }
