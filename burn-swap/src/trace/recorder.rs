@@ -168,6 +168,23 @@ pub(crate) struct Recorder {
     /// While the schedule holds and `lean` is set, ops are recorded in full up to this global
     /// index (exclusive): the iterations that planning would read.
     full_until: u64,
+    /// The periods of schedules held before (the latest [`RECALLED`]), each with the ops
+    /// matched in a row at it since the schedule in force broke: a schedule that comes back
+    /// (another sequence length, a GAN's other step) is taken up again as soon as one
+    /// iteration of it matched the one before, without waiting for the next analysis.
+    recalled: Vec<Recalled>,
+}
+
+/// Periods of earlier schedules watched while the schedule in force does not hold.
+const RECALLED: usize = 8;
+
+/// The period of an earlier schedule, and the ops matched at it in a row.
+#[derive(Debug, Clone, Copy)]
+struct Recalled {
+    period: usize,
+    matched: usize,
+    /// Global index of the op last compared (a gap restarts the count).
+    last: u64,
 }
 
 /// At most this many ops differing from the op a period before, followed by
@@ -228,6 +245,7 @@ impl Recorder {
             profiled: false,
             lean: false,
             full_until: 0,
+            recalled: Vec::new(),
         }
     }
 
@@ -408,6 +426,50 @@ impl Recorder {
 
     #[inline(never)]
     fn verify_last_slow(&mut self) {
+        self.verify_schedule();
+        self.recall();
+    }
+
+    /// Counts, for each period of an earlier schedule, the ops in a row that match the op a
+    /// period before while the schedule in force does not hold; when one period has matched
+    /// a full iteration, takes it up again (if it closes iterations).
+    fn recall(&mut self) {
+        let healthy = self.healthy();
+        let local = self.ops.len() - 1;
+        let index = self.base + local as u64;
+        let mut due = None;
+        for r in &mut self.recalled {
+            let p = r.period;
+            if r.last + 1 != index {
+                r.matched = 0;
+            }
+            r.last = index;
+            if !healthy && local >= p && self.ops[local].signature == self.ops[local - p].signature
+            {
+                r.matched += 1;
+                if r.matched == p && due.is_none() {
+                    due = Some(p);
+                }
+            } else {
+                r.matched = 0;
+            }
+        }
+        if let Some(p) = due
+            && self.schedule.map(|s| s.period) != Some(p)
+            && local + 1 >= 2 * p
+        {
+            let end = local + 1;
+            let found = period::Stretch {
+                period: p,
+                start: end - 2 * p,
+                end,
+            };
+            let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
+            self.adopt(found, &live);
+        }
+    }
+
+    fn verify_schedule(&mut self) {
         let Some(s) = self.schedule else {
             return;
         };
@@ -640,14 +702,22 @@ impl Recorder {
             }
         }
         let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
+        self.adopt(found, &live);
+    }
+
+    /// Takes `found` (a stretch of the window) as the schedule in force, its first boundary
+    /// where the fewest bytes are live, unless it is a loop inside the iteration.
+    fn adopt(&mut self, found: period::Stretch, live: &[u64]) {
+        let start = self.base + found.start as u64;
+        let end = self.base + found.end as u64;
         let boundary = period::phase(
             period::Periodicity {
                 period: found.period,
                 start: found.start,
             },
-            &live,
+            live,
         );
-        if !self.closes_iterations(found, boundary, &live) {
+        if !self.closes_iterations(found, boundary, live) {
             // A loop inside the iteration: the schedule in force (if any) stays, and the
             // iteration's own period is found once two of them are in the window.
             tracing::debug!(
@@ -679,6 +749,16 @@ impl Recorder {
             start
         };
         self.schedule = Some(schedule);
+        if !self.recalled.iter().any(|r| r.period == found.period) {
+            if self.recalled.len() >= RECALLED {
+                self.recalled.remove(0);
+            }
+            self.recalled.push(Recalled {
+                period: found.period,
+                matched: 0,
+                last: 0,
+            });
+        }
     }
 
     /// Whether `found`, with its first boundary before window op `boundary`, is the training

@@ -622,3 +622,31 @@ fn identical_blocks_and_per_parameter_updates_never_pass_for_the_period() {
         "the iteration has {iteration_ops} ops"
     );
 }
+
+#[test]
+fn a_schedule_that_comes_back_is_taken_up_after_two_of_its_iterations() {
+    let mut l = Loop::new();
+    let mut weight = l.op(0, &[], &[64 * 64])[0];
+    let period = |steps: usize| 2 + 2 * steps + 2 + 3 * steps + 2;
+    // Runs of three steps of three lengths (a bucketing sampler's buckets), in an order
+    // without a repeated stretch of runs (so that no cycle of runs is a period).
+    let order = [0, 1, 2, 1, 0, 2, 1, 2, 0, 1, 2, 1, 0];
+    let mut late = Vec::new();
+    let mut seen = [false; 3];
+    for (run, &bucket) in order.iter().enumerate() {
+        let steps = [3, 5, 7][bucket];
+        for step in 0..3 {
+            weight = l.rnn_step(weight, steps);
+            // After the second step of a run of a length seen before, the schedule in
+            // force is this length's.
+            if seen[bucket] && step >= 1 {
+                let held = l.r.schedule_key().map(|(p, _)| p);
+                if held != Some(period(steps)) {
+                    late.push((run, step, held));
+                }
+            }
+        }
+        seen[bucket] = true;
+    }
+    assert!(late.is_empty(), "(run, step, period held): {late:?}");
+}
