@@ -128,7 +128,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     fn recorder_period(&self) -> usize {
-        self.recorder.profiled_schedule().map_or(0, |(p, _)| p)
+        self.recorder.schedule_key().map_or(0, |(p, _)| p)
     }
 
     /// The id of the tensor at `port` of the op that ran last.
@@ -145,7 +145,7 @@ impl<B: BackendIr> Engine<B> {
     /// complete iteration's trace to the planner (`exec::plans`), and the fallback keeps the
     /// budget until the plan is ready.
     fn maybe_plan(&mut self) {
-        let Some(key) = self.recorder.profiled_schedule() else {
+        let Some(key) = self.recorder.schedule_key() else {
             return;
         };
         self.plans.note_iteration(key);
@@ -156,26 +156,33 @@ impl<B: BackendIr> Engine<B> {
         if self.plans.making() {
             return;
         }
+        let profiled = self.recorder.profiled_schedule() == Some(key);
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
             // an optimizer's first step), so which tensors it carries to the next is unknown
             // there, and those cannot be planned to leave across the boundary.
             let fits = self.plans.program().is_some_and(|p| p.fits);
-            if fits || self.plans.replans == 0 {
+            if fits || self.plans.replans == 0 || !profiled {
                 return;
             }
             self.plans.replans -= 1;
         } else {
-            self.plans.replans = REPLANS;
-            self.plans.planned_for = Some(key);
+            // A schedule that ran before takes its plan back as soon as it holds again, its
+            // iterations not timed anew.
             if let Some(content) = self.plan_content(budget)
                 && let Some(program) = self.plans.kept(content)
             {
+                self.plans.replans = REPLANS;
+                self.plans.planned_for = Some(key);
                 self.counters.plans_reused += 1;
                 self.take_over(program, key, None, 0);
                 return;
             }
+            if !profiled {
+                return;
+            }
+            self.plans.replans = REPLANS;
         }
         self.plans.planned_for = Some(key);
         // The copy throughput is measured once, on the device, before the first plan.
