@@ -9,6 +9,7 @@ pub mod data;
 pub mod harness;
 pub mod models;
 pub mod plot;
+pub mod schedules;
 pub mod table;
 pub mod train;
 pub mod trainers;

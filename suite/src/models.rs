@@ -243,6 +243,15 @@ impl TransformerConfig {
         }
     }
 
+    /// Twelve identical blocks of [`TransformerConfig::small`]'s width: a loop of twelve
+    /// repeats inside each pass, and Adam's updates of same-shaped parameters.
+    pub fn deep() -> Self {
+        Self {
+            layers: 12,
+            ..Self::small()
+        }
+    }
+
     /// Initialises the model on `device` (call it under [`crate::rng_lock`] after seeding).
     /// Attention dropout is off: the comparisons are of deterministic training.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Transformer<B> {

@@ -8,6 +8,7 @@ use crate::models::{
     BnCnnConfig, ConvNetConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig,
     TransformerConfig,
 };
+use crate::schedules::{GanConfig, train_bucketed, train_gan};
 use crate::train::{Outcome, init_seeded, parameters, train_loop};
 
 /// A model of the suite and its size (batch included).
@@ -27,6 +28,12 @@ pub enum Workload {
     BnCnn(BnCnnConfig),
     /// Burn's `Lstm` over a sequence (op-bound).
     Lstm(LstmNetConfig),
+    /// A GAN: critic and generator steps in turn, each net with its own optimizer (two
+    /// schedules).
+    Gan(GanConfig),
+    /// A transformer fed batches of three sequence lengths (a bucketing sampler: three
+    /// schedules that come back).
+    Bucketed(TransformerConfig),
 }
 
 /// The seed every workload is initialised with.
@@ -43,6 +50,8 @@ impl Workload {
             Workload::Cnn(_) => "cnn",
             Workload::BnCnn(_) => "bn-cnn",
             Workload::Lstm(_) => "lstm",
+            Workload::Gan(_) => "gan",
+            Workload::Bucketed(_) => "bucketed",
         }
     }
 
@@ -56,6 +65,8 @@ impl Workload {
             Workload::Cnn(c) => c.batch,
             Workload::BnCnn(c) => c.batch,
             Workload::Lstm(c) => c.batch,
+            Workload::Gan(c) => c.batch,
+            Workload::Bucketed(c) => c.batch,
         }
     }
 
@@ -69,6 +80,8 @@ impl Workload {
             Workload::Cnn(c) => Workload::Cnn(ResNetConfig { batch, ..c }),
             Workload::BnCnn(c) => Workload::BnCnn(BnCnnConfig { batch, ..c }),
             Workload::Lstm(c) => Workload::Lstm(LstmNetConfig { batch, ..c }),
+            Workload::Gan(c) => Workload::Gan(GanConfig { batch, ..c }),
+            Workload::Bucketed(c) => Workload::Bucketed(TransformerConfig { batch, ..c }),
         }
     }
 
@@ -77,7 +90,8 @@ impl Workload {
         match self {
             Workload::Mlp(_) | Workload::ConvNet(_) | Workload::BnCnn(_) => 5e-3,
             Workload::Lstm(_) => 2e-3,
-            Workload::Transformer(_) => 2e-3,
+            Workload::Transformer(_) | Workload::Bucketed(_) => 2e-3,
+            Workload::Gan(_) => 1e-3,
             Workload::Gpt(_) | Workload::Cnn(_) => 1e-3,
         }
     }
@@ -116,6 +130,8 @@ impl Workload {
             Workload::Cnn(c) => run!(c),
             Workload::BnCnn(c) => run!(c),
             Workload::Lstm(c) => run!(c),
+            Workload::Gan(c) => train_gan::<B>(&c, device, steps, lr, on_step),
+            Workload::Bucketed(c) => train_bucketed::<B>(&c, device, steps, lr, on_step),
         }
     }
 }

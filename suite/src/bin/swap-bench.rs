@@ -3,7 +3,7 @@
 //! unwrapped peak, measured in one process; and the largest batch under a memory cap.
 //!
 //! ```text
-//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm
+//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm|gan|bucketed|deep
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|wgpu|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
@@ -33,7 +33,10 @@ use std::process::ExitCode;
 use burn_swap::Policy;
 use burn_swap_suite::cli::Args;
 use burn_swap_suite::harness::{self, Plan, Workload};
-use burn_swap_suite::models::{BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig};
+use burn_swap_suite::models::{
+    BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
+};
+use burn_swap_suite::schedules::GanConfig;
 
 fn main() -> ExitCode {
     match run() {
@@ -104,8 +107,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ("bn-cnn", false) => Workload::BnCnn(BnCnnConfig::bench()),
         ("lstm", true) => Workload::Lstm(LstmNetConfig::small()),
         ("lstm", false) => Workload::Lstm(LstmNetConfig::bench()),
+        ("gan", _) => Workload::Gan(GanConfig::small()),
+        ("bucketed", _) => Workload::Bucketed(TransformerConfig::small()),
+        ("deep", _) => Workload::Transformer(TransformerConfig::deep()),
         (other, _) => {
-            return Err(format!("--model {other}: expected mlp, gpt, cnn, bn-cnn or lstm").into());
+            return Err(format!(
+                "--model {other}: expected mlp, gpt, cnn, bn-cnn, lstm, gan, bucketed or deep"
+            )
+            .into());
         }
     };
     let budgets: Vec<f64> = match args.value("budgets") {
