@@ -121,13 +121,16 @@ pub fn train_gan<B: AutodiffBackend>(
     Outcome { losses, params }
 }
 
+/// The order of the buckets, three steps each: no stretch of buckets repeats right after
+/// itself (a square-free word), so that no cycle of buckets is a period of the loop, as
+/// with a sampler that draws buckets at random.
+const BUCKET_ORDER: [usize; 13] = [0, 1, 2, 1, 0, 2, 1, 2, 0, 1, 2, 1, 0];
+
 /// The sequence length of `step`'s batch: one of three buckets (half, three quarters and
-/// all of `seq`), the same for three steps in a row, the buckets in a fixed pseudo-random
-/// order, as a bucketing sampler hands them out.
+/// all of `seq`), the same for three steps in a row, the buckets in [`BUCKET_ORDER`].
 pub fn bucketed_seq(seq: usize, step: usize) -> usize {
-    let block = (step / 3) as u64;
-    let bucket = (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) % 3;
-    (seq * (2 + bucket as usize) / 4).max(1)
+    let bucket = BUCKET_ORDER[(step / 3) % BUCKET_ORDER.len()];
+    (seq * (2 + bucket) / 4).max(1)
 }
 
 /// Trains a transformer on batches of [`bucketed_seq`] lengths for `steps` steps and returns

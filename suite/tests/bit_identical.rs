@@ -39,7 +39,9 @@ fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         let what = format!("{name}, {} at {fraction} of the peak", policy.name());
         burn_swap::configure(
             &device,
-            SwapConfig::budget_bytes(budget).with_policy(policy),
+            SwapConfig::budget_bytes(budget)
+                .with_policy(policy)
+                .with_background_planning(false),
         )
         .unwrap();
         burn_swap::restart_trace(&device);
@@ -137,7 +139,9 @@ fn bit_identical_when_the_last_batch_is_shorter() {
         let budget = peak / 4;
         burn_swap::configure(
             &device,
-            SwapConfig::budget_bytes(budget).with_policy(policy),
+            SwapConfig::budget_bytes(budget)
+                .with_policy(policy)
+                .with_background_planning(false),
         )
         .unwrap();
         burn_swap::restart_trace(&device);

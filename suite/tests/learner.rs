@@ -274,7 +274,9 @@ fn the_planned_policy_plans_under_the_learner_threads() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     run_with::<Swapped>(30);
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
-    let config = SwapConfig::budget_bytes(peak / 4).with_policy(Policy::Planned);
+    let config = SwapConfig::budget_bytes(peak / 4)
+        .with_policy(Policy::Planned)
+        .with_background_planning(false);
     burn_swap::configure(&device, config).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);

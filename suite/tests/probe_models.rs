@@ -1116,7 +1116,11 @@ fn batches_whose_shapes_change_between_steps() {
     let device = burn::backend::flex::FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
     let budget = unbudgeted.peak_bytes / 4;
-    burn_swap::configure(&device, burn_swap::SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::configure(
+        &device,
+        burn_swap::SwapConfig::budget_bytes(budget).with_background_planning(false),
+    )
+    .unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     plain.assert_same(

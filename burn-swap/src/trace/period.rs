@@ -169,6 +169,11 @@ const SLACK_PARTS: u64 = 1024;
 const SLACK_BYTES: u64 = 256;
 /// Boundaries judged: the last of the stretch.
 const JUDGED_BOUNDARIES: usize = 9;
+/// The fewest ops of a training iteration: a forward pass, a loss, its backward pass and an
+/// optimizer's update of one parameter take more. Shorter periods are an expression's
+/// few ops repeated inside one pass (a derivative's chain rule over two operands of one
+/// shape), whose tensors can be too small for the tests below to see.
+pub const MIN_ITERATION_OPS: usize = 8;
 
 /// Whether the iterations that `period` places on a stretch of a log, from the boundary
 /// `first` to `end`, are whole iterations of the training loop rather than a loop inside one
@@ -187,6 +192,8 @@ const JUDGED_BOUNDARIES: usize = 9;
 /// the computed tensors live there that end after the next hold more than the slack. (A
 /// data loader's batches are uploads, not counted: one may be uploaded iterations ahead.)
 ///
+/// A period of fewer than [`MIN_ITERATION_OPS`] ops is refused.
+///
 /// `live_before[i]` is the bytes live before op `i` of the log; `lives` the tensors seen in
 /// it (`None` skips the second test: the stretch was recorded without its tensors). The last
 /// few boundaries `first`, `first + period`, ... before `end` are judged; with fewer than
@@ -198,8 +205,8 @@ pub fn closes_iterations(
     live_before: &[u64],
     lives: Option<&[Life]>,
 ) -> bool {
-    if period == 0 {
-        return true;
+    if period < MIN_ITERATION_OPS {
+        return false;
     }
     let all: Vec<usize> = (first..end.min(live_before.len()))
         .step_by(period)
@@ -370,7 +377,7 @@ mod tests {
     fn a_training_iteration_closes_and_loops_inside_it_do_not() {
         // Parameters (1,000 bytes) made by one iteration's update, read and replaced by the
         // next: live across one boundary each.
-        let period = 4;
+        let period = 8;
         let params = |k: usize| Life {
             bytes: 1000,
             made: Some(k * period + 3),
@@ -411,23 +418,26 @@ mod tests {
         assert!(!closes_iterations(period, 0, live.len(), &live, None));
         // An optimizer's per-parameter steps with the bytes level: each updates one of
         // several parameters; the others stay live across many boundaries.
-        // (The first iteration's four ops made them; the loop starts at op 4.)
+        // (The first iteration's ops made them; the loop starts at op 8.)
         let live = levels(period, &[3000, 3000, 3000, 3000, 3000]);
         let parameters: Vec<Life> = (0..3)
             .map(|j| Life {
                 bytes: 1000,
                 made: Some(j),
-                ended: Some(4 + j * period + 1),
+                ended: Some(8 + j * period + 1),
             })
             .collect();
         assert!(!closes_iterations(
             period,
-            4,
+            8,
             live.len(),
             &live,
             Some(&parameters)
         ));
+        // A loop of a few ops, whatever its tensors do.
+        let live = levels(4, &[1000, 1000, 1000, 1000]);
+        assert!(!closes_iterations(4, 0, live.len(), &live, None));
         // The same without the tensors: only the level is judged.
-        assert!(closes_iterations(period, 4, live.len(), &live, None));
+        assert!(closes_iterations(period, 8, live.len(), &live, None));
     }
 }

@@ -153,10 +153,8 @@ impl<B: BackendIr> Engine<B> {
         let Some(budget) = self.budget() else {
             return;
         };
-        if self.plans.making() {
-            return;
-        }
-        let profiled = self.recorder.profiled_schedule() == Some(key);
+        // One plan is made at a time; a kept plan is taken back meanwhile.
+        let profiled = self.recorder.profiled_schedule() == Some(key) && !self.plans.making();
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,

@@ -518,8 +518,13 @@ impl Loop {
     /// One training step of a recurrent net unrolled over `steps` time steps, with one
     /// weight matrix updated by a per-parameter optimizer step; returns the new weight.
     fn rnn_step(&mut self, weight: u64, steps: usize) -> u64 {
+        self.rnn_step_of(weight, steps, 64)
+    }
+
+    /// [`Loop::rnn_step`] on a batch of `features` features (its first op reads them).
+    fn rnn_step_of(&mut self, weight: u64, steps: usize, features: usize) -> u64 {
         const H: usize = 64;
-        let x = self.op(1, &[], &[H])[0];
+        let x = self.op(1, &[], &[features])[0];
         let mut h = self.op(2, &[(x, true)], &[H])[0];
         let mut saved = Vec::new();
         for _ in 0..steps {
@@ -649,4 +654,29 @@ fn a_schedule_that_comes_back_is_taken_up_after_two_of_its_iterations() {
         seen[bucket] = true;
     }
     assert!(late.is_empty(), "(run, step, period held): {late:?}");
+}
+
+#[test]
+fn batches_of_another_shape_and_the_same_period_take_their_schedule_up_again() {
+    let mut l = Loop::new();
+    let mut weight = l.op(0, &[], &[64 * 64])[0];
+    let order = [0, 1, 2, 1, 0, 2, 1, 2, 0, 1, 2, 1, 0];
+    let mut content = [None; 3];
+    let mut late = Vec::new();
+    for (run, &bucket) in order.iter().enumerate() {
+        for step in 0..3 {
+            weight = l.rnn_step_of(weight, 5, [32, 48, 64][bucket]);
+            if step >= 1 {
+                let now = l.r.schedule_content();
+                match content[bucket] {
+                    None => content[bucket] = now,
+                    Some(c) if now != Some(c) || l.r.position_of_last().is_none() => {
+                        late.push((run, step, l.r.schedule_key()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(late.is_empty(), "(run, step, schedule): {late:?}");
 }
