@@ -126,7 +126,8 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
     if policy != Policy::RecomputeOnly {
         // Seed 001's segments do not depend on the candidates: made once.
         let ga = segments::GaConfig {
-            // Planning runs once per schedule, on the op thread: the search gets 20 ms.
+            // Planning runs once per schedule (on a planner thread by default): the search
+            // gets 20 ms.
             time_limit: std::time::Duration::from_millis(20),
             ..Default::default()
         };

@@ -169,11 +169,19 @@ const SLACK_PARTS: u64 = 1024;
 const SLACK_BYTES: u64 = 256;
 /// Boundaries judged: the last of the stretch.
 const JUDGED_BOUNDARIES: usize = 9;
-/// The fewest ops of a training iteration: a forward pass, a loss, its backward pass and an
-/// optimizer's update of one parameter take more. Shorter periods are an expression's
-/// few ops repeated inside one pass (a derivative's chain rule over two operands of one
-/// shape), whose tensors can be too small for the tests below to see.
-pub const MIN_ITERATION_OPS: usize = 8;
+/// A new period must explain at least a part in this many of the ops since the schedule in
+/// force stopped holding (or of the log, without one): see [`explains_enough`].
+const COVER_PARTS: u64 = 4;
+
+/// Whether a periodic stretch covering `cover` ops explains enough of the `unexplained` ops
+/// recorded since the schedule in force stopped holding to be taken as the loop's period:
+/// an expression's few ops repeated inside one pass (a derivative's chain rule over two
+/// operands of one shape) form short stretches among many other ops, and their tensors can
+/// be too small for [`closes_iterations`] to tell; a training loop's two iterations are most
+/// of what ran since it began.
+pub fn explains_enough(cover: u64, unexplained: u64) -> bool {
+    cover * COVER_PARTS >= unexplained
+}
 
 /// Whether the iterations that `period` places on a stretch of a log, from the boundary
 /// `first` to `end`, are whole iterations of the training loop rather than a loop inside one
@@ -192,8 +200,6 @@ pub const MIN_ITERATION_OPS: usize = 8;
 /// the computed tensors live there that end after the next hold more than the slack. (A
 /// data loader's batches are uploads, not counted: one may be uploaded iterations ahead.)
 ///
-/// A period of fewer than [`MIN_ITERATION_OPS`] ops is refused.
-///
 /// `live_before[i]` is the bytes live before op `i` of the log; `lives` the tensors seen in
 /// it (`None` skips the second test: the stretch was recorded without its tensors). The last
 /// few boundaries `first`, `first + period`, ... before `end` are judged; with fewer than
@@ -205,8 +211,8 @@ pub fn closes_iterations(
     live_before: &[u64],
     lives: Option<&[Life]>,
 ) -> bool {
-    if period < MIN_ITERATION_OPS {
-        return false;
+    if period == 0 {
+        return true;
     }
     let all: Vec<usize> = (first..end.min(live_before.len()))
         .step_by(period)
@@ -434,10 +440,16 @@ mod tests {
             &live,
             Some(&parameters)
         ));
-        // A loop of a few ops, whatever its tensors do.
-        let live = levels(4, &[1000, 1000, 1000, 1000]);
-        assert!(!closes_iterations(4, 0, live.len(), &live, None));
         // The same without the tensors: only the level is judged.
         assert!(closes_iterations(period, 8, live.len(), &live, None));
+    }
+
+    #[test]
+    fn a_short_stretch_among_many_ops_explains_too_little() {
+        // Two iterations of a two-op loop among the 64 ops of a first training step.
+        assert!(!explains_enough(4, 64));
+        // Two training iterations and the start of a third since the loop began.
+        assert!(explains_enough(400, 500));
+        assert!(explains_enough(16, 64));
     }
 }

@@ -710,6 +710,17 @@ impl Recorder {
     fn adopt(&mut self, found: period::Stretch, live: &[u64]) {
         let start = self.base + found.start as u64;
         let end = self.base + found.end as u64;
+        let since = self
+            .schedule
+            .map_or(self.base, |s| s.verified_end.max(self.base));
+        if !period::explains_enough(found.cover() as u64, self.next_index() - since) {
+            tracing::debug!(
+                period = found.period,
+                cover = found.cover(),
+                "burn-swap: a short periodic stretch among other ops passed over"
+            );
+            return;
+        }
         let boundary = period::phase(
             period::Periodicity {
                 period: found.period,
@@ -1022,16 +1033,26 @@ impl Recorder {
     }
 
     /// What the schedule in force does, as one hash: the op signatures of its last complete
-    /// iteration from its boundary, in order. A schedule that comes back (found again after
+    /// iteration from its boundary, in order (those that compute: see below). A schedule that comes back (found again after
     /// another ran, or resynchronised after a one-off op) hashes the same, its boundary
     /// being placed by the same rule; `None` before an iteration is complete.
     pub(crate) fn schedule_content(&self) -> Option<u64> {
         let (_, _, range) = self.last_complete()?;
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let movable: Vec<bool> = self
+            .kinds
+            .names
+            .iter()
+            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
+            .collect();
         let mut hasher = signature::FxHasher::default();
         hasher.write_usize(local.len());
         for op in &self.ops[local] {
-            hasher.write_u64(op.signature);
+            // Uploads, reads and drops are left out: the schedule allows them to move
+            // (`reordered`; another thread's reads, the order autodiff drops its graph in).
+            if !movable[op.kind as usize] {
+                hasher.write_u64(op.signature);
+            }
         }
         Some(hasher.finish())
     }
