@@ -111,10 +111,13 @@ fn soak(steps: usize, per_million: u64) {
             for hook in Hook::ALL {
                 faults::set_rate(hook, per_million);
             }
+            // Planned on the op thread: the plan steers from the same iteration in every
+            // run, so that faults hit its copies whatever the planner thread's pace.
             let mut config = SwapConfig::budget_bytes(budget)
                 .with_policy(policy)
                 .with_compression(Compression::On { max_ratio: 1.0 })
-                .with_transfer_jitter(100);
+                .with_transfer_jitter(100)
+                .with_background_planning(false);
             if k % 2 == 1 {
                 config = config.with_peers(peers());
             }
