@@ -88,6 +88,16 @@ impl Default for KindTable {
 }
 
 impl KindTable {
+    /// For each kind, whether it moves data rather than computes (`Read`, `Init`, `Drop`):
+    /// ops another thread may interleave at places that vary, and autodiff drops in an
+    /// order of its own.
+    fn movable(&self) -> Vec<bool> {
+        self.names
+            .iter()
+            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
+            .collect()
+    }
+
     #[inline]
     fn intern(&mut self, key: u64, name: impl FnOnce() -> String) -> u32 {
         let slot = (key >> 58) as usize % KIND_CACHE;
@@ -825,12 +835,7 @@ impl Recorder {
     /// only where the iterations so found hold as many ops each and the last two are the same
     /// ops; the schedule's checks then allow their reordering (`reordered`).
     fn detect_around_movable(&self, signatures: &[u64]) -> Option<period::Stretch> {
-        let movable: Vec<bool> = self
-            .kinds
-            .names
-            .iter()
-            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
-            .collect();
+        let movable = self.kinds.movable();
         let kept: Vec<usize> = (0..self.ops.len())
             .filter(|&i| !movable[self.ops[i].kind as usize])
             .collect();
@@ -1033,18 +1038,14 @@ impl Recorder {
     }
 
     /// What the schedule in force does, as one hash: the op signatures of its last complete
-    /// iteration from its boundary, in order (those that compute: see below). A schedule that comes back (found again after
-    /// another ran, or resynchronised after a one-off op) hashes the same, its boundary
-    /// being placed by the same rule; `None` before an iteration is complete.
+    /// iteration from its boundary, in order (those that compute: see below). A schedule
+    /// that comes back (found again after another ran, or resynchronised after a one-off
+    /// op) hashes the same, its boundary being placed by the same rule; `None` before an
+    /// iteration is complete.
     pub(crate) fn schedule_content(&self) -> Option<u64> {
         let (_, _, range) = self.last_complete()?;
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
-        let movable: Vec<bool> = self
-            .kinds
-            .names
-            .iter()
-            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
-            .collect();
+        let movable = self.kinds.movable();
         let mut hasher = signature::FxHasher::default();
         hasher.write_usize(local.len());
         for op in &self.ops[local] {
