@@ -716,10 +716,22 @@ impl Recorder {
     }
 
     /// Takes `found` (a stretch of the window) as the schedule in force, its first boundary
-    /// where the fewest bytes are live, unless it is a loop inside the iteration.
+    /// where the fewest bytes are live, unless it computes nothing or is a loop inside the
+    /// iteration.
     fn adopt(&mut self, found: period::Stretch, live: &[u64]) {
         let start = self.base + found.start as u64;
         let end = self.base + found.end as u64;
+        // A stretch that only moves data (a model's tensors let go one layer after another
+        // once training is done, a loader's uploads) computes nothing: not a training loop.
+        let movable = self.kinds.movable();
+        let one = found.start..(found.start + found.period).min(self.ops.len());
+        if self.ops[one].iter().all(|o| movable[o.kind as usize]) {
+            tracing::debug!(
+                period = found.period,
+                "burn-swap: a periodic stretch that computes nothing passed over"
+            );
+            return;
+        }
         let since = self
             .schedule
             .map_or(self.base, |s| s.verified_end.max(self.base));

@@ -462,8 +462,20 @@ impl Loop {
 
     /// Runs op `kind` over `inputs` (id, last use) making tensors of `outputs` floats.
     fn op(&mut self, kind: u64, inputs: &[(u64, bool)], outputs: &[usize]) -> Vec<u64> {
+        self.op_named(kind, &format!("k{kind}"), inputs, outputs)
+    }
+
+    /// [`Loop::op`] of a kind named `name` (`Init`, `Drop`: what the engine names uploads
+    /// and the tensors Burn lets go).
+    fn op_named(
+        &mut self,
+        kind: u64,
+        name: &str,
+        inputs: &[(u64, bool)],
+        outputs: &[usize],
+    ) -> Vec<u64> {
         let live_before = self.live.values().sum();
-        self.r.begin(kind, || format!("k{kind}"));
+        self.r.begin(kind, || name.to_string());
         for &(id, last) in inputs {
             let bytes = self.live[&id];
             let floats = bytes as usize / 4;
@@ -679,4 +691,32 @@ fn batches_of_another_shape_and_the_same_period_take_their_schedule_up_again() {
         }
     }
     assert!(late.is_empty(), "(run, step, schedule): {late:?}");
+}
+
+#[test]
+fn a_model_let_go_layer_by_layer_after_training_is_not_a_training_loop() {
+    let mut l = Loop::new();
+    let mut weight = l.op(0, &[], &[64 * 64])[0];
+    // Small parameters (biases, norms' scales) of six shapes, uploaded once.
+    let shapes = [8, 4, 8, 2, 8, 6];
+    let small: Vec<u64> = (0..60)
+        .map(|i| l.op_named(100, "Init", &[], &[shapes[i % shapes.len()]])[0])
+        .collect();
+    let steps = 4;
+    let iteration_ops = 2 + 2 * steps + 2 + 3 * steps + 2;
+    for _ in 0..6 {
+        weight = l.rnn_step(weight, steps);
+    }
+    // The model is dropped: its tensors are let go one after another, the small ones in
+    // the same order of shapes ten times over (a stretch as periodic as any loop, and its
+    // live bytes all but level), but nothing is computed.
+    for id in small {
+        l.op_named(101, "Drop", &[(id, true)], &[]);
+    }
+    assert_eq!(
+        l.periods.iter().copied().collect::<Vec<_>>(),
+        vec![iteration_ops],
+        "the iteration has {iteration_ops} ops"
+    );
+    assert_eq!(l.r.period(), Some(iteration_ops));
 }
