@@ -153,6 +153,13 @@ impl Plans {
         });
     }
 
+    /// Gives up the plan being made (its budget or policy, or the trace it was made from, is
+    /// no longer the one in force): a planner thread still at work finishes alone and its
+    /// plan is lost, and the next plan can start at once.
+    pub fn abandon(&mut self) {
+        self.making = None;
+    }
+
     /// Whether a plan is being made.
     pub fn making(&self) -> bool {
         self.making.is_some()
@@ -304,6 +311,26 @@ mod tests {
         assert_eq!((ready.key, ready.content, ready.waited), ((5, 40), 9, 1));
         assert_eq!(ready.made.map(|m| m.program.period), Some(5));
         assert!(!plans.making());
+    }
+
+    #[test]
+    fn a_plan_abandoned_while_made_leaves_room_for_the_next_at_once() {
+        let mut plans = Plans::default();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        plans.start((5, 40), 9, true, move || {
+            let _ = wait.recv();
+            program(5)
+        });
+        plans.abandon();
+        assert!(!plans.making());
+        assert!(plans.ready().is_none(), "an abandoned plan never arrives");
+        // The next plan (here on the op's thread) is made and ready before the abandoned
+        // one's thread is done.
+        plans.start((7, 0), 11, false, || program(7));
+        let ready = plans.ready().expect("made at once");
+        assert_eq!((ready.key, ready.content), ((7, 0), 11));
+        assert_eq!(ready.made.map(|m| m.program.period), Some(7));
+        let _ = go.send(());
     }
 
     #[test]

@@ -73,11 +73,12 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Forgets the trace and the plan made from it.
+    /// Forgets the trace and the plan made from it (and the one being made from it).
     pub fn restart_trace(&mut self) {
         self.recorder = Default::default();
         self.record_lean_when_unbudgeted();
         self.forget_plan();
+        self.plans.abandon();
     }
 
     /// Drops the plan in force and what the report says of it.
@@ -132,7 +133,10 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if replan {
+            // The plan being made is for the old budget or policy: it would never be
+            // followed, and the new one is made without waiting for it.
             self.forget_plan();
+            self.plans.abandon();
         }
         self.record_lean_when_unbudgeted();
         self.follow_budget_in_pools(budget_before);
