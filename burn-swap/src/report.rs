@@ -121,6 +121,11 @@ pub struct Report {
     /// Iterations of the training loop that ended under a plan followed since its schedule
     /// was found: how much of the run the plans steered (the others ran on the fallback).
     pub planned_iterations: u64,
+    /// Bytes the reactive fallback still had to move off the device to keep the budget while
+    /// a plan was followed, from each plan's first full iteration on: zero when the plans
+    /// steered alone.
+    #[serde(default)]
+    pub fallback_bytes_under_plan: u64,
     /// Seconds the planners took, in total (on the planner thread: see
     /// [`crate::SwapConfig::with_background_planning`]).
     pub planning_seconds: f64,
@@ -316,6 +321,7 @@ impl Report {
             allocator_cleanups: f.allocator_cleanups,
             plans: c.plans,
             planned_iterations: c.planned_iterations,
+            fallback_bytes_under_plan: c.fallback_bytes_under_plan,
             planning_seconds: seconds(c.planning_nanos),
             planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
             plans_reused: c.plans_reused,
@@ -508,8 +514,12 @@ impl Report {
         row(
             "followed",
             format!(
-                "{} iterations of {} plans made, {} kept plans reused",
-                self.planned_iterations, self.plans, self.plans_reused
+                "{} iterations of {} plans made, {} kept plans reused; the fallback made room \
+                 of {} under them",
+                self.planned_iterations,
+                self.plans,
+                self.plans_reused,
+                format_bytes(self.fallback_bytes_under_plan)
             ),
         );
         let pool = self

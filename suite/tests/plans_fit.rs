@@ -1,6 +1,8 @@
 //! Plans that fit: under the planned policy, at half, a third and a quarter of a model's
 //! unbudgeted counted peak, the plan in force predicts a peak of counted bytes within the
-//! budget, and the iterations that follow it measure a peak within 10% of that prediction.
+//! budget, the plan steers (iterations end under it, and from its first full iteration on the
+//! reactive fallback has no room to make), and the iterations that follow it measure a peak
+//! within 2% of its prediction (the README's figure).
 //! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
 //! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
 //! figures are printed.
@@ -19,7 +21,9 @@ type B = Autodiff<Swap<Flex>>;
 /// periodic iteration does not know what the previous one carried over), then followed.
 const STEPS: usize = 10;
 
-fn check(workload: Workload) {
+/// Checks `workload` at half, a third and a quarter of its peak; the fallback may move at
+/// most `fallback_share` of the offloaded bytes while a plan is followed.
+fn check_steered(workload: Workload, fallback_share: f64) {
     let device = FlexDevice;
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
@@ -50,11 +54,14 @@ fn check(workload: Workload) {
             .unwrap_or_else(|| panic!("{name} at {fraction}: no iteration\n{report}"));
         println!(
             "{name} at {:.0}% ({budget} B): predicted {predicted} B, measured {measured} B \
-             ({:+.1}%), {} offloads + {} recomputes planned",
+             ({:+.1}%), {} offloads + {} recomputes planned, {} planned iterations, \
+             {} B moved by the fallback under the plan",
             fraction * 100.0,
             100.0 * (measured as f64 / predicted as f64 - 1.0),
             report.planned_offloads,
-            report.planned_recomputes
+            report.planned_recomputes,
+            report.planned_iterations,
+            report.fallback_bytes_under_plan
         );
         assert!(
             report.peak_bytes <= budget,
@@ -64,12 +71,31 @@ fn check(workload: Workload) {
             predicted <= budget,
             "{name} at {fraction}: the plan does not fit\n{report}"
         );
+        assert!(
+            report.planned_iterations > 0,
+            "{name} at {fraction}: no iteration ended under the plan\n{report}"
+        );
+        // The plan steers: from each plan's first full iteration on, the fallback moves at
+        // most `fallback_share` of the bytes that left the device (without the plan's steps
+        // it moves half or more).
+        assert!(
+            report.fallback_bytes_under_plan as f64
+                <= fallback_share * report.offloaded_bytes as f64,
+            "{name} at {fraction}: the fallback made room under the plan: {} of {} B\n{report}",
+            report.fallback_bytes_under_plan,
+            report.offloaded_bytes
+        );
         let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
         assert!(
-            error <= 0.10,
+            error <= 0.02,
             "{name} at {fraction}: {measured} vs {predicted}\n{report}"
         );
     }
+}
+
+/// [`check_steered`] where the plan alone keeps the budget: the fallback moves nothing.
+fn check(workload: Workload) {
+    check_steered(workload, 0.0);
 }
 
 #[test]
@@ -81,12 +107,15 @@ fn plans_fit_and_predict_the_measured_peak() {
 }
 
 /// The same on models whose tensors share buffers with views (batch norm's transposes and
-/// broadcasts, an LSTM's gate slices).
+/// broadcasts, an LSTM's gate slices). A known gap: in the LSTM's backward time steps, two
+/// or three ops a step find about 500 B more resident than the plan predicted, and the
+/// fallback makes that room (13% of the bytes moved at a quarter, 1-3% at a third;
+/// `book/src/planning.md`, Left out); the bound stated here is 20%.
 #[test]
 fn plans_fit_on_models_with_views() {
     let _guard = burn_swap_suite::swap_device_lock();
     check(Workload::BnCnn(BnCnnConfig::small()));
-    check(Workload::Lstm(LstmNetConfig::small()));
+    check_steered(Workload::Lstm(LstmNetConfig::small()), 0.20);
 }
 
 /// A residual CNN whose quarter of the peak is reached only when some tensors leave for the

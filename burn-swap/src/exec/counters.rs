@@ -37,6 +37,9 @@ pub(crate) struct Counters {
     pub plans: u64,
     /// Iterations whose last op ran while a plan was followed.
     pub planned_iterations: u64,
+    /// Bytes the fallback moved off the device to make room while a plan was followed, from
+    /// the plan's first full iteration on.
+    pub fallback_bytes_under_plan: u64,
     /// The planners' own time (on the planner thread, or on the op's thread when planning
     /// there).
     pub planning_nanos: u64,

@@ -35,6 +35,8 @@ pub(crate) type ScheduleKey = (usize, u64);
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
 pub(crate) struct Active {
     pub program: Program,
+    /// Iterations that ended under this program since it took over.
+    pub iterations: u64,
     pub tags: hashbrown::HashMap<u32, TensorId>,
     /// The tensors whose planned prefetch started, by tag, until an op waited for them.
     pub fetching: hashbrown::HashMap<u32, TensorId>,
@@ -44,6 +46,7 @@ impl Active {
     fn new(program: Program) -> Self {
         Self {
             program,
+            iterations: 0,
             tags: Default::default(),
             fetching: Default::default(),
         }

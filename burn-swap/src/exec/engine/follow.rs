@@ -27,7 +27,8 @@ impl<B: BackendIr> Engine<B> {
             return;
         };
         if pos + 1 == self.recorder_period() {
-            if self.plans.active.is_some() {
+            if let Some(active) = self.plans.active.as_mut() {
+                active.iterations += 1;
                 self.counters.planned_iterations += 1;
             }
             self.maybe_plan();

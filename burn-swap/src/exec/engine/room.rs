@@ -276,6 +276,12 @@ impl<B: BackendIr> Engine<B> {
         } else if freed >= deficit {
             result = Ok(());
         }
+        // Room the plan did not make: from its first full iteration on, a plan that steers
+        // leaves the fallback nothing to do (the iteration it took over in started under the
+        // fallback's residency).
+        if self.plans.active.as_ref().is_some_and(|a| a.iterations > 0) {
+            self.counters.fallback_bytes_under_plan += freed;
+        }
         self.op.candidates = candidates;
         result
     }
