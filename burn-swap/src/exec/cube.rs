@@ -337,10 +337,10 @@ pub(crate) struct DeviceSlot {
 impl DeviceSlot {
     /// The piece's bytes read back to the host (the slow way back, for reads of an offloaded
     /// tensor).
-    pub fn to_host(&self) -> Vec<u8> {
+    pub fn to_host(&self) -> Result<Vec<u8>, String> {
         cubecl::future::block_on(self.client.read_async(vec![self.handle.clone()]))
-            .map(|mut b| b.remove(0).to_vec())
-            .unwrap_or_default()
+            .map_err(|e| format!("{e:?}"))
+            .and_then(|mut b| b.pop().map(|b| b.to_vec()).ok_or_else(|| "no bytes".into()))
     }
 }
 

@@ -110,10 +110,10 @@ impl HostCopy {
     }
 
     /// The tensor's data, decompressed or brought back from its peers when needed.
-    pub fn into_data(self) -> Result<TensorData, crate::codec::CodecError> {
+    pub fn into_data(self) -> Result<TensorData, super::peers::ReceiveError> {
         match self {
             HostCopy::Raw(data) => Ok(data),
-            HostCopy::Compressed(c) => crate::codec::decompress(&c),
+            HostCopy::Compressed(c) => Ok(crate::codec::decompress(&c)?),
             HostCopy::Peers(p) => p.receive(),
         }
     }
@@ -150,10 +150,10 @@ impl HostCopy {
     }
 
     /// A copy of the tensor's data.
-    pub fn to_data(&self) -> Result<TensorData, crate::codec::CodecError> {
+    pub fn to_data(&self) -> Result<TensorData, super::peers::ReceiveError> {
         match self {
             HostCopy::Raw(data) => Ok(data.clone()),
-            HostCopy::Compressed(c) => crate::codec::decompress(c),
+            HostCopy::Compressed(c) => Ok(crate::codec::decompress(c)?),
             HostCopy::Peers(p) => p.receive(),
         }
     }

@@ -284,7 +284,7 @@ impl<B: BackendIr> Engine<B> {
     fn read_offloaded(
         &mut self,
         tensor: &TensorIr,
-    ) -> Option<Result<TensorData, crate::codec::CodecError>> {
+    ) -> Option<Result<TensorData, crate::exec::peers::ReceiveError>> {
         let entry = self.residency.get(&tensor.id)?;
         let State::Offloaded(copy) = entry.state() else {
             return None;

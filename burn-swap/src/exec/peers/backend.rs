@@ -61,13 +61,14 @@ pub(crate) fn send_backend<B: burn_ir::BackendIr>(
 }
 
 /// A piece's bytes read back through the backend (for reads of an offloaded tensor).
-fn read_float<B: burn_ir::BackendIr>(tensor: &(dyn core::any::Any + Send + Sync)) -> Vec<u8> {
+fn read_float<B: burn_ir::BackendIr>(
+    tensor: &(dyn core::any::Any + Send + Sync),
+) -> Option<Vec<u8>> {
     tensor
         .downcast_ref::<B::FloatTensorPrimitive>()
         .and_then(|t| burn_std::reader::try_read_sync(B::float_into_data(t.clone())))
         .and_then(Result::ok)
         .map(|data| data.bytes.to_vec())
-        .unwrap_or_default()
 }
 
 /// The reverse route of [`send_backend`]: every piece moved back to `home` with

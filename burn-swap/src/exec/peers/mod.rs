@@ -49,6 +49,29 @@ pub(crate) struct PeerPool {
     fallbacks: AtomicU64,
 }
 
+/// Why a tensor split across peers could not be brought back whole. Its pieces stay where
+/// they are until the copy is dropped.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ReceiveError {
+    /// A piece could not be read back from its peer, or read back at another length.
+    #[error(
+        "the piece of {len} bytes at byte {offset} on peer {peer} could not be read back: {reason}"
+    )]
+    Piece {
+        /// The peer's index.
+        peer: usize,
+        /// Its place in the tensor's bytes.
+        offset: usize,
+        /// Its length.
+        len: usize,
+        /// What failed.
+        reason: String,
+    },
+    /// The bytes came back but do not decompress.
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
+}
+
 /// Where a piece's bytes are.
 pub(crate) enum PieceData {
     /// In host memory (a simulated peer).
@@ -57,10 +80,11 @@ pub(crate) enum PieceData {
     #[cfg(feature = "cuda")]
     Device(super::cube::DeviceSlot),
     /// A tensor of the inner backend on the peer device (the generic route, `to_device`),
-    /// and how to read its bytes back without knowing the backend here.
+    /// and how to read its bytes back without knowing the backend here (`None`: the read
+    /// failed).
     Backend {
         tensor: Box<dyn core::any::Any + Send + Sync>,
-        read: fn(&(dyn core::any::Any + Send + Sync)) -> Vec<u8>,
+        read: fn(&(dyn core::any::Any + Send + Sync)) -> Option<Vec<u8>>,
     },
 }
 
@@ -155,8 +179,8 @@ impl PeerCopy {
 
     /// The tensor, brought back from its peers ([`PeerPool::receive`]) and decompressed
     /// when it went compressed.
-    pub fn receive(&self) -> Result<TensorData, crate::codec::CodecError> {
-        let bytes = self.pool.receive(self);
+    pub fn receive(&self) -> Result<TensorData, ReceiveError> {
+        let bytes = self.pool.receive(self)?;
         match self.payload {
             Payload::Raw => Ok(TensorData::from_bytes_vec(
                 bytes,
@@ -174,7 +198,7 @@ impl PeerCopy {
                         .collect(),
                     values: values.to_vec(),
                 };
-                crate::codec::decompress(&c)
+                Ok(crate::codec::decompress(&c)?)
             }
         }
     }

@@ -104,3 +104,66 @@ fn transfers_are_paced_to_the_link() {
     let bandwidth = pool.stats()[0].bandwidth;
     assert!(bandwidth <= 1.05e9, "{bandwidth}");
 }
+
+#[test]
+fn a_piece_that_does_not_come_back_whole_is_an_error_naming_it_and_the_copy_stays() {
+    let pool = PeerPool::new(
+        &[
+            PeerSpec::simulated("a", 1 << 20, 40e9),
+            PeerSpec::simulated("b", 1 << 20, 20e9),
+        ],
+        |_| None,
+    )
+    .unwrap();
+    let original = data(10_000);
+    let mut copy = pool.send(original.clone(), 1e9).unwrap();
+    let held = pool
+        .stats()
+        .iter()
+        .map(|s| s.held_bytes)
+        .collect::<Vec<_>>();
+    let (peer, offset, len) = {
+        let p = &copy.pieces[1];
+        (p.peer, p.offset, p.len)
+    };
+    let named = |error: ReceiveError, what: &str| match error {
+        ReceiveError::Piece {
+            peer: p,
+            offset: o,
+            len: l,
+            reason,
+        } => {
+            assert_eq!((p, o, l), (peer, offset, len));
+            assert!(reason.contains(what), "{reason}");
+        }
+        other => panic!("not the piece's error: {other}"),
+    };
+    // A peer whose read fails.
+    let bytes = std::mem::replace(
+        &mut copy.pieces[1].data,
+        PieceData::Backend {
+            tensor: Box::new(()),
+            read: |_| None,
+        },
+    );
+    named(copy.receive().unwrap_err(), "refused");
+    // A peer that gives back fewer bytes than it holds.
+    let PieceData::Host(whole) = bytes else {
+        panic!("simulated peers hold host pieces")
+    };
+    copy.pieces[1].data = PieceData::Host(whole[..len / 2].to_vec());
+    named(
+        copy.receive().unwrap_err(),
+        &format!("{} bytes came back", len / 2),
+    );
+    // Nothing was given back meanwhile: with the peer whole again, the tensor comes back.
+    assert_eq!(
+        pool.stats()
+            .iter()
+            .map(|s| s.held_bytes)
+            .collect::<Vec<_>>(),
+        held
+    );
+    copy.pieces[1].data = PieceData::Host(whole);
+    assert_eq!(copy.receive().unwrap(), original);
+}

@@ -206,9 +206,10 @@ impl PeerPool {
     }
 
     /// The transmitter of a fetch: brings every piece back from its peer at once, by the
-    /// route recorded at offload, and reassembles the bytes. The pieces' space goes back to
-    /// their peers when `copy` is dropped.
-    pub(super) fn receive(&self, copy: &PeerCopy) -> Vec<u8> {
+    /// route recorded at offload, and reassembles the bytes; a piece that cannot be read back
+    /// whole is an error naming it (the copy is untouched: it may be tried again). The
+    /// pieces' space goes back to their peers when `copy` is dropped.
+    pub(super) fn receive(&self, copy: &PeerCopy) -> Result<Vec<u8>, ReceiveError> {
         let _span = tracing::debug_span!(
             "burn_swap::peer_receive",
             bytes = copy.len,
@@ -232,28 +233,77 @@ impl PeerPool {
             rest = tail;
             at = piece.offset + piece.len;
         }
-        std::thread::scope(|scope| {
-            for (piece, slot) in slots {
-                scope.spawn(move || {
-                    let start = Instant::now();
-                    match &piece.data {
-                        PieceData::Host(bytes) => {
-                            slot.copy_from_slice(bytes);
-                            pace(start, slot.len(), self.specs[piece.peer].bandwidth);
-                        }
-                        // A device piece is brought back by the device route (see
-                        // `cube::peer_receive`, `peers::receive_backend`); here, through the
-                        // host, unpaced.
-                        #[cfg(feature = "cuda")]
-                        PieceData::Device(d) => slot.copy_from_slice(&d.to_host()),
-                        PieceData::Backend { tensor, read } => {
-                            slot.copy_from_slice(&read(tensor.as_ref()))
-                        }
-                    }
-                    self.note_fetched(piece.peer, slot.len(), start);
-                });
-            }
+        let results: Vec<Result<(), ReceiveError>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = slots
+                .into_iter()
+                .map(|(piece, slot)| (piece, scope.spawn(move || self.receive_piece(piece, slot))))
+                .collect();
+            workers
+                .into_iter()
+                .map(|(piece, worker)| {
+                    worker.join().unwrap_or_else(|_| {
+                        Err(piece_error(piece, "the read panicked".to_string()))
+                    })
+                })
+                .collect()
         });
-        out
+        results.into_iter().collect::<Result<(), _>>()?;
+        Ok(out)
+    }
+
+    /// Brings one piece's bytes back into `slot` (its place in the tensor's bytes).
+    fn receive_piece(&self, piece: &Piece, slot: &mut [u8]) -> Result<(), ReceiveError> {
+        let start = Instant::now();
+        let read = match &piece.data {
+            PieceData::Host(bytes) => {
+                let read = fill(slot, Ok(bytes.as_slice()), piece);
+                pace(start, slot.len(), self.specs[piece.peer].bandwidth);
+                read
+            }
+            // A device piece is brought back by the device route (see `cube::peer_receive`,
+            // `peers::receive_backend`); here, through the host, unpaced.
+            #[cfg(feature = "cuda")]
+            PieceData::Device(d) => match d.to_host() {
+                Ok(bytes) => fill(slot, Ok(&bytes), piece),
+                Err(reason) => fill(slot, Err(reason), piece),
+            },
+            PieceData::Backend { tensor, read } => match read(tensor.as_ref()) {
+                Some(bytes) => fill(slot, Ok(&bytes), piece),
+                None => fill(
+                    slot,
+                    Err("the inner backend refused the read".into()),
+                    piece,
+                ),
+            },
+        };
+        if read.is_ok() {
+            self.note_fetched(piece.peer, slot.len(), start);
+        }
+        read
+    }
+}
+
+/// Copies a piece's bytes read back into its slot, when they were read and are whole.
+fn fill(slot: &mut [u8], bytes: Result<&[u8], String>, piece: &Piece) -> Result<(), ReceiveError> {
+    match bytes {
+        Ok(bytes) if bytes.len() == slot.len() => {
+            slot.copy_from_slice(bytes);
+            Ok(())
+        }
+        Ok(bytes) => Err(piece_error(
+            piece,
+            format!("{} bytes came back", bytes.len()),
+        )),
+        Err(reason) => Err(piece_error(piece, reason)),
+    }
+}
+
+/// The error naming `piece`.
+fn piece_error(piece: &Piece, reason: String) -> ReceiveError {
+    ReceiveError::Piece {
+        peer: piece.peer,
+        offset: piece.offset,
+        len: piece.len,
+        reason,
     }
 }
