@@ -94,6 +94,12 @@ EXPECT["q_gather"] = (
     "expect::gather(&burn_backend::TensorMetadata::shape(&indices), "
     "burn_backend::TensorMetadata::dtype(&tensor))"
 )
+# A block-quantized expand is made anew at its larger shape (blocks do not broadcast as a
+# view), more than its input holds.
+EXPECT["q_expand"] = (
+    "expect::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, "
+    "burn_backend::TensorMetadata::dtype(&tensor))"
+)
 # A quantized tensor is a quarter of the float tensor it is made from (8-bit values) or
 # less, plus its quantization parameters: room for what it is, not for another float tensor.
 EXPECT["quantize_dynamic"] = (

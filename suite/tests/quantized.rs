@@ -3,7 +3,7 @@
 //! reshape and views of quantized tensors, reading their data, and ops through dequantization,
 //! bit for bit, with no budget and under one that makes the float tensors around them leave;
 //! quantized weights that do not fit leave the device as their data and come back; a quantized
-//! select that outgrows its input makes room for what it makes before it runs.
+//! select or expand that outgrows its input makes room for what it makes before it runs.
 //! Each backend quantizes with its own default scheme: `Swap<Flex>`'s is Flex's.
 
 use burn::backend::Flex;
@@ -132,6 +132,49 @@ fn a_quantized_select_makes_room_for_rows_picked_more_than_once() {
     burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
     burn_swap::reset_counters(&device);
     let ballast: Vec<Tensor<S, 1>> = (0..20)
+        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
+        .collect();
+    let swapped = run::<S>(&device);
+    let report = burn_swap::report(&device).unwrap();
+    drop(ballast);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_eq!(swapped.bytes[..], plain.bytes[..]);
+    assert_eq!(swapped.dtype, plain.dtype);
+    assert!(report.peak_bytes <= budget, "{report}");
+    assert_eq!(report.budget_overshoots, 0, "{report}");
+    assert!(report.offloads > 0, "{report}");
+}
+
+/// A block-quantized expand (the backend's `q_expand`) of one row to 64 is made anew (Flex
+/// dequantizes, expands and quantizes again): 1,280 bytes (64 × 16 values, 64 block scales) from 20. Room is made
+/// for its output before it runs, so the budget holds with float tensors resident beside it
+/// (without the op's own size, room was made for its input's 20 bytes and the budget broke).
+#[test]
+fn a_quantized_expand_makes_room_for_what_it_broadcasts() {
+    use burn::tensor::Shape;
+    use burn::tensor::ops::QTensorOps;
+    use burn::tensor::quantization::{BlockSize, QuantLevel};
+    fn run<B: Backend>(device: &B::Device) -> TensorData {
+        let values: Vec<f32> = (0..16).map(|i| (i as f32 - 7.0) / 4.0).collect();
+        let x = Tensor::<B, 2>::from_data(TensorData::new(values, [1, 16]), device);
+        let scheme = default_scheme::<B>().with_level(QuantLevel::Block(BlockSize::new([16])));
+        let q = x.quantize_dynamic(&scheme);
+        // The backend's op (`Tensor::expand` dequantizes first).
+        let TensorPrimitive::QFloat(q) = q.into_primitive() else {
+            panic!("quantize_dynamic gave a float tensor");
+        };
+        let wide = B::q_expand(q, Shape::new([64, 16]));
+        let wide = Tensor::<B, 2>::from_primitive(TensorPrimitive::QFloat(wide));
+        assert_eq!(wide.dims(), [64, 16]);
+        wide.into_data()
+    }
+    let device = FlexDevice;
+    let plain = run::<Flex>(&device);
+    let _guard = burn_swap_suite::swap_device_lock();
+    let budget = 3000;
+    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::reset_counters(&device);
+    let ballast: Vec<Tensor<S, 1>> = (0..40)
         .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
         .collect();
     let swapped = run::<S>(&device);

@@ -259,6 +259,20 @@ pub(crate) mod expect {
         crate::exec::bytes_of(shape, DType::QFloat(*scheme))
     }
 
+    /// `q_expand(x, shape)` of a quantized `x` of `dtype`: quantized per block, it is made
+    /// anew at `shape` (its blocks cannot broadcast as a view: the backends that implement it
+    /// dequantize, expand and quantize again), values and parameters; quantized per tensor,
+    /// it is a view of `x`, no larger than `x`.
+    pub fn quantized_expand(x: &Shape, shape: &Shape, dtype: DType) -> u64 {
+        use burn_backend::quantization::QuantLevel;
+        match dtype {
+            DType::QFloat(scheme) if matches!(scheme.level, QuantLevel::Block(_)) => {
+                crate::exec::bytes_of(shape, dtype)
+            }
+            _ => crate::exec::bytes_of(x, dtype),
+        }
+    }
+
     /// `gather(dim, x, indices)`: a tensor of `indices`' shape and `x`'s `dtype`.
     pub fn gather(indices: &Shape, dtype: DType) -> u64 {
         crate::exec::bytes_of(indices, dtype)

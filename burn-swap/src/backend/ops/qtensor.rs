@@ -89,7 +89,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone());
+        let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone()).expect(expect::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, burn_backend::TensorMetadata::dtype(&tensor)));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
