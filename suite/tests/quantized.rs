@@ -152,7 +152,6 @@ fn a_quantized_select_makes_room_for_rows_picked_more_than_once() {
 #[test]
 fn a_quantized_expand_makes_room_for_what_it_broadcasts() {
     use burn::tensor::Shape;
-    use burn::tensor::ops::QTensorOps;
     use burn::tensor::quantization::{BlockSize, QuantLevel};
     fn run<B: Backend>(device: &B::Device) -> TensorData {
         let values: Vec<f32> = (0..16).map(|i| (i as f32 - 7.0) / 4.0).collect();
