@@ -29,7 +29,8 @@ import re
 import sys
 
 VERSION = "0.21.0"
-registry = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))
+cargo_home = os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo")
+registry = glob.glob(os.path.join(cargo_home, "registry/src/*/"))
 def src(crate):
     for r in registry:
         p = os.path.join(r, f"{crate}-{VERSION}")
