@@ -107,6 +107,34 @@ fn a_quantized_tensor_counts_its_values_and_parameters() {
     }
 }
 
+/// Runs `swapped` under `budget` bytes with `floats` float tensors of 64 bytes resident
+/// beside it: its data is `plain`'s bit for bit, the budget holds without an overshoot, and
+/// room was made by offloading.
+fn makes_room_beside_floats(
+    plain: fn(&FlexDevice) -> TensorData,
+    swapped: fn(&FlexDevice) -> TensorData,
+    budget: u64,
+    floats: usize,
+) {
+    let device = FlexDevice;
+    let plain = plain(&device);
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
+    burn_swap::reset_counters(&device);
+    let ballast: Vec<Tensor<S, 1>> = (0..floats)
+        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
+        .collect();
+    let swapped = swapped(&device);
+    let report = burn_swap::report(&device).unwrap();
+    drop(ballast);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_eq!(swapped.bytes[..], plain.bytes[..]);
+    assert_eq!(swapped.dtype, plain.dtype);
+    assert!(report.peak_bytes <= budget, "{report}");
+    assert_eq!(report.budget_overshoots, 0, "{report}");
+    assert!(report.offloads > 0, "{report}");
+}
+
 /// A quantized select that picks rows more than once makes more than its input holds (64
 /// rows of a 16-row table: 1,028 bytes from 260): room is made for all of it before it runs,
 /// so the budget holds with float tensors resident beside it.
@@ -125,30 +153,14 @@ fn a_quantized_select_makes_room_for_rows_picked_more_than_once() {
         assert_eq!(picked.dims(), [64, 16]);
         picked.into_data()
     }
-    let device = FlexDevice;
-    let plain = run::<Flex>(&device);
-    let _guard = burn_swap_suite::swap_device_lock();
-    let budget = 2600;
-    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
-    burn_swap::reset_counters(&device);
-    let ballast: Vec<Tensor<S, 1>> = (0..20)
-        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
-        .collect();
-    let swapped = run::<S>(&device);
-    let report = burn_swap::report(&device).unwrap();
-    drop(ballast);
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert_eq!(swapped.bytes[..], plain.bytes[..]);
-    assert_eq!(swapped.dtype, plain.dtype);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert_eq!(report.budget_overshoots, 0, "{report}");
-    assert!(report.offloads > 0, "{report}");
+    makes_room_beside_floats(run::<Flex>, run::<S>, 2600, 20);
 }
 
 /// A block-quantized expand (the backend's `q_expand`) of one row to 64 is made anew (Flex
-/// dequantizes, expands and quantizes again): 1,280 bytes (64 × 16 values, 64 block scales) from 20. Room is made
-/// for its output before it runs, so the budget holds with float tensors resident beside it
-/// (without the op's own size, room was made for its input's 20 bytes and the budget broke).
+/// dequantizes, expands and quantizes again): 1,280 bytes (64 × 16 values, 64 block
+/// scales) from 20. Room is made for its output before it runs, so the budget holds with
+/// float tensors resident beside it (without the op's own size, room was made for its
+/// input's 20 bytes and the budget broke).
 #[test]
 fn a_quantized_expand_makes_room_for_what_it_broadcasts() {
     use burn::tensor::Shape;
@@ -167,24 +179,7 @@ fn a_quantized_expand_makes_room_for_what_it_broadcasts() {
         assert_eq!(wide.dims(), [64, 16]);
         wide.into_data()
     }
-    let device = FlexDevice;
-    let plain = run::<Flex>(&device);
-    let _guard = burn_swap_suite::swap_device_lock();
-    let budget = 3000;
-    burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
-    burn_swap::reset_counters(&device);
-    let ballast: Vec<Tensor<S, 1>> = (0..40)
-        .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 16], [16]), &device))
-        .collect();
-    let swapped = run::<S>(&device);
-    let report = burn_swap::report(&device).unwrap();
-    drop(ballast);
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert_eq!(swapped.bytes[..], plain.bytes[..]);
-    assert_eq!(swapped.dtype, plain.dtype);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert_eq!(report.budget_overshoots, 0, "{report}");
-    assert!(report.offloads > 0, "{report}");
+    makes_room_beside_floats(run::<Flex>, run::<S>, 3000, 40);
 }
 
 /// Quantized weights that do not fit beside what uses them leave and come back: four

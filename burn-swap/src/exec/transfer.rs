@@ -85,9 +85,6 @@ pub(crate) enum TransferError {
     /// A copy to or from a peer failed.
     #[error("a peer copy failed: {0}")]
     Peer(String),
-    /// A tensor split across peers could not be brought back whole.
-    #[error(transparent)]
-    Receive(super::peers::ReceiveError),
     /// A failure injected by a test.
     #[error("injected {0} failure")]
     Injected(&'static str),
@@ -97,7 +94,7 @@ impl From<super::peers::ReceiveError> for TransferError {
     fn from(error: super::peers::ReceiveError) -> Self {
         match error {
             super::peers::ReceiveError::Codec(error) => TransferError::Codec(error),
-            other => TransferError::Receive(other),
+            piece => TransferError::Peer(piece.to_string()),
         }
     }
 }

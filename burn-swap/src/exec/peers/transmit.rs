@@ -263,18 +263,16 @@ impl PeerPool {
             // A device piece is brought back by the device route (see `cube::peer_receive`,
             // `peers::receive_backend`); here, through the host, unpaced.
             #[cfg(feature = "cuda")]
-            PieceData::Device(d) => match d.to_host() {
-                Ok(bytes) => fill(slot, Ok(&bytes), piece),
-                Err(reason) => fill(slot, Err(reason), piece),
-            },
-            PieceData::Backend { tensor, read } => match read(tensor.as_ref()) {
-                Some(bytes) => fill(slot, Ok(&bytes), piece),
-                None => fill(
-                    slot,
-                    Err("the inner backend refused the read".into()),
-                    piece,
-                ),
-            },
+            PieceData::Device(d) => {
+                fill(slot, d.to_host().as_deref().map_err(String::clone), piece)
+            }
+            PieceData::Backend { tensor, read } => fill(
+                slot,
+                read(tensor.as_ref())
+                    .as_deref()
+                    .ok_or_else(|| "the inner backend refused the read".to_string()),
+                piece,
+            ),
         };
         if read.is_ok() {
             self.note_fetched(piece.peer, slot.len(), start);
