@@ -8,6 +8,7 @@
 //! | `BURN_SWAP` | `on`, `off`, `1`, `0`, `true`, `false` | `on` |
 //! | `BURN_SWAP_BUDGET` | bytes (`536870912`, `512MiB`, `12GiB`, `1.5GB`, `64K`) or a fraction of device memory (`0.4`, `40%`) | unlimited |
 //! | `BURN_SWAP_POLICY` | `reactive`, `planned`, `offload-only`, `recompute-only` | `planned` |
+//! | `BURN_SWAP_PLANNER` | `cheapest`, `combined`, `checkpoints`, `segments` | `cheapest` |
 //! | `BURN_SWAP_EVICTION` | `dtr`, `lru`, `largest` | `dtr` |
 //! | `BURN_SWAP_TRACE` | `on`, `off` | `on` |
 //! | `BURN_SWAP_COMPRESS` | `off`, `on`, `auto`, `on:0.7` (size threshold) | `off` |
@@ -132,6 +133,65 @@ impl core::str::FromStr for Policy {
     }
 }
 
+/// Which planner's plan a planned policy follows. Every planner's candidate is judged by the
+/// simulator (`plan::build`); by default the cheapest that fits is followed, and naming one
+/// planner follows its plan alone, or none when it does not fit (the reactive fallback then
+/// keeps the budget): what tests and measurements of one mechanism want.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub enum Planner {
+    /// The cheapest plan that fits, of every planner the policy allows (the default).
+    #[default]
+    Cheapest,
+    /// The combiner's per-tensor mix (offload with prefetch, or recompute; restricted to one
+    /// of them under [`Policy::OffloadOnly`] and [`Policy::RecomputeOnly`]).
+    Combined,
+    /// The checkpoint selection (recompute or swap whole blocks between checkpoints, chosen
+    /// by a threshold on the simulated peak; seed 004).
+    Checkpoints,
+    /// The segment plan evolved by the genetic algorithm (offloads only; seed 001).
+    Segments,
+}
+
+impl Planner {
+    /// Every planner choice.
+    pub const ALL: [Planner; 4] = [
+        Planner::Cheapest,
+        Planner::Combined,
+        Planner::Checkpoints,
+        Planner::Segments,
+    ];
+
+    /// The name used in `BURN_SWAP_PLANNER` and in the report's plan choices (`combined`,
+    /// `checkpoints`, `segments`; `cheapest` for the default).
+    pub fn name(self) -> &'static str {
+        match self {
+            Planner::Cheapest => "cheapest",
+            Planner::Combined => "combined",
+            Planner::Checkpoints => "checkpoints",
+            Planner::Segments => "segments",
+        }
+    }
+}
+
+impl core::str::FromStr for Planner {
+    type Err = ParseError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let value = value.trim().to_ascii_lowercase();
+        Planner::ALL
+            .into_iter()
+            .find(|p| p.name() == value)
+            .ok_or_else(|| {
+                format!(
+                    "`{value}`: expected one of `cheapest`, `combined`, `checkpoints`, \
+                     `segments`"
+                )
+                .into()
+            })
+    }
+}
+
 /// The score by which the reactive policy chooses which resident tensor to offload.
 ///
 /// See `plan::reactive` for the formulas. Every score only ever picks tensors that the
@@ -196,6 +256,9 @@ pub struct SwapConfig {
     /// (the op waits; the plan is followed from the next iteration, every run alike).
     #[serde(default = "yes")]
     pub(crate) background_planning: bool,
+    /// Whose plan a planned policy follows: the cheapest that fits, or one planner's.
+    #[serde(default)]
+    pub(crate) planner: Planner,
 }
 
 fn yes() -> bool {
@@ -269,6 +332,7 @@ impl Default for SwapConfig {
             peers: Vec::new(),
             host_budget: None,
             background_planning: true,
+            planner: Planner::Cheapest,
         }
     }
 }
@@ -293,6 +357,11 @@ impl SwapConfig {
     /// The policy that keeps the budget.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// Whose plan a planned policy follows.
+    pub fn planner(&self) -> Planner {
+        self.planner
     }
 
     /// How the reactive policy chooses what to offload.
@@ -355,6 +424,15 @@ impl SwapConfig {
     /// Replaces the policy.
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Follows one planner's plan only ([`Planner::Cheapest`], the default: the cheapest of
+    /// all that fits). A planner the policy rules out (the segment plan offloads, so it has
+    /// no place under [`Policy::RecomputeOnly`]; the checkpoints recompute, none under
+    /// [`Policy::OffloadOnly`]) is refused when the configuration is applied.
+    pub fn with_planner(mut self, planner: Planner) -> Self {
+        self.planner = planner;
         self
     }
 
@@ -432,6 +510,15 @@ impl SwapConfig {
                     "BURN_SWAP_POLICY",
                     &value,
                     "expected one of `reactive`, `planned`, `offload-only`, `recompute-only`",
+                )
+            })?;
+        }
+        if let Some(value) = lookup("BURN_SWAP_PLANNER") {
+            self.planner = value.parse().map_err(|_: ParseError| {
+                invalid(
+                    "BURN_SWAP_PLANNER",
+                    &value,
+                    "expected one of `cheapest`, `combined`, `checkpoints`, `segments`",
                 )
             })?;
         }
@@ -519,6 +606,17 @@ impl SwapConfig {
         }
         if self.host_budget == Some(0) {
             return Err(ConfigError::ZeroHostBudget);
+        }
+        let ruled_out = match self.planner {
+            Planner::Segments => self.policy == Policy::RecomputeOnly,
+            Planner::Checkpoints => self.policy == Policy::OffloadOnly,
+            _ => false,
+        };
+        if ruled_out {
+            return Err(ConfigError::PlannerOutsidePolicy {
+                planner: self.planner.name(),
+                policy: self.policy.name(),
+            });
         }
         match self.budget {
             Budget::Bytes(0) => Err(ConfigError::ZeroBudget),

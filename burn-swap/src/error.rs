@@ -32,6 +32,16 @@ pub enum ConfigError {
         "a host budget of 0 bytes can hold no offloaded tensor; leave it unlimited or give the bytes offloads may occupy (BURN_SWAP_HOST_BUDGET)"
     )]
     ZeroHostBudget,
+    /// A planner whose plans the policy rules out (it would never plan).
+    #[error(
+        "the {planner} planner makes no plan under the {policy} policy (the segment plan offloads, the checkpoints recompute); name another planner or policy"
+    )]
+    PlannerOutsidePolicy {
+        /// The planner named.
+        planner: &'static str,
+        /// The policy named.
+        policy: &'static str,
+    },
     /// A simulated peer without room or without a usable link.
     #[error(
         "peer {name}: a simulated peer needs a capacity above 0 and a finite bandwidth above 0 (got {capacity_bytes} bytes, {bandwidth} B/s)"

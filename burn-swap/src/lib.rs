@@ -57,7 +57,7 @@ use backend::registry::{self, DeviceKey};
 use burn_backend::backend::DeviceOps;
 
 pub use backend::{Swap, SwapQTensor};
-pub use config::{Budget, Compression, EvictionScore, PeerSpec, Policy, SwapConfig};
+pub use config::{Budget, Compression, EvictionScore, PeerSpec, Planner, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
     AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanTakeover, Report,

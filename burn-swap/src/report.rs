@@ -97,6 +97,12 @@ pub struct Report {
     /// Planned fetches that compute had to wait for before an op (seed 003's waits that
     /// found the fetch still in flight); their time is part of `exposed_wait_seconds`.
     pub planned_waits: u64,
+    /// Reads of a planned prefetch by an op before the wait that seed 003's cross-queue
+    /// analysis placed for it: 0 when the analysis puts a wait before every op that reads a
+    /// planned fetch (`suite/tests/waits.rs` holds it at 0 on jittered runs). The values are
+    /// right either way: an op that finds its input still in flight waits for it itself.
+    #[serde(default)]
+    pub unawaited_prefetch_reads: u64,
     /// The device's total memory, when the backend can tell it (CUDA).
     pub device_memory_bytes: Option<u64>,
 
@@ -314,6 +320,7 @@ impl Report {
                 offload_seconds: seconds(c.exposed_by_cause[Wait::Offload as usize]),
             },
             planned_waits: c.planned_waits,
+            unawaited_prefetch_reads: c.unawaited_prefetch_reads,
             device_memory_bytes: f.device_memory,
             allocator: c.allocator,
             allocator_peak: c.allocator_peak,

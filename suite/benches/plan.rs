@@ -5,7 +5,6 @@
 //! iterations of the program's timeline, and that analysis alone.
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use burn_swap::unstable::plan::profile::{CopySample, Links, Profile};
 use burn_swap::unstable::plan::{self, checkpoint, combine, segments, simulate, waits};
@@ -57,7 +56,7 @@ fn plan(c: &mut Criterion) {
         })
     });
     let config = segments::GaConfig {
-        time_limit: Duration::from_secs(10),
+        work: u64::MAX,
         rounds: 50,
         ..segments::GaConfig::default()
     };

@@ -1,7 +1,8 @@
 //! Seed 003's cross-queue waits over the programs of real training iterations: the waits the
 //! analysis inserts order every conflicting pair of touches, and taking away any kind of
 //! them (compute waiting for a fetch, a release waiting for its offload, an offload waiting
-//! for its producer) leaves a hazard that the checker names.
+//! for its producer) leaves a hazard that the checker names. And the executor on a jittered
+//! run: every op that reads a planned prefetch is preceded by the analysis' wait for it.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -11,6 +12,8 @@ use burn_swap::unstable::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_suite::models::{MlpConfig, TransformerConfig};
 use burn_swap_suite::train::{train_mlp, train_transformer};
+use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
+use burn_swap_suite::workload::Workload;
 
 type B = Autodiff<Swap<Flex>>;
 
@@ -28,8 +31,12 @@ fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Progra
     let mut profile = burn_swap::unstable::profile(&device).unwrap();
     profile.links = Some(burn_swap::unstable::plan::profile::Links::instant());
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
-    let program =
-        burn_swap::unstable::plan::build(&trace, &profile, (peak as f64 * fraction) as u64, policy);
+    let program = burn_swap::unstable::plan::build(
+        &trace,
+        &profile,
+        (peak as f64 * fraction) as u64,
+        (policy, Default::default()),
+    );
     (trace, program)
 }
 
@@ -135,4 +142,66 @@ fn waits_over_the_transformer_program() {
         0.5,
     );
     check_program("transformer planned at 50%", &trace, &program);
+}
+
+/// The executor waits where the analysis says: under a plan whose prefetches run on the
+/// receive worker, with every transfer's completion held back up to 500 µs at random (so
+/// that fetches land early, late, and in any order), no op reads a planned prefetch before
+/// the wait the analysis placed for it (`Report::unawaited_prefetch_reads`), some of those
+/// waits find the fetch still in flight, and training stays bit-identical. Checked to fail
+/// with the analysis' waits left out of the program (`plan::compile` without
+/// `fetch_waits`): every planned prefetch is then read unawaited (the op's own wait keeps
+/// the values right).
+#[test]
+fn the_executor_waits_where_the_analysis_says() {
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let steps = 8;
+    for (workload, policy, fraction) in [
+        (Workload::Mlp(MlpConfig::small()), Policy::OffloadOnly, 0.25),
+        (
+            Workload::Transformer(TransformerConfig::small()),
+            Policy::Planned,
+            0.5,
+        ),
+    ] {
+        let name = workload.name();
+        let plain = workload.train::<Autodiff<Flex>>(&device, steps);
+        let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
+            workload.train::<B>(&device, steps)
+        });
+        let budget = (unbudgeted.peak_bytes as f64 * fraction) as u64;
+        let config = SwapConfig::budget_bytes(budget)
+            .with_policy(policy)
+            .with_transfer_jitter(500)
+            .with_background_planning(false);
+        // Planned copies on the workers (a free hand-over), not on the op's thread.
+        burn_swap::unstable::set_handover_seconds(Some(0.0));
+        let (swapped, report) =
+            run_configured(&device, config, || workload.train::<B>(&device, steps));
+        burn_swap::unstable::set_handover_seconds(None);
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let what = format!("{name} {} at {fraction}", policy.name());
+        println!(
+            "{what}: {} planned offloads, {} planned iterations, {} waits found the fetch in \
+             flight, {} unawaited reads",
+            report.planned_offloads,
+            report.planned_iterations,
+            report.planned_waits,
+            report.unawaited_prefetch_reads
+        );
+        assert_budgeted_run(&what, &plain, &swapped, &report, budget);
+        assert!(
+            report.planned_iterations > 0 && report.planned_offloads > 0,
+            "{what}: no plan with offloads followed\n{report}"
+        );
+        assert!(
+            report.planned_waits > 0,
+            "{what}: no planned fetch was still in flight at its wait\n{report}"
+        );
+        assert_eq!(
+            report.unawaited_prefetch_reads, 0,
+            "{what}: ops read planned prefetches before the analysis' wait\n{report}"
+        );
+    }
 }

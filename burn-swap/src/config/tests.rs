@@ -156,3 +156,45 @@ fn fraction_needs_known_device_memory() {
         Err(ConfigError::FractionOutOfRange(1.5))
     );
 }
+
+#[test]
+fn a_planner_the_policy_rules_out_is_refused_by_name() {
+    use crate::config::Planner;
+    for (planner, policy) in [
+        (Planner::Segments, Policy::RecomputeOnly),
+        (Planner::Checkpoints, Policy::OffloadOnly),
+    ] {
+        let config = SwapConfig::default()
+            .with_policy(policy)
+            .with_planner(planner);
+        let error = config.validate().unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::PlannerOutsidePolicy {
+                planner: planner.name(),
+                policy: policy.name()
+            }
+        );
+        let message = error.to_string();
+        assert!(message.contains(planner.name()) && message.contains(policy.name()));
+    }
+    for planner in [Planner::Combined, Planner::Checkpoints, Planner::Segments] {
+        let config = SwapConfig::default().with_planner(planner);
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.planner(), planner);
+    }
+    for planner in Planner::ALL {
+        assert_eq!(planner.name().parse(), Ok(planner));
+        let read = SwapConfig::default()
+            .with_vars(|name| (name == "BURN_SWAP_PLANNER").then(|| planner.name().into()))
+            .unwrap();
+        assert_eq!(read.planner(), planner);
+    }
+    let error = SwapConfig::default()
+        .with_vars(|name| (name == "BURN_SWAP_PLANNER").then(|| "genetic".into()))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("BURN_SWAP_PLANNER") && error.to_string().contains("genetic"),
+        "{error}"
+    );
+}

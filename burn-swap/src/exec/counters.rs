@@ -26,6 +26,9 @@ pub(crate) struct Counters {
     /// Time the ops waited on transfers, by cause, indexed by [`Wait`].
     pub exposed_by_cause: [u64; 4],
     pub planned_waits: u64,
+    /// Reads of a planned prefetch by an op before the wait the cross-queue analysis placed
+    /// for it (`Program::fetch_waits`).
+    pub unawaited_prefetch_reads: u64,
     /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost).
     pub failed_fetches: u64,
     /// Shared buffers that left as one copy with all their holders (`engine::groups`).

@@ -38,8 +38,10 @@ pub(crate) struct Active {
     /// Iterations that ended under this program since it took over.
     pub iterations: u64,
     pub tags: hashbrown::HashMap<u32, TensorId>,
-    /// The tensors whose planned prefetch started, by tag, until an op waited for them.
-    pub fetching: hashbrown::HashMap<u32, TensorId>,
+    /// The planned prefetches in the order the program queues them on the receive worker,
+    /// by tag, with the tensor where one was fetched (`None` where the tensor had not left),
+    /// until an op waited for them or for one queued after them.
+    pub fetching: Vec<(u32, Option<TensorId>)>,
 }
 
 impl Active {

@@ -37,7 +37,7 @@ pub mod simulate;
 pub mod views;
 pub mod waits;
 
-use crate::config::Policy;
+use crate::config::{Planner, Policy};
 use crate::trace::Trace;
 use profile::Profile;
 use program::Program;
@@ -48,6 +48,12 @@ const MIN_GAP: usize = 3;
 
 /// The shortest gap a tensor can leave in: one op between two of its uses.
 const SHORTEST_GAP: usize = 2;
+
+/// The genetic segment search's work limit in [`build`] (accesses walked by its costings; see
+/// [`segments::GaConfig::work`]): planning runs once per schedule, on a planner thread by
+/// default, and this bounds the search to tens of milliseconds on the suite's models while
+/// its plan stays the same on every machine.
+const GA_WORK: u64 = 10_000_000;
 
 /// One candidate plan as the simulator judged it, for the report: the planner that made it,
 /// whether it fits, its predicted peaks and time, and the smallest budget it reaches.
@@ -96,13 +102,20 @@ impl PlanChoice {
 /// between two uses; when no plan fits so, the same planners are run again with the
 /// single-op gaps as well (named `..., single-op gaps`). Every candidate's score is in
 /// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
-/// end) and the reactive fallback keeps the budget alone.
-pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> Program {
+/// end) and the reactive fallback keeps the budget alone. A `planner` other than
+/// [`Planner::Cheapest`] limits the candidates to that planner's (keep-all aside).
+pub fn build(
+    trace: &Trace,
+    profile: &Profile,
+    budget: u64,
+    (policy, planner): (Policy, Planner),
+) -> Program {
     let _span = tracing::debug_span!(
         "burn_swap::plan",
         ops = trace.ops.len(),
         budget,
-        policy = policy.name()
+        policy = policy.name(),
+        planner = planner.name()
     )
     .entered();
     let keep_all = combine::keep_all(trace, profile, budget);
@@ -123,12 +136,11 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         budget,
         (policy, PLANNERS),
     );
-    if policy != Policy::RecomputeOnly {
+    plans.retain(|(name, _)| admits(planner, name));
+    if policy != Policy::RecomputeOnly && admits(planner, "segments") {
         // Seed 001's segments do not depend on the candidates: made once.
         let ga = segments::GaConfig {
-            // Planning runs once per schedule (on a planner thread by default): the search
-            // gets 20 ms.
-            time_limit: std::time::Duration::from_millis(20),
+            work: GA_WORK,
             ..Default::default()
         };
         if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
@@ -145,15 +157,36 @@ pub fn build(trace: &Trace, profile: &Profile, budget: u64, policy: Policy) -> P
         // (a convolution's backward between its input's reads), which costs more copy time
         // per byte than a longer gap and is planned only when nothing else fits.
         let shortest = checkpoint::candidates(trace, profile, SHORTEST_GAP);
-        plans.extend(plans_from(
-            trace,
-            (profile, &copying),
-            (&shortest, SHORTEST_GAP),
-            budget,
-            (policy, SHORT_GAP_NAMES),
-        ));
+        plans.extend(
+            plans_from(
+                trace,
+                (profile, &copying),
+                (&shortest, SHORTEST_GAP),
+                budget,
+                (policy, SHORT_GAP_NAMES),
+            )
+            .into_iter()
+            .filter(|(name, _)| admits(planner, name)),
+        );
+    }
+    if plans.is_empty() {
+        // The planner named made nothing here: none is followed.
+        return compile_none(trace, &combine::Plan::empty(&keep_all), Vec::new());
     }
     choose(trace, &plans)
+}
+
+/// Whether the plan named `name` (one of [`PLANNERS`], [`SHORT_GAP_NAMES`] or `segments`) is
+/// `planner`'s: the combiner's mix and its offload-only and recompute-only restrictions are
+/// [`Planner::Combined`]'s.
+fn admits(planner: Planner, name: &str) -> bool {
+    let base = name.split(',').next().unwrap_or(name);
+    match planner {
+        Planner::Cheapest => true,
+        Planner::Combined => matches!(base, "combined" | "offload-only" | "recompute-only"),
+        Planner::Checkpoints => base == "checkpoints",
+        Planner::Segments => base == "segments",
+    }
 }
 
 /// The names of the candidate plans made from every gap, the single-op ones included (as
@@ -247,11 +280,7 @@ fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
         // No plan fits: none is followed, and the reactive fallback keeps the budget alone
         // (a plan's moves would come on top of the fallback's: measured slower).
         tracing::debug!("burn-swap: no plan fits");
-        let mut program = compile(trace, &combine::Plan::empty(&plans[0].1));
-        program.fits = false;
-        program.chosen = choices.len();
-        program.choices = choices;
-        return program;
+        return compile_none(trace, &combine::Plan::empty(&plans[0].1), choices);
     };
     tracing::debug!(
         chosen = choices.get(chosen).map(|c| c.planner.as_str()),
@@ -259,6 +288,15 @@ fn choose(trace: &Trace, plans: &[(&'static str, combine::Plan)]) -> Program {
     );
     let mut program = compile(trace, &plans[chosen].1);
     program.chosen = chosen;
+    program.choices = choices;
+    program
+}
+
+/// The program of no plan (none fits, or none was made), with the choices judged.
+fn compile_none(trace: &Trace, empty: &combine::Plan, choices: Vec<PlanChoice>) -> Program {
+    let mut program = compile(trace, empty);
+    program.fits = false;
+    program.chosen = choices.len();
     program.choices = choices;
     program
 }

@@ -507,19 +507,54 @@ impl Layout<'_> {
 }
 
 /// Per op position of the iteration, the planned fetches (by tag) that compute must wait for
-/// before the op runs: the waits of [`waits`] over the program's [`timeline`] in which an op
-/// waits for a prefetch. The executor's other waits are realised by construction (see the
-/// module documentation).
+/// before the op runs, as the executor realises them.
+///
+/// [`waits`] takes a release on the compute queue to wait for its offload, and leaves out a
+/// compute wait for a fetch that such a chain already orders (compute waited for a release,
+/// whose offload waited for a fetch that freed the host copy it writes). The executor does not
+/// block compute for a release: it drops the device copy when the send worker's report of
+/// the finished copy lands, between ops. So the waits here are derived from the
+/// [`timeline`] with the orderings the executor does keep, and no other: compute's own
+/// order, the receive queue's order (a wait for a fetch covers every fetch queued before
+/// it), and compute's earlier waits. Every op that reads a device copy written by a fetch
+/// on the receive queue waits for that fetch, unless compute already waited for it or for
+/// one queued after it.
 pub fn fetch_waits(trace: &Trace, program: &Program) -> Vec<Vec<u32>> {
     let nodes = timeline(trace, program);
     let period = program.period.max(1);
     let mut before = vec![Vec::new(); program.period];
-    for w in waits(&nodes) {
-        if let (What::Op(op), What::Prefetch(tag)) = (nodes[w.before].what, nodes[w.after].what) {
-            let slot: &mut Vec<u32> = &mut before[op % period];
-            if !slot.contains(&tag) {
-                slot.push(tag);
+    // The fetch that last wrote each device copy: its place in the receive queue and tag.
+    let mut written_by: HashMap<Buffer, (usize, u32)> = HashMap::new();
+    let mut received = 0usize;
+    // How far along the receive queue compute has waited.
+    let mut awaited: Option<usize> = None;
+    for node in &nodes {
+        match (node.queue, node.what) {
+            (Queue::Receive, What::Prefetch(tag)) => {
+                for &(buffer, touch) in &node.touches {
+                    if touch == Touch::Write {
+                        written_by.insert(buffer, (received, tag));
+                    }
+                }
+                received += 1;
             }
+            (Queue::Receive, _) => received += 1,
+            (Queue::Compute, What::Op(op)) => {
+                for &(buffer, touch) in &node.touches {
+                    let Some(&(at, tag)) = written_by.get(&buffer) else {
+                        continue;
+                    };
+                    if touch != Touch::Read || awaited.is_some_and(|a| a >= at) {
+                        continue;
+                    }
+                    let slot: &mut Vec<u32> = &mut before[op % period];
+                    if !slot.contains(&tag) {
+                        slot.push(tag);
+                    }
+                    awaited = Some(awaited.map_or(at, |a| a.max(at)));
+                }
+            }
+            _ => {}
         }
     }
     before

@@ -119,7 +119,9 @@ impl<B: BackendIr> Engine<B> {
     ) -> Result<(), SwapError> {
         let previous = (self.config.clone(), self.budget);
         let budget_before = self.budget();
-        let replan = config.policy != self.config.policy || budget != self.budget;
+        let replan = config.policy != self.config.policy
+            || config.planner != self.config.planner
+            || budget != self.budget;
         self.config = config;
         self.budget = budget;
         if let Some(budget) = self.budget()
@@ -133,7 +135,7 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if replan {
-            // The plan being made is for the old budget or policy: it would never be
+            // The plan being made is for the old budget, policy or planner: it would never be
             // followed, and the new one is made without waiting for it.
             self.forget_plan();
             self.plans.abandon();

@@ -322,14 +322,24 @@ fn single_op_gaps_reach_a_peak_that_sits_between_two_uses() {
             && matches!(a, Action::Offload { after: 1, prefetch_at, .. } if prefetch_at <= 3)),
         "activation 0 leaves between ops 1 and 3: {short:?}"
     );
-    let program = crate::plan::build(&trace, &p, budget, crate::config::Policy::OffloadOnly);
+    let program = crate::plan::build(
+        &trace,
+        &p,
+        budget,
+        (crate::config::Policy::OffloadOnly, Default::default()),
+    );
     assert!(program.fits, "{:?}", program.choices);
     assert_eq!(
         program.choices[program.chosen].planner,
         "offload-only, single-op gaps"
     );
     // Where gaps of three ops suffice, no single-op plan is made.
-    let roomy = crate::plan::build(&trace, &p, 24_000, crate::config::Policy::OffloadOnly);
+    let roomy = crate::plan::build(
+        &trace,
+        &p,
+        24_000,
+        (crate::config::Policy::OffloadOnly, Default::default()),
+    );
     assert!(roomy.fits);
     assert!(
         roomy
@@ -432,4 +442,34 @@ fn a_fetch_queued_behind_another_lands_later() {
     let mixed = late_in_queue(&trace, &p, fits, &[inline, fetch(2)], &[13, 14]);
     assert_eq!(mixed[0], 0.0);
     assert!(near(mixed[1], 0.0), "{mixed:?}");
+}
+
+#[test]
+fn a_named_planner_is_the_only_one_judged() {
+    use crate::config::{Planner, Policy};
+    let trace = crate::trace::synthetic::chain(12, |_| 8000, |_| 1000);
+    let p = profile(&trace, 1e9);
+    let peak = keep_all(&trace, &p, u64::MAX).simulation.peak_live_bytes;
+    let budget = peak / 2;
+    let names = |planner| -> Vec<String> {
+        let program = crate::plan::build(&trace, &p, budget, (Policy::Planned, planner));
+        program.choices.into_iter().map(|c| c.planner).collect()
+    };
+    let all = names(Planner::Cheapest);
+    for planner in ["combined", "checkpoints", "segments"] {
+        assert!(all.iter().any(|n| n.starts_with(planner)), "{all:?}");
+    }
+    let base = |n: &String| n.split(',').next().unwrap().to_string();
+    let segments = names(Planner::Segments);
+    assert!(!segments.is_empty() && segments.iter().all(|n| base(n) == "segments"));
+    let checkpoints = names(Planner::Checkpoints);
+    assert!(!checkpoints.is_empty() && checkpoints.iter().all(|n| base(n) == "checkpoints"));
+    let combined = names(Planner::Combined);
+    assert!(
+        !combined.is_empty()
+            && combined
+                .iter()
+                .all(|n| ["combined", "offload-only", "recompute-only"].contains(&base(n).as_str())),
+        "{combined:?}"
+    );
 }
