@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Checks a `swap-bench` CSV (CI runs it on `swap-bench --quick`'s): the unwrapped row and one
+row per policy and budget are present, no row failed, and every burn-swap row's counted peak
+is within its budget (the budget fraction times the unwrapped row's peak; the CSV prints the
+fraction to four decimals, so a peak may pass it by that rounding, never by more).
+
+Usage: check-bench-csv.py FILE [--policies reactive,planned,...] [--fractions 1,0.5,0.25]
+"""
+import csv
+import sys
+
+
+def main(argv):
+    if not argv or argv[0].startswith("-"):
+        sys.exit(__doc__)
+    path = argv[0]
+    options = dict(zip(argv[1::2], argv[2::2]))
+    policies = options.get("--policies", "reactive,planned,offload-only,recompute-only").split(",")
+    fractions = [float(f) for f in options.get("--fractions", "1,0.5,0.25").split(",")]
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    problems = []
+    unwrapped = [r for r in rows if r["config"] == "unwrapped"]
+    if len(unwrapped) != 1:
+        sys.exit(f"{path}: {len(unwrapped)} `unwrapped` rows (expected one)")
+    peak = int(unwrapped[0]["peak_bytes"])
+    if peak <= 0:
+        problems.append(f"the unwrapped peak is {peak} B")
+    for policy in policies:
+        for fraction in fractions:
+            found = [
+                r
+                for r in rows
+                if r["config"] == policy
+                and r["budget_fraction"]
+                and abs(float(r["budget_fraction"]) - fraction) < 5e-5
+            ]
+            if not found:
+                problems.append(f"no row for {policy} at {fraction:g}")
+    checked = 0
+    for r in rows:
+        what = f"{r['config']} at {r['budget_fraction'] or '-'}"
+        if r["error"]:
+            problems.append(f"{what}: failed: {r['error']}")
+            continue
+        if not r["budget_fraction"]:
+            continue
+        budget = float(r["budget_fraction"]) * peak
+        measured = int(r["peak_bytes"])
+        if measured > budget * (1 + 1e-4):
+            problems.append(f"{what}: counted peak {measured} B over the budget {budget:.0f} B")
+        checked += 1
+    if problems:
+        sys.exit(f"{path}:\n  " + "\n  ".join(problems))
+    print(f"{path}: {len(rows)} rows, {checked} budgeted peaks within their budgets")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
