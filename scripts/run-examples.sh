@@ -2,7 +2,8 @@
 # The README's example commands as CI runs them: each trainer's `main` with the README's flags
 # for 2 steps, the quickstart, in the dev profile (the test build's), and the README's claims
 # about them checked:
-# - without the `swap` feature, train_mlp and the quickstart train on plain Autodiff<Flex> and
+# - without the `swap` feature (and so without budget flags, which need it), train_mlp and the
+#   quickstart train on plain Autodiff<Flex> and
 #   end on the same loss, bit for bit;
 # - `--report-json` writes the report (its counted peak within its budget), `--plot` an SVG.
 # Usage: scripts/run-examples.sh [OUT_DIR] (default target/examples).
@@ -41,7 +42,7 @@ same_loss() {
 }
 
 run mlp-swap swap,wgpu train_mlp --steps 2 --budget 0.25 --report-json "$out/r.json"
-run mlp-plain wgpu train_mlp --steps 2 --budget 0.25
+run mlp-plain wgpu train_mlp --steps 2
 same_loss mlp-swap mlp-plain
 python3 - "$out/r.json" <<'PY'
 import json, sys
@@ -52,7 +53,8 @@ if not budget or peak > budget:
 print(f"{sys.argv[1]}: counted peak {peak} B within the budget {budget} B")
 PY
 
-run cnn-swap swap,wgpu train_cnn --steps 2 --budget 0.4 --plot "$out/timeline.svg"
+# The plot draws a complete iteration, traced after the loop is detected: 4 steps.
+run cnn-swap swap,wgpu train_cnn --steps 4 --budget 0.4 --plot "$out/timeline.svg"
 grep -q '<svg' "$out/timeline.svg" || {
     echo "run-examples: train_cnn --plot wrote no SVG" >&2
     exit 1
