@@ -60,8 +60,8 @@ pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Planner, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
-    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanTakeover, Report,
-    StreamRole, StreamUsage,
+    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanChoice, PlanTakeover,
+    Report, StreamRole, StreamUsage,
 };
 pub use trace::Trace;
 

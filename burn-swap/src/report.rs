@@ -14,6 +14,7 @@ use crate::trace::IterationPeak;
 /// All byte figures are counted by burn-swap: the sum of the sizes of the tensors it holds
 /// (elements × dtype size), not the inner allocator's reservation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The inner backend's name.
     pub backend: String,
