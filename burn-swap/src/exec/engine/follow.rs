@@ -158,28 +158,25 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Counts the op's inputs whose planned prefetch is still in flight though no wait of
-    /// the analysis covered it: the analysis missed a read. (A fetch the analysis leaves
-    /// without a wait of its own, because a wait for a later fetch on the same in-order
-    /// receive queue implies it, has landed by then.) The op's own use of the tensor waits
-    /// for the fetch, so the values stay right; the count is what the tests of the analysis
-    /// read.
-    #[inline(never)]
-    pub(super) fn note_unawaited_prefetch_reads(&mut self) {
-        let Some(active) = self.plans.active.as_ref() else {
-            return;
-        };
-        let residency = &self.residency;
+    /// Counts an input of the op, absent from the device, whose planned prefetch is still in
+    /// flight though no wait of the analysis covered it: the analysis missed a read. (A fetch
+    /// the analysis leaves without a wait of its own, because a wait for a later fetch on the
+    /// same in-order receive queue implies it, has landed by then.) The op's own use of the
+    /// tensor waits for the fetch, so the values stay right; the count is what the tests of
+    /// the analysis read. Called only for absent inputs, off the path of resident ones.
+    pub(super) fn note_unawaited_prefetch_read(&mut self, id: TensorId) {
         let unawaited = self
-            .op
-            .inputs
-            .iter()
-            .filter(|(id, _)| {
-                active.fetching.iter().any(|(_, f)| f.as_ref() == Some(id))
-                    && matches!(residency.get(id).map(|e| e.state()), Some(State::Fetching))
-            })
-            .count();
-        self.counters.unawaited_prefetch_reads += unawaited as u64;
+            .plans
+            .active
+            .as_ref()
+            .is_some_and(|a| a.fetching.iter().any(|(_, f)| *f == Some(id)))
+            && matches!(
+                self.residency.get(&id).map(|e| e.state()),
+                Some(State::Fetching)
+            );
+        if unawaited {
+            self.counters.unawaited_prefetch_reads += 1;
+        }
     }
 
     fn recorder_period(&self) -> usize {

@@ -314,14 +314,6 @@ impl<B: BackendIr> Engine<B> {
         if tracing {
             self.recorder.outputs_follow();
         }
-        if self
-            .plans
-            .active
-            .as_ref()
-            .is_some_and(|a| !a.fetching.is_empty())
-        {
-            self.note_unawaited_prefetch_reads();
-        }
         // Only an `Init` op's output is already in the books (registered with its data).
         let registered = matches!(op, OperationIr::Init(_));
         let mut output_bytes = match ports {

@@ -67,6 +67,7 @@ impl<B: BackendIr> Engine<B> {
             for i in 0..self.op.inputs.len() {
                 let id = self.op.inputs[i].0;
                 if self.residency.is_absent(&id) {
+                    self.note_unawaited_prefetch_read(id);
                     self.bring(id)?;
                 }
             }
