@@ -237,7 +237,7 @@ pub struct SwapConfig {
     /// A stress test for ordering, off at 0: each transfer worker holds every finished
     /// transfer for a pseudo-random time of up to this many microseconds before reporting
     /// it, so that completions reach compute in every order and at every distance from the
-    /// ops that need them. Training must stay bit-identical (`tests/stress.rs`).
+    /// ops that need them. Training must stay bit-identical (`tests/reliability/stress.rs`).
     #[serde(default)]
     pub(crate) transfer_jitter_micros: u64,
     /// Peer devices that take offloaded tensors (seed 000): split across them by link

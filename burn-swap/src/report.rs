@@ -100,7 +100,7 @@ pub struct Report {
     pub planned_waits: u64,
     /// Reads of a planned prefetch by an op before the wait that seed 003's cross-queue
     /// analysis placed for it: 0 when the analysis puts a wait before every op that reads a
-    /// planned fetch (`tests/waits.rs` holds it at 0 on jittered runs). The values are
+    /// planned fetch (`tests/budget/waits.rs` holds it at 0 on jittered runs). The values are
     /// right either way: an op that finds its input still in flight waits for it itself.
     #[serde(default)]
     pub unawaited_prefetch_reads: u64,

@@ -108,6 +108,8 @@ fn program<B: Backend>(device: &B::Device) -> Vec<f32> {
 fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
+    // Seeded below: the generator is shared with the other tests of this binary.
+    let _rng = burn_swap_suite::rng_lock();
     <Flex as Backend>::seed(&device, 7);
     let plain = program::<Flex>(&device);
     // Unbudgeted through Swap: the peak and the minimum, as counted.

@@ -8,7 +8,7 @@
 //!
 //! On `Flex` both workers share one device (`FlexDevice`), hence one engine and one budget.
 //! On GPUs each worker has a device of its own and each device its own engine and budget
-//! (`tests/cube.rs::two_devices_keep_budgets_of_their_own` shows that on two wgpu devices;
+//! (`tests/budget/cube.rs::two_devices_keep_budgets_of_their_own` shows that on two wgpu devices;
 //! CubeCL's wgpu runtime has no device-to-device collective for Burn's all-reduce). The
 //! book's *Peer-GPU offload* page works the sizes out for an 8-GPU server.
 
@@ -92,6 +92,7 @@ where
 #[test]
 fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
     let devices = [device; WORKERS];
     let expected = data_parallel::<Autodiff<Flex>>(&devices);
     assert_eq!(
