@@ -233,11 +233,12 @@ fn planned_copies_on_the_op_thread_change_no_value() {
 /// of each model's peak, a model of one schedule (an MLP, a GPT, a BatchNorm CNN, an
 /// unrolled LSTM, twelve identical transformer blocks: loops inside the step that repeat as
 /// exactly as the step) makes at most two plans, a GAN (critic and generator steps) at most
-/// three, a transformer on three bucketed sequence lengths at most four; plans kept for a
-/// schedule that comes back are reused; the op threads spend less time on planning than the
-/// planner; every value is the plain backend's, bit for bit; the budget holds. (When a plan
-/// takes over depends on how fast the planner thread runs beside the ops: printed, not
-/// asserted.)
+/// three, a transformer on three bucketed sequence lengths at most four; the op threads
+/// spend less time on planning than the planner; every value is the plain backend's, bit
+/// for bit; the budget holds. Plans kept for a schedule that comes back are reused: asserted
+/// on the bucketed transformer planned on the op's thread (when a plan made beside the ops
+/// takes over, or is ready in time to be kept before its schedule ends, depends on how fast
+/// the planner thread runs: printed, not asserted).
 #[test]
 fn plans_are_made_once_per_schedule_off_the_op_thread() {
     use burn_swap_suite::models::GptConfig;
@@ -300,8 +301,32 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
         if report.plans == 0 {
             failures.push(format!("{name}: no plan made"));
         }
-        if name == "bucketed" && report.plans_reused == 0 {
-            failures.push(format!("{name}: no kept plan reused"));
+        if name == "bucketed" {
+            // Which bucket's plan is ready before its bucket ends depends on how fast the
+            // planner thread runs beside the ops (on this VM under load: sometimes none is
+            // reused in 30 steps). Planning on the op's thread makes the same run
+            // deterministic: each bucket is planned once, then gets its plan back.
+            let config = SwapConfig::budget_bytes(budget).with_background_planning(false);
+            burn_swap::configure(&device, config).unwrap();
+            burn_swap::restart_trace(&device);
+            burn_swap::reset_counters(&device);
+            let foreground = workload.train::<B>(&device, steps);
+            let report = burn_swap::report(&device).unwrap();
+            burn_swap::configure(&device, SwapConfig::default()).unwrap();
+            plain.assert_same(&foreground, name);
+            println!(
+                "{name}, planned on the op's thread: {} plans made, {} reused, {} planned \
+                 iterations",
+                report.plans, report.plans_reused, report.planned_iterations
+            );
+            assert!(report.peak_bytes <= budget, "{name}\n{report}");
+            if report.plans > schedules + 1 || report.plans_reused == 0 {
+                failures.push(format!(
+                    "{name} planned on the op's thread: {} plans for {schedules} schedules, {} \
+                     reused",
+                    report.plans, report.plans_reused
+                ));
+            }
         }
         if report.planning_op_thread_seconds >= report.planning_seconds {
             failures.push(format!(
