@@ -75,7 +75,7 @@ fn training_survives_random_faults_at_every_transfer_point() {
 }
 
 /// The long soak, recorded in the book's *Reliability* page: 1,000 steps of each model under
-/// each policy (`cargo test --test faults -- --ignored --nocapture`).
+/// each policy (`cargo test --test reliability -- --ignored --nocapture thousand_steps`).
 #[test]
 #[ignore = "the long soak (minutes): run by hand for the book"]
 fn training_survives_random_faults_for_a_thousand_steps() {
