@@ -2,15 +2,15 @@
 //! budget (on Flex and on CubeCL's wgpu runtime), native ops, peers, the trace and profile the
 //! planners read, the plans they make and how closely training follows them, the executor's
 //! cross-queue waits. One test binary; its tests share the default device under
-//! `swap_device_lock`.
+//! `swap_device_lock`. (`tests/plans_fit.rs` and `tests/segments.rs`, whose plans are held
+//! within 2% of their predicted peak, run in processes of their own until the conv net's
+//! prediction over its measured peak is found: the book's *When plans are made*, Left out.)
 
 mod budget;
 mod cube;
 mod native_budget;
 mod peers;
-mod plans_fit;
 mod profile;
-mod segments;
 mod simulate;
 mod trace;
 mod waits;
