@@ -307,11 +307,10 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
             // reused in 30 steps). Planning on the op's thread makes the same run
             // deterministic: each bucket is planned once, then gets its plan back.
             let config = SwapConfig::budget_bytes(budget).with_background_planning(false);
-            burn_swap::configure(&device, config).unwrap();
-            burn_swap::restart_trace(&device);
-            burn_swap::reset_counters(&device);
-            let foreground = workload.train::<B>(&device, steps);
-            let report = burn_swap::report(&device).unwrap();
+            let (foreground, report) =
+                burn_swap_suite::verify::run_configured(&device, config, || {
+                    workload.train::<B>(&device, steps)
+                });
             burn_swap::configure(&device, SwapConfig::default()).unwrap();
             plain.assert_same(&foreground, name);
             println!(
