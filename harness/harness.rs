@@ -110,8 +110,10 @@ pub struct Row {
     /// `exposed_per_step` by cause (`burn_swap::ExposedWait`), in seconds per step.
     pub exposed_by_cause: burn_swap::ExposedWait,
     /// The planner whose plan was followed (`Report::plan_chosen`): `keep-all`,
-    /// `combined`, `offload-only`, ...; `none fits` when a plan was made and none fit, `None`
-    /// when no plan was made (a reactive policy, or no budget).
+    /// `combined`, `offload-only`, ...; `none fits` when a plan was made and none fit,
+    /// `declined` when the planned policy kept the fallback because its plan did not pay
+    /// (`Report::plan_declined`), `None` when no plan was made (a reactive policy, or no
+    /// budget).
     pub plan: Option<String>,
     /// The followed plan's simulated counted peak (`Report::predicted_peak_bytes`), to set
     /// beside the measured `peak_bytes`.
@@ -457,6 +459,7 @@ fn budgeted_row(
         },
         plan: match (&last.plan_chosen, last.plan_choices.is_empty()) {
             (Some(name), _) => Some(name.clone()),
+            (None, _) if last.plan_declined => Some("declined".into()),
             (None, false) => Some("none fits".into()),
             (None, true) => None,
         },

@@ -5,7 +5,7 @@
 //! within 2% of its prediction (the README's figure).
 //! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
 //! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
-//! figures are printed.
+//! figures are printed. A plan that costs more than the reactive fallback is declined.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -336,4 +336,108 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Links as slow as `bytes_per_second` with no latency, both ways, for pinning
+/// (`burn_swap::unstable::set_links`).
+fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links {
+    use burn_swap::unstable::plan::profile::{CopySample, Links};
+    let samples: Vec<CopySample> = [1u64 << 10, 1 << 14, 1 << 18]
+        .into_iter()
+        .map(|bytes| CopySample {
+            bytes,
+            seconds: bytes as f64 / bytes_per_second,
+        })
+        .collect();
+    Links {
+        to_host: samples.clone(),
+        to_device: samples,
+        on_thread: None,
+    }
+}
+
+/// Under the planned policy a plan is followed only while it pays against the reactive
+/// fallback measured on its schedule, and the report says when it does not. Judged by its
+/// prediction: links pinned at 1 MB/s, the segment plan (offloads only) predicts transfers
+/// exposed for hundreds of milliseconds per iteration where the fallback, copying on this
+/// machine, waits microseconds: declined when ready, never followed. Judged by what it
+/// cost: links pinned as free predict nothing exposed for the cheapest plan, and the
+/// transfer workers held up to 20 ms per copy (the ordering stress) make its prefetches
+/// wait: declined after its first full iterations. Neither judgement changes a value, and with judging off both plans are
+/// followed to the end (so that the test fails when the judgement is lost).
+#[test]
+fn a_plan_that_costs_more_than_the_fallback_is_declined() {
+    use burn_swap::Planner;
+    let _guard = burn_swap_suite::swap_device_lock();
+    let device = FlexDevice;
+    let workload = Workload::Mlp(MlpConfig::small());
+    let plain = workload.train::<Autodiff<Flex>>(&device, STEPS);
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    workload.train::<B>(&device, 3);
+    let budget = burn_swap::report(&device).unwrap().peak_bytes / 2;
+    // (links, transfer jitter in µs, planner, whether the plan is judged by what it cost)
+    let cases = [
+        (1e6, 0, Planner::Segments, false),
+        (1e15, 20_000, Planner::Cheapest, true),
+    ];
+    for (bytes_per_second, jitter, planner, measured) in cases {
+        for judged in [true, false] {
+            burn_swap::unstable::set_links(Some(links_at(bytes_per_second)));
+            burn_swap::unstable::set_handover_seconds(Some(0.0));
+            let config = SwapConfig::budget_bytes(budget)
+                .with_policy(Policy::Planned)
+                .with_planner(planner)
+                .with_transfer_jitter(jitter)
+                .with_background_planning(false)
+                .with_plans_judged(judged);
+            let (swapped, report) =
+                burn_swap_suite::verify::run_configured(&device, config, || {
+                    workload.train::<B>(&device, STEPS)
+                });
+            burn_swap::unstable::set_links(None);
+            burn_swap::unstable::set_handover_seconds(None);
+            burn_swap::configure(&device, SwapConfig::default()).unwrap();
+            let what =
+                format!("links {bytes_per_second:e} B/s, jitter {jitter} us, judged {judged}");
+            plain.assert_same(&swapped, &what);
+            assert!(report.peak_bytes <= budget, "{what}\n{report}");
+            println!(
+                "{what}: {} plans, {} declined {:?}, {} planned iterations",
+                report.plans,
+                report.plans_declined,
+                report
+                    .plan_declines
+                    .iter()
+                    .map(|d| (d.plan_seconds * 1e3, d.measured, d.fallback_seconds * 1e3))
+                    .collect::<Vec<_>>(),
+                report.planned_iterations
+            );
+            if !judged {
+                assert_eq!(report.plans_declined, 0, "{what}\n{report}");
+                assert!(
+                    report.planned_iterations > 0 && report.predicted_peak_bytes.is_some(),
+                    "{what}: the plan was not followed to the end\n{report}"
+                );
+                continue;
+            }
+            assert!(report.plans_declined >= 1, "{what}: not declined\n{report}");
+            let decline = report.plan_declines[0];
+            assert_eq!(decline.measured, measured, "{what}\n{report}");
+            assert!(
+                decline.plan_seconds > decline.fallback_seconds,
+                "{what}\n{report}"
+            );
+            assert!(report.plan_declined, "{what}\n{report}");
+            assert_eq!(report.predicted_peak_bytes, None, "{what}\n{report}");
+            // Declined when ready: never followed; by what it cost: after the first
+            // iteration and the two it was judged by.
+            let most = if measured { 3 } else { 0 };
+            assert!(
+                report.planned_iterations <= most,
+                "{what}: followed after its decline\n{report}"
+            );
+        }
+    }
 }

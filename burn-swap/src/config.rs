@@ -256,6 +256,10 @@ pub struct SwapConfig {
     /// (the op waits; the plan is followed from the next iteration, every run alike).
     #[serde(default = "yes")]
     pub(crate) background_planning: bool,
+    /// Whether [`Policy::Planned`] follows a plan only while it pays against the reactive
+    /// fallback measured on its schedule (see [`SwapConfig::with_plans_judged`]).
+    #[serde(default = "yes")]
+    pub(crate) plans_judged: bool,
     /// Whose plan a planned policy follows: the cheapest that fits, or one planner's.
     #[serde(default)]
     pub(crate) planner: Planner,
@@ -332,6 +336,7 @@ impl Default for SwapConfig {
             peers: Vec::new(),
             host_budget: None,
             background_planning: true,
+            plans_judged: true,
             planner: Planner::Cheapest,
         }
     }
@@ -390,6 +395,12 @@ impl SwapConfig {
         self.background_planning
     }
 
+    /// Whether the planned policy follows a plan only while it pays (see
+    /// [`SwapConfig::with_plans_judged`]).
+    pub fn plans_judged(&self) -> bool {
+        self.plans_judged
+    }
+
     /// The peers offloads go to (empty: host memory only).
     pub fn peers(&self) -> &[PeerSpec] {
         &self.peers
@@ -418,6 +429,19 @@ impl SwapConfig {
     /// the same iteration on, which tests and measurements of a plan's effect want).
     pub fn with_background_planning(mut self, background: bool) -> Self {
         self.background_planning = background;
+        self
+    }
+
+    /// Under [`Policy::Planned`], follows a plan only while it pays (`true`, the default): a
+    /// plan whose cost per iteration beyond the ops (transfers it leaves exposed,
+    /// recomputation it adds), predicted when it is ready and measured over its first full
+    /// iterations, is more than the reactive fallback was measured to cost on the same
+    /// schedule (plus a hundredth of an iteration) is declined, and that schedule stays on
+    /// the fallback (the report's `plans_declined` and `plan_declines` say so). `false`
+    /// follows every plan, as [`Policy::OffloadOnly`] and [`Policy::RecomputeOnly`] always
+    /// do: what tests and measurements of a plan's own effect want.
+    pub fn with_plans_judged(mut self, judged: bool) -> Self {
+        self.plans_judged = judged;
         self
     }
 

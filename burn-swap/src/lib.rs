@@ -60,8 +60,8 @@ pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Planner, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
-    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanChoice, PlanTakeover,
-    Report, StreamRole, StreamUsage,
+    AllocatorUsage, CompressionStat, ExposedWait, Memory, PeerStat, PlanChoice, PlanDecline,
+    PlanTakeover, Report, StreamRole, StreamUsage,
 };
 pub use trace::Trace;
 
@@ -115,7 +115,9 @@ pub fn trace<D: DeviceOps + 'static>(device: &D) -> Option<Trace> {
 }
 
 /// Forgets the ops recorded so far on a device and starts a new trace (for instance when a
-/// program moves from evaluation to training). Counters are not touched.
+/// program moves from evaluation to training), with the plans made from them: the plans kept
+/// for schedules seen before, and what the fallback and the plans were measured to cost.
+/// Counters are not touched.
 pub fn restart_trace<D: DeviceOps + 'static>(device: &D) {
     for control in registry::all(DeviceKey::of(device)) {
         control.restart_trace();

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
-pub use crate::exec::{AllocatorUsage, PeerStat, PlanTakeover, StreamRole, StreamUsage};
+pub use crate::exec::{
+    AllocatorUsage, PeerStat, PlanDecline, PlanTakeover, StreamRole, StreamUsage,
+};
 pub use crate::plan::PlanChoice;
 use crate::trace::IterationPeak;
 
@@ -149,6 +151,20 @@ pub struct Report {
     /// the fallback meanwhile.
     #[serde(default)]
     pub plan_takeovers: Vec<PlanTakeover>,
+    /// Plans not followed under [`crate::Policy::Planned`] because they cost more per
+    /// iteration (transfers exposed, recomputation; predicted when ready, or measured over
+    /// their first iterations) than the reactive fallback measured on the same schedule
+    /// (see [`crate::SwapConfig::with_plans_judged`]): their schedules stay on the fallback.
+    #[serde(default)]
+    pub plans_declined: u64,
+    /// Each plan declined (the latest 32): the op, its schedule's period, the figures it was
+    /// judged by.
+    #[serde(default)]
+    pub plan_declines: Vec<PlanDecline>,
+    /// The schedule in force runs on the reactive fallback because its plan was declined
+    /// (the planned policy's choice, not a failure).
+    #[serde(default)]
+    pub plan_declined: bool,
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
     /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,
@@ -334,6 +350,9 @@ impl Report {
             planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
             plans_reused: c.plans_reused,
             plan_takeovers: c.plan_takeovers.clone(),
+            plans_declined: c.plans_declined,
+            plan_declines: c.plan_declines.clone(),
+            plan_declined: c.plan_declined,
             predicted_peak_bytes: c.predicted_peak,
             predicted_pool_bytes: c.predicted_pool,
             planned_period: c.planned_period,
@@ -505,6 +524,23 @@ impl Report {
     /// The plan followed and the candidates it was chosen from: the predicted time of each
     /// that fits (the chosen one marked), the smallest budget of each that does not.
     fn plan_rows(&self, rows: &mut Rows) {
+        if let Some(last) = self.plan_declines.last() {
+            rows.push((
+                "declined".into(),
+                format!(
+                    "{} plans; the latest {:.2} ms {} vs the fallback's {:.2} ms per \
+                     iteration",
+                    self.plans_declined,
+                    last.plan_seconds * 1e3,
+                    if last.measured {
+                        "measured"
+                    } else {
+                        "predicted"
+                    },
+                    last.fallback_seconds * 1e3
+                ),
+            ));
+        }
         let Some(predicted) = self.predicted_peak_bytes else {
             return;
         };

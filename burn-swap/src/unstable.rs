@@ -12,8 +12,8 @@ pub use crate::report::format_bytes;
 /// The planners: pure functions of a trace (see the book's *Planners* chapter).
 pub mod plan {
     pub use crate::plan::{
-        advisor, build, checkpoint, combine, compile, compression, profile, program, reactive,
-        segments, simulate, views, waits,
+        advisor, build, checkpoint, combine, compile, compression, payoff, profile, program,
+        reactive, segments, simulate, views, waits,
     };
 }
 
@@ -48,6 +48,15 @@ pub mod faults {
 pub fn set_handover_seconds(seconds: Option<f64>) {
     let nanos = seconds.map_or(u64::MAX, |s| (s.max(0.0) * 1e9) as u64);
     crate::exec::engine::HANDOVER_OVERRIDE.store(nanos, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Pins the copy links every engine plans with from now on, instead of the ones it measured
+/// (`None`: the measured ones again): tests make plans that do not depend on how fast the
+/// machine happened to copy when the links were measured, or that expect slow links.
+pub fn set_links(links: Option<crate::plan::profile::Links>) {
+    *crate::exec::engine::PINNED_LINKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = links;
 }
 
 /// The period detector: the training loop's period in a stream of op signatures.

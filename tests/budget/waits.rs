@@ -156,7 +156,7 @@ fn waits_over_the_transformer_program() {
 fn the_executor_waits_where_the_analysis_says() {
     let device = FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    let steps = 8;
+    let steps = 14;
     for (workload, policy, fraction) in [
         (Workload::Mlp(MlpConfig::small()), Policy::OffloadOnly, 0.25),
         (
@@ -171,10 +171,13 @@ fn the_executor_waits_where_the_analysis_says() {
             workload.train::<B>(&device, steps)
         });
         let budget = (unbudgeted.peak_bytes as f64 * fraction) as u64;
+        // Every plan followed: the jitter makes the planned copies late, so that a judged
+        // plan is declined for what its waits cost (`plan::payoff`).
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(policy)
             .with_transfer_jitter(500)
-            .with_background_planning(false);
+            .with_background_planning(false)
+            .with_plans_judged(false);
         // Planned copies on the workers (a free hand-over), not on the op's thread.
         burn_swap::unstable::set_handover_seconds(Some(0.0));
         let (swapped, report) =

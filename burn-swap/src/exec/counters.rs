@@ -51,6 +51,15 @@ pub(crate) struct Counters {
     pub planning_op_thread_nanos: u64,
     /// Plans taken back from those kept for a schedule seen before.
     pub plans_reused: u64,
+    /// Plans not followed because they cost more than the fallback (`plan::payoff`).
+    pub plans_declined: u64,
+    /// Each plan declined, the latest [`TAKEOVERS_KEPT`].
+    pub plan_declines: Vec<PlanDecline>,
+    /// The schedule in force stays on the fallback: its plan was declined.
+    pub plan_declined: bool,
+    /// Time waited on transfers and spent recomputing since the device began, never reset:
+    /// the clock that `exec::meter` measures iterations by.
+    pub spent_nanos: u64,
     /// When each plan took over, the latest [`TAKEOVERS_KEPT`].
     pub plan_takeovers: Vec<PlanTakeover>,
     pub predicted_peak: Option<u64>,
@@ -91,6 +100,28 @@ pub struct PlanTakeover {
     pub waited_iterations: u64,
 }
 
+/// A plan not followed because it did not pay against the reactive fallback measured on its
+/// schedule: where, and the figures it was judged by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanDecline {
+    /// The op (counted from the device's first) after which it was declined: the end of an
+    /// iteration of its schedule.
+    pub op: u64,
+    /// The period, in ops, of its schedule.
+    pub period: usize,
+    /// What the plan costs per iteration, in seconds: transfers exposed and recomputation,
+    /// as predicted when it was ready, or as measured once it was followed (`measured`).
+    pub plan_seconds: f64,
+    /// Whether `plan_seconds` was measured (the plan was followed, and cost more than
+    /// predicted) rather than predicted.
+    pub measured: bool,
+    /// What the reactive fallback was measured to cost per iteration on the same schedule.
+    pub fallback_seconds: f64,
+    /// The fallback's iteration wall time, in seconds (the judgement's slack is a share of
+    /// it: `plan::payoff::SLACK`).
+    pub iteration_seconds: f64,
+}
+
 /// Why an op waited on transfers (the exposed wait's causes, in the report).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
@@ -111,6 +142,14 @@ impl Counters {
     #[inline]
     pub fn add_exposed(&mut self, cause: Wait, nanos: u64) {
         self.exposed_by_cause[cause as usize] += nanos;
+        self.spent_nanos += nanos;
+    }
+
+    /// Counts `nanos` spent recomputing a tensor.
+    #[inline]
+    pub fn add_recompute(&mut self, nanos: u64) {
+        self.recompute_nanos += nanos;
+        self.spent_nanos += nanos;
     }
 
     /// Time the ops waited on transfers, all causes together.
@@ -130,6 +169,8 @@ impl Counters {
             predicted_exposed_nanos: self.predicted_exposed_nanos,
             allocator: self.allocator,
             allocator_peak: self.allocator,
+            spent_nanos: self.spent_nanos,
+            plan_declined: self.plan_declined,
             ..Self::default()
         };
     }

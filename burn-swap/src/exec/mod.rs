@@ -14,6 +14,7 @@ mod host_pool;
 mod interpreter;
 pub(crate) use interpreter::fresh_id;
 mod layout;
+mod meter;
 pub(crate) mod peers;
 mod plans;
 pub(crate) mod pools;
@@ -88,7 +89,7 @@ fn quantized_bytes(
     (values + params * param_bytes) as u64
 }
 
-pub use counters::{AllocatorUsage, PeerStat, PlanTakeover};
+pub use counters::{AllocatorUsage, PeerStat, PlanDecline, PlanTakeover};
 pub use pools::{StreamRole, StreamUsage};
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a

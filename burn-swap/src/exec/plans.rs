@@ -14,12 +14,17 @@
 //!   on under the reactive fallback; the plan takes over at the first iteration end of the
 //!   schedule it was made for after it is ready (a plan made for a schedule that is no longer
 //!   in force is kept for when it comes back).
+//! - **Followed while it pays.** Under the planned policy a plan that costs more than the
+//!   reactive fallback measured on its schedule (`plan::payoff`; the figures from
+//!   `exec::meter`) is declined: kept as declined, so that its schedule stays on the
+//!   fallback when it comes back, without planning again.
 
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use burn_ir::TensorId;
 
+use crate::exec::meter::Meter;
 use crate::plan::program::Program;
 
 /// Plans made again, at the end of each following iteration, while a schedule's plan does
@@ -32,11 +37,21 @@ pub(crate) const KEPT: usize = 8;
 /// A schedule in force, as the recorder numbers it: `(period, anchor)`.
 pub(crate) type ScheduleKey = (usize, u64);
 
+/// Planned iterations measured before a plan is judged by what it cost (after its first,
+/// which starts from the fallback's residency).
+pub(crate) const JUDGED_AFTER: u32 = 2;
+
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
 pub(crate) struct Active {
     pub program: Program,
+    /// The content of the schedule it was made for (see [`Plans::keep`]).
+    pub content: u64,
     /// Iterations that ended under this program since it took over.
     pub iterations: u64,
+    /// Seconds waited and recomputed over the iterations measured so far, and how many (up
+    /// to [`JUDGED_AFTER`], when the plan is judged by them).
+    pub measured_seconds: f64,
+    pub measured: u32,
     pub tags: hashbrown::HashMap<u32, TensorId>,
     /// The planned prefetches in the order the program queues them on the receive worker,
     /// by tag, with the tensor where one was fetched (`None` where the tensor had not left),
@@ -45,10 +60,13 @@ pub(crate) struct Active {
 }
 
 impl Active {
-    fn new(program: Program) -> Self {
+    fn new(program: Program, content: u64) -> Self {
         Self {
             program,
+            content,
             iterations: 0,
+            measured_seconds: 0.0,
+            measured: 0,
             tags: Default::default(),
             fetching: Default::default(),
         }
@@ -61,6 +79,8 @@ struct Kept {
     program: Program,
     /// When it was last made or handed out, on [`Plans`]'s clock.
     used: u64,
+    /// It did not pay against the fallback (`plan::payoff`): its schedule stays there.
+    declined: bool,
 }
 
 /// A plan being made.
@@ -105,6 +125,8 @@ pub(crate) struct Plans {
     pub planned_for: Option<ScheduleKey>,
     /// Plans left for the schedule planned for while its plan does not fit.
     pub replans: u8,
+    /// What iterations cost under the fallback and under the plans.
+    pub meter: Meter,
     kept: Vec<Kept>,
     making: Option<Making>,
     clock: u64,
@@ -121,20 +143,55 @@ impl Plans {
     pub fn forget(&mut self) {
         self.active = None;
         self.planned_for = None;
+        self.meter.interrupt();
     }
 
-    /// Follows `program` from now on.
-    pub fn follow(&mut self, program: Program) {
-        self.active = Some(Active::new(program));
+    /// Follows `program`, made for schedule content `content`, from now on.
+    pub fn follow(&mut self, program: Program, content: u64) {
+        self.active = Some(Active::new(program, content));
     }
 
-    /// The plan kept for `content`, if any.
+    /// The plan kept for `content`, if any (declined or not: see [`Plans::declined`]).
     pub fn kept(&mut self, content: u64) -> Option<Program> {
         self.clock += 1;
         let clock = self.clock;
         let kept = self.kept.iter_mut().find(|k| k.content == content)?;
         kept.used = clock;
         Some(kept.program.clone())
+    }
+
+    /// Whether the plan kept for `content` was declined.
+    pub fn declined(&self, content: u64) -> bool {
+        self.kept.iter().any(|k| k.content == content && k.declined)
+    }
+
+    /// Declines the plan for `content`: kept as declined, not followed (the plan in force
+    /// goes when it is that one), and not made again while its schedule is the one planned
+    /// for.
+    pub fn decline(&mut self, content: u64) {
+        if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
+            kept.declined = true;
+        }
+        if self.active.as_ref().is_some_and(|a| a.content == content) {
+            self.active = None;
+        }
+        self.replans = 0;
+    }
+
+    /// Forgets what the fallback and the plans were measured to cost, and which plans were
+    /// declined for it (the configuration changed): each plan is judged anew.
+    pub fn clear_verdicts(&mut self) {
+        self.meter = Meter::default();
+        for kept in &mut self.kept {
+            kept.declined = false;
+        }
+    }
+
+    /// Forgets the plans kept, with the verdicts and the figures (the trace they were made
+    /// from is gone).
+    pub fn clear_kept(&mut self) {
+        self.kept.clear();
+        self.meter = Meter::default();
     }
 
     /// Keeps `program` for `content`, in place of any plan kept for it; past [`KEPT`] plans
@@ -144,6 +201,7 @@ impl Plans {
         if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
             kept.program = program.clone();
             kept.used = self.clock;
+            kept.declined = false;
             return;
         }
         if self.kept.len() >= KEPT
@@ -155,6 +213,7 @@ impl Plans {
             content,
             program: program.clone(),
             used: self.clock,
+            declined: false,
         });
     }
 
@@ -296,6 +355,36 @@ mod tests {
         plans.keep(100, &program(7));
         assert_eq!(plans.kept(100).map(|p| p.period), Some(7));
         assert_eq!(plans.kept.len(), KEPT);
+    }
+
+    #[test]
+    fn a_declined_plan_is_marked_until_made_anew() {
+        let mut plans = Plans::default();
+        plans.keep(5, &program(5));
+        plans.keep(6, &program(6));
+        plans.follow(program(5), 5);
+        plans.replans = REPLANS;
+        plans.decline(5);
+        assert!(plans.active.is_none(), "the plan in force goes");
+        assert_eq!(plans.replans, 0, "and is not made again");
+        assert!(plans.declined(5) && !plans.declined(6));
+        // Still kept, for a run that follows every plan.
+        assert_eq!(plans.kept(5).map(|p| p.period), Some(5));
+        assert_eq!(plans.kept(6).map(|p| p.period), Some(6));
+        // Another schedule's plan in force stays.
+        plans.follow(program(6), 6);
+        plans.decline(5);
+        assert!(plans.active.is_some());
+        // A plan made again for the content is judged anew, and so is every plan once the
+        // configuration changes.
+        plans.keep(5, &program(5));
+        assert!(!plans.declined(5));
+        plans.decline(5);
+        plans.clear_verdicts();
+        assert!(!plans.declined(5));
+        assert!(plans.kept(5).is_some());
+        plans.clear_kept();
+        assert!(plans.kept(5).is_none() && plans.kept(6).is_none());
     }
 
     #[test]

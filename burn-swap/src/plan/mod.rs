@@ -16,6 +16,8 @@
 //!   bytes as possible; its migrations are one of the candidate plans that [`build`] judges
 //!   by simulated cost.
 //! - [`program`]: a plan turned into the steps the executor takes after each op.
+//! - [`payoff`]: whether a plan pays against the reactive policy measured on its schedule
+//!   (predicted when it is ready, measured once followed).
 //!
 //! [`build`] is the planners' entry point: a trace, its profile and a budget in, the program
 //! the executor follows out: the cheapest of the candidate plans that fits.
@@ -29,6 +31,7 @@ pub mod advisor;
 pub mod checkpoint;
 pub mod combine;
 pub mod compression;
+pub mod payoff;
 pub mod profile;
 pub mod program;
 pub mod reactive;

@@ -73,17 +73,25 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Forgets the trace and the plan made from it (and the one being made from it).
+    /// Forgets the trace and the plans made from it: the one in force, the one being made,
+    /// those kept, and what they and the fallback were measured to cost.
     pub fn restart_trace(&mut self) {
         self.recorder = Default::default();
         self.record_lean_when_unbudgeted();
         self.forget_plan();
         self.plans.abandon();
+        self.plans.clear_kept();
     }
 
     /// Drops the plan in force and what the report says of it.
     pub(super) fn forget_plan(&mut self) {
         self.plans.forget();
+        self.clear_plan_figures();
+    }
+
+    /// Clears the figures of the plan in force from the counters (none is in force now).
+    pub(super) fn clear_plan_figures(&mut self) {
+        self.counters.plan_declined = false;
         self.counters.predicted_peak = None;
         self.counters.predicted_pool = None;
         self.counters.planned_period = None;
@@ -122,6 +130,10 @@ impl<B: BackendIr> Engine<B> {
         let replan = config.policy != self.config.policy
             || config.planner != self.config.planner
             || budget != self.budget;
+        // What the fallback and the plans cost was measured under the old configuration.
+        if config != self.config || budget != self.budget {
+            self.plans.clear_verdicts();
+        }
         self.config = config;
         self.budget = budget;
         if let Some(budget) = self.budget()

@@ -8,9 +8,11 @@ use std::time::Instant;
 use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
-use crate::exec::counters::{PlanTakeover, TAKEOVERS_KEPT, Wait};
-use crate::exec::plans::REPLANS;
+use crate::config::Policy;
+use crate::exec::counters::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT, Wait};
+use crate::exec::plans::{JUDGED_AFTER, REPLANS};
 use crate::exec::residency::State;
+use crate::plan::payoff::{self, IterationCost};
 use crate::plan::program::{Port, Program, Step};
 
 /// The planned prefetches listed as started before those no longer in flight are let go.
@@ -34,7 +36,17 @@ impl<B: BackendIr> Engine<B> {
                 active.iterations += 1;
                 self.counters.planned_iterations += 1;
             }
+            let judged = self.judged_content();
+            if let Some(content) = judged {
+                self.close_iteration(content);
+            }
             self.maybe_plan();
+            if let Some(content) = judged {
+                let planned = self.plans.active.is_some();
+                self.plans
+                    .meter
+                    .open(content, self.counters.spent_nanos, planned);
+            }
         }
         let Some(active) = self.plans.active.as_mut() else {
             return;
@@ -205,8 +217,15 @@ impl<B: BackendIr> Engine<B> {
         let Some(budget) = self.budget() else {
             return;
         };
-        // One plan is made at a time; a kept plan is taken back meanwhile.
-        let profiled = self.recorder.profiled_schedule() == Some(key) && !self.plans.making();
+        // One plan is made at a time; a kept plan is taken back meanwhile. A plan that will
+        // be judged is made once the fallback was measured on its schedule (one iteration
+        // more on the fallback where the plan is made on the op's thread; made beside the
+        // ops, the fallback runs while it is made anyway).
+        let unmeasured = self
+            .judged_content()
+            .is_some_and(|c| self.plans.meter.fallback(c).is_none());
+        let profiled =
+            self.recorder.profiled_schedule() == Some(key) && !self.plans.making() && !unmeasured;
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
@@ -219,14 +238,23 @@ impl<B: BackendIr> Engine<B> {
             self.plans.replans -= 1;
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
-            // iterations not timed anew.
-            if let Some(content) = self.plan_content(budget)
+            // iterations not timed anew; one whose plan was declined stays on the fallback.
+            let content = self.plan_content(budget);
+            if let Some(content) = content
+                && self.judged_content().is_some()
+                && self.plans.declined(content)
+            {
+                self.plans.planned_for = Some(key);
+                self.plans.replans = 0;
+                self.counters.plan_declined = true;
+                return;
+            }
+            if let Some(content) = content
                 && let Some(program) = self.plans.kept(content)
             {
                 self.plans.replans = REPLANS;
                 self.plans.planned_for = Some(key);
-                self.counters.plans_reused += 1;
-                self.take_over(program, key, None, 0);
+                self.take_over(program, key, content, None, 0);
                 return;
             }
             if !profiled {
@@ -291,18 +319,121 @@ impl<B: BackendIr> Engine<B> {
                 .and_then(|b| self.plan_content(b))
                 .is_some_and(|c| c == ready.content);
         if in_force {
-            self.take_over(made.program, key, Some(made.nanos), ready.waited);
+            self.take_over(
+                made.program,
+                key,
+                ready.content,
+                Some(made.nanos),
+                ready.waited,
+            );
         }
     }
 
-    /// Follows `program` from the next op on.
+    /// The content of the schedule in force when its plans are judged by what they cost
+    /// (the planned policy, plans judged, a budget set); `None` otherwise.
+    fn judged_content(&self) -> Option<u64> {
+        if !self.config.plans_judged || self.config.policy != Policy::Planned {
+            return None;
+        }
+        self.budget().and_then(|b| self.plan_content(b))
+    }
+
+    /// Measures the iteration of schedule `content` that ended now (`exec::meter`), and
+    /// judges the plan in force by what it cost once its first iterations are measured.
+    fn close_iteration(&mut self, content: u64) {
+        let planned = self.plans.active.is_some();
+        let Some(iteration) = self
+            .plans
+            .meter
+            .close(content, self.counters.spent_nanos, planned)
+        else {
+            return;
+        };
+        let Some(active) = self.plans.active.as_mut() else {
+            return;
+        };
+        // The first planned iteration starts from the fallback's residency: not the plan's
+        // own cost.
+        if active.content != content || active.iterations < 2 || active.measured >= JUDGED_AFTER {
+            return;
+        }
+        active.measured_seconds += iteration.cost.seconds;
+        active.measured += 1;
+        if active.measured < JUDGED_AFTER {
+            return;
+        }
+        let measured = active.measured_seconds / f64::from(active.measured);
+        if let Some(fallback) = self.plans.meter.fallback(content)
+            && !payoff::pays(measured, fallback)
+        {
+            self.decline(content, measured, true, fallback);
+        }
+    }
+
+    /// Declines the plan for `content`: its schedule stays on the reactive fallback, and
+    /// the report says why.
+    fn decline(
+        &mut self,
+        content: u64,
+        plan_seconds: f64,
+        measured: bool,
+        fallback: IterationCost,
+    ) {
+        tracing::info!(
+            plan_ms = plan_seconds * 1e3,
+            measured,
+            fallback_ms = fallback.seconds * 1e3,
+            iteration_ms = fallback.iteration_seconds * 1e3,
+            "burn-swap: a plan does not pay against the fallback; declined"
+        );
+        let following = self
+            .plans
+            .active
+            .as_ref()
+            .is_some_and(|a| a.content == content);
+        self.plans.decline(content);
+        if following {
+            self.clear_plan_figures();
+        }
+        self.counters.plan_declined = true;
+        if self.counters.plan_declines.len() >= TAKEOVERS_KEPT {
+            self.counters.plan_declines.remove(0);
+        }
+        self.counters.plans_declined += 1;
+        self.counters.plan_declines.push(PlanDecline {
+            op: self.recorder.next_index(),
+            period: self.recorder_period(),
+            plan_seconds,
+            measured,
+            fallback_seconds: fallback.seconds,
+            iteration_seconds: fallback.iteration_seconds,
+        });
+    }
+
+    /// Follows `program`, made for schedule `key` of content `content`, from the next op on;
+    /// under a judged policy only when its predicted cost pays against the fallback measured
+    /// on that schedule (else it is declined).
     fn take_over(
         &mut self,
         program: Program,
         key: (usize, u64),
+        content: u64,
         made_nanos: Option<u64>,
         waited: u64,
     ) {
+        if self.judged_content() == Some(content)
+            && let Some(fallback) = self.plans.meter.fallback(content)
+        {
+            let predicted = program.predicted_exposed_seconds + program.predicted_recompute_seconds;
+            if !payoff::pays(predicted, fallback) {
+                self.decline(content, predicted, false, fallback);
+                return;
+            }
+        }
+        if made_nanos.is_none() {
+            self.counters.plans_reused += 1;
+        }
+        self.counters.plan_declined = false;
         tracing::debug!(
             period = program.period,
             offloads = program.offloads,
@@ -329,6 +460,6 @@ impl<B: BackendIr> Engine<B> {
         self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
         self.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
-        self.plans.follow(program);
+        self.plans.follow(program, content);
     }
 }

@@ -18,6 +18,11 @@ use crate::plan::profile::{self, CopySample, Links, OnThread};
 pub(crate) static HANDOVER_OVERRIDE: std::sync::atomic::AtomicU64 =
     std::sync::atomic::AtomicU64::new(u64::MAX);
 
+/// The links that every engine plans with instead of measuring them
+/// (`unstable::set_links`): tests pin them so that a plan does not depend on how fast the
+/// machine copied when the links were measured.
+pub(crate) static PINNED_LINKS: std::sync::Mutex<Option<Links>> = std::sync::Mutex::new(None);
+
 impl<B: BackendIr> Engine<B> {
     /// The copy throughput between device and host, measured on first request with
     /// temporary tensors that fit in the budget's headroom, through the transfer workers (the
@@ -25,6 +30,13 @@ impl<B: BackendIr> Engine<B> {
     /// this thread; the fitted model then also scores the reactive policy's choices. `None`
     /// when too few probe sizes fit or the measurement failed.
     pub fn links(&mut self) -> Option<Links> {
+        let pinned = PINNED_LINKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if pinned.is_some() {
+            return pinned;
+        }
         if self.links.is_none() {
             let headroom = self
                 .budget()

@@ -32,7 +32,7 @@ mod buffers;
 mod follow;
 mod groups;
 mod links;
-pub(crate) use links::HANDOVER_OVERRIDE;
+pub(crate) use links::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
 mod moves;
 mod native;

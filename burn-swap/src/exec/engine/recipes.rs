@@ -107,7 +107,8 @@ impl<B: BackendIr> Engine<B> {
         result?;
         self.counters.recomputes += 1;
         self.events.recomputes += 1;
-        self.counters.recompute_nanos += start.elapsed().as_nanos() as u64;
+        self.counters
+            .add_recompute(start.elapsed().as_nanos() as u64);
         Ok(())
     }
 
