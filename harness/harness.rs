@@ -48,6 +48,12 @@ pub fn measure_steps<B: AutodiffBackend>(
 ) -> Steps {
     let mut times = Vec::with_capacity(steps);
     let mut faults_from = None;
+    // Measured from the first step: the counters start here (else they would carry the
+    // peak of whatever ran before).
+    if measure_from == 0 {
+        burn_swap::reset_counters(device);
+        faults_from = minor_faults();
+    }
     let mut last = Instant::now();
     workload.train_with::<B>(device, steps, |step, _| {
         if step + 1 == measure_from {
