@@ -36,7 +36,8 @@ fn check_steered(workload: Workload, fallback_share: f64) {
         // run, so that the last iteration measured is under it.
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
-            .with_background_planning(false);
+            .with_background_planning(false)
+            .with_plans_judged(false);
         burn_swap::configure(&device, config).unwrap();
         burn_swap::restart_trace(&device);
         burn_swap::reset_counters(&device);
@@ -154,7 +155,9 @@ fn the_plan_in_force_is_made_for_the_schedule_in_force() {
     let peak = burn_swap::memory(&device).unwrap().peak_bytes;
     burn_swap::configure(
         &device,
-        SwapConfig::budget_bytes(peak / 4).with_background_planning(false),
+        SwapConfig::budget_bytes(peak / 4)
+            .with_background_planning(false)
+            .with_plans_judged(false),
     )
     .unwrap();
     let mut periods = Vec::new();
@@ -306,7 +309,9 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
             // planner thread runs beside the ops (on this VM under load: sometimes none is
             // reused in 30 steps). Planning on the op's thread makes the same run
             // deterministic: each bucket is planned once, then gets its plan back.
-            let config = SwapConfig::budget_bytes(budget).with_background_planning(false);
+            let config = SwapConfig::budget_bytes(budget)
+                .with_background_planning(false)
+                .with_plans_judged(false);
             let (foreground, report) =
                 burn_swap_suite::verify::run_configured(&device, config, || {
                     workload.train::<B>(&device, steps)

@@ -87,7 +87,8 @@ fn training_follows_a_segment_plan_bit_for_bit() {
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
             .with_planner(Planner::Segments)
-            .with_background_planning(false);
+            .with_background_planning(false)
+            .with_plans_judged(false);
         let (swapped, report) = run_configured(&device, config, || {
             workload.train::<Autodiff<Swap<Flex>>>(&device, steps)
         });

@@ -50,7 +50,8 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(policy)
             .with_compression(compression)
-            .with_transfer_jitter(200);
+            .with_transfer_jitter(200)
+            .with_plans_judged(false);
         let (swapped, report) = run_configured(&device, config, || train(true));
         assert_budgeted_run(&what, &plain, &swapped, &report, budget);
         assert!(report.allocator_peak.is_some(), "{what}");

@@ -276,7 +276,8 @@ fn the_planned_policy_plans_under_the_learner_threads() {
     let peak = burn_swap::report(&device).unwrap().peak_bytes;
     let config = SwapConfig::budget_bytes(peak / 4)
         .with_policy(Policy::Planned)
-        .with_background_planning(false);
+        .with_background_planning(false)
+        .with_plans_judged(false);
     burn_swap::configure(&device, config).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
