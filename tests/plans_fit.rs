@@ -446,3 +446,34 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
         }
     }
 }
+
+/// The conv net's plan at half its peak with the copy links pinned (8 us a copy, 28 GB/s to
+/// the host, no on-thread figures): deterministic where the measured links made it a flake.
+/// Known mismatch (book: *When plans are made*, Left out): the plan predicts 488,356 B and
+/// every iteration under it measures 455,588 B, one 32 KiB activation less; with the links
+/// of some runs (a measured on-thread copy of 4.5 us, for one) the prediction is exact.
+#[test]
+#[ignore = "known simulator/executor mismatch of one activation on the conv net; run with --ignored to reproduce"]
+fn the_conv_net_plan_predicts_its_peak_with_pinned_links() {
+    use burn_swap::unstable::plan::profile::{CopySample, Links};
+    let _guard = burn_swap_suite::swap_device_lock();
+    let samples = |latency: f64, bytes_per_second: f64| -> Vec<CopySample> {
+        [1u64 << 12, 1 << 16, 1 << 20]
+            .into_iter()
+            .map(|bytes| CopySample {
+                bytes,
+                seconds: latency + bytes as f64 / bytes_per_second,
+            })
+            .collect()
+    };
+    burn_swap::unstable::set_links(Some(Links {
+        to_host: samples(8e-6, 28e9),
+        to_device: samples(7.2e-6, 1e15),
+        on_thread: None,
+    }));
+    let result = std::panic::catch_unwind(|| check(Workload::ConvNet(ConvNetConfig::small())));
+    burn_swap::unstable::set_links(None);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
