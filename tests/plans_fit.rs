@@ -343,20 +343,26 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Links as slow as `bytes_per_second` with no latency, both ways, for pinning
-/// (`burn_swap::unstable::set_links`).
-fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links {
-    use burn_swap::unstable::plan::profile::{CopySample, Links};
-    let samples: Vec<CopySample> = [1u64 << 10, 1 << 14, 1 << 18]
+/// Copy times of `latency` plus `bytes_per_second`, for links pinned with
+/// `burn_swap::unstable::set_links`.
+fn copy_samples(
+    latency: f64,
+    bytes_per_second: f64,
+) -> Vec<burn_swap::unstable::plan::profile::CopySample> {
+    [1u64 << 12, 1 << 16, 1 << 20]
         .into_iter()
-        .map(|bytes| CopySample {
+        .map(|bytes| burn_swap::unstable::plan::profile::CopySample {
             bytes,
-            seconds: bytes as f64 / bytes_per_second,
+            seconds: latency + bytes as f64 / bytes_per_second,
         })
-        .collect();
-    Links {
-        to_host: samples.clone(),
-        to_device: samples,
+        .collect()
+}
+
+/// Links as slow as `bytes_per_second` with no latency, both ways, without on-thread figures.
+fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links {
+    burn_swap::unstable::plan::profile::Links {
+        to_host: copy_samples(0.0, bytes_per_second),
+        to_device: copy_samples(0.0, bytes_per_second),
         on_thread: None,
     }
 }
@@ -455,20 +461,11 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
 #[test]
 #[ignore = "known simulator/executor mismatch of one activation on the conv net; run with --ignored to reproduce"]
 fn the_conv_net_plan_predicts_its_peak_with_pinned_links() {
-    use burn_swap::unstable::plan::profile::{CopySample, Links};
+    use burn_swap::unstable::plan::profile::Links;
     let _guard = burn_swap_suite::swap_device_lock();
-    let samples = |latency: f64, bytes_per_second: f64| -> Vec<CopySample> {
-        [1u64 << 12, 1 << 16, 1 << 20]
-            .into_iter()
-            .map(|bytes| CopySample {
-                bytes,
-                seconds: latency + bytes as f64 / bytes_per_second,
-            })
-            .collect()
-    };
     burn_swap::unstable::set_links(Some(Links {
-        to_host: samples(8e-6, 28e9),
-        to_device: samples(7.2e-6, 1e15),
+        to_host: copy_samples(8e-6, 28e9),
+        to_device: copy_samples(7.2e-6, 1e15),
         on_thread: None,
     }));
     let result = std::panic::catch_unwind(|| check(Workload::ConvNet(ConvNetConfig::small())));
