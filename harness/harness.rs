@@ -220,24 +220,34 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// The counted peak of `workload` under burn-swap without a budget, with autodiff strategy
-/// chosen by `checkpointing`.
-fn counted_peak<I: BackendIr>(device: &I::Device, workload: &Workload, checkpointing: bool) -> u64 {
-    counted_figures::<I>(device, workload, checkpointing).0
+/// The counted peak of `steps` steps of `workload` under burn-swap without a budget, with
+/// autodiff strategy chosen by `checkpointing`.
+fn counted_peak<I: BackendIr>(
+    device: &I::Device,
+    workload: &Workload,
+    checkpointing: bool,
+    steps: usize,
+) -> u64 {
+    counted_figures::<I>(device, workload, checkpointing, steps).0
 }
 
 /// [`counted_peak`], and the smallest budget the same run says it could have run under.
+/// Taken over at least [`Workload::steps_to_see_every_schedule`]: over fewer, a workload
+/// whose steps differ (a longer bucket, the generator's step) would get a peak and a minimum
+/// from its smaller steps only, and its minimum row would fail on a larger one.
 fn counted_figures<I: BackendIr>(
     device: &I::Device,
     workload: &Workload,
     checkpointing: bool,
+    steps: usize,
 ) -> (u64, u64) {
+    let steps = steps.max(workload.steps_to_see_every_schedule());
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
     burn_swap::reset_counters(device);
     if checkpointing {
-        step_times::<Autodiff<Swap<I>, BalancedCheckpointing>>(workload, device, 2);
+        step_times::<Autodiff<Swap<I>, BalancedCheckpointing>>(workload, device, steps);
     } else {
-        step_times::<Autodiff<Swap<I>>>(workload, device, 2);
+        step_times::<Autodiff<Swap<I>>>(workload, device, steps);
     }
     burn_swap::report(device).map_or((0, 0), |r| (r.peak_bytes, r.minimum_budget_bytes))
 }
@@ -246,7 +256,9 @@ fn counted_figures<I: BackendIr>(
 /// itself.
 pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
     let total = plan.warm_up + plan.steps;
-    let (peak, minimum) = counted_figures::<I>(device, &plan.workload, false);
+    // Over the steps every row runs: the fractions are of their peak, and the minimum row
+    // must fit each of them.
+    let (peak, minimum) = counted_figures::<I>(device, &plan.workload, false, total);
     // The median of the measured steps, and their interquartile range over it.
     let steady = |times: Vec<f64>| -> (f64, f64) {
         let measured: Vec<f64> = times.into_iter().skip(plan.warm_up).collect();
@@ -305,7 +317,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         burn_swap::unstable::allocator_usage::<I>(device).map(|u| u.reserved);
     let faults = checkpointed.faults_per_step;
     let (checkpointed, checkpointed_spread) = steady(checkpointed.times);
-    let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true);
+    let checkpoint_peak = counted_peak::<I>(device, &plan.workload, true, total);
     rows.push(Row {
         config: "balanced-checkpointing".into(),
         budget_fraction: None,
@@ -517,20 +529,22 @@ pub fn max_batches<I: BackendIr>(
     limit: usize,
     mut swap_fits: impl FnMut(usize, u64) -> bool,
 ) -> (u64, usize, usize) {
-    let cap = (counted_peak::<I>(device, workload, false) as f64 * cap_fraction) as u64;
+    let cap = (counted_peak::<I>(device, workload, false, 2) as f64 * cap_fraction) as u64;
     let unwrapped = max_batch(limit, |b| {
-        counted_peak::<I>(device, &workload.with_batch(b), false) <= cap
+        counted_peak::<I>(device, &workload.with_batch(b), false, 2) <= cap
     });
     let swapped = max_batch(limit, |b| swap_fits(b, cap));
     (cap, unwrapped, swapped)
 }
 
-/// One probe of the max-batch search, for a fresh process: trains three steps of `workload`
-/// under burn-swap with a budget of `cap` bytes; whether it ran.
+/// One probe of the max-batch search, for a fresh process: trains `workload` under
+/// burn-swap with a budget of `cap` bytes, three steps or every kind of step it has twice
+/// ([`Workload::steps_to_see_every_schedule`]); whether it ran.
 pub fn probe<I: BackendIr>(device: &I::Device, workload: &Workload, cap: u64) -> bool {
     burn_swap::configure(device, SwapConfig::budget_bytes(cap.max(1)))
         .expect("a positive budget is valid");
-    guarded(|| step_times::<Autodiff<Swap<I>>>(workload, device, 3)).is_ok()
+    let steps = workload.steps_to_see_every_schedule().max(3);
+    guarded(|| step_times::<Autodiff<Swap<I>>>(workload, device, steps)).is_ok()
 }
 
 /// The rows as CSV.

@@ -126,6 +126,18 @@ pub fn train_gan<B: AutodiffBackend>(
 /// with a sampler that draws buckets at random.
 const BUCKET_ORDER: [usize; 13] = [0, 1, 2, 1, 0, 2, 1, 2, 0, 1, 2, 1, 0];
 
+/// The steps from the start until every bucket has come, each for its three steps.
+pub fn steps_until_every_bucket() -> usize {
+    let mut seen = [false; 3];
+    for (i, &bucket) in BUCKET_ORDER.iter().enumerate() {
+        seen[bucket] = true;
+        if seen.iter().all(|&s| s) {
+            return 3 * (i + 1);
+        }
+    }
+    3 * BUCKET_ORDER.len()
+}
+
 /// The sequence length of `step`'s batch: one of three buckets (half, three quarters and
 /// all of `seq`), the same for three steps in a row, the buckets in [`BUCKET_ORDER`].
 pub fn bucketed_seq(seq: usize, step: usize) -> usize {
@@ -173,5 +185,19 @@ mod tests {
         for l in [8, 12, 16] {
             assert!(lengths.contains(&l), "{l} missing from {lengths:?}");
         }
+    }
+
+    #[test]
+    fn every_bucket_comes_within_its_steps_and_not_before() {
+        let lengths = |n: usize| (0..n).map(|s| bucketed_seq(16, s)).collect::<Vec<_>>();
+        let n = steps_until_every_bucket();
+        for l in [8, 12, 16] {
+            assert!(lengths(n).contains(&l), "{l} missing from {:?}", lengths(n));
+        }
+        let before = lengths(n - 3);
+        assert!(
+            [8, 12, 16].iter().any(|l| !before.contains(l)),
+            "{before:?} has every bucket already"
+        );
     }
 }

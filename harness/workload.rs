@@ -70,6 +70,18 @@ impl Workload {
         }
     }
 
+    /// The steps from the start that run every kind of step the workload has at least twice
+    /// (the first of each kind makes its optimizer's state): a counted peak or a smallest
+    /// budget taken over fewer steps can miss a larger schedule (a longer bucket, the
+    /// generator's step) that the measured steps then run.
+    pub fn steps_to_see_every_schedule(&self) -> usize {
+        match self {
+            Workload::Gan(c) => 2 * (c.critic_steps + 1),
+            Workload::Bucketed(_) => crate::schedules::steps_until_every_bucket(),
+            _ => 2,
+        }
+    }
+
     /// The same workload with another batch size.
     pub fn with_batch(self, batch: usize) -> Self {
         match self {
