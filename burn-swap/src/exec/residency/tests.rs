@@ -2,6 +2,8 @@
 //! up to.
 
 use super::*;
+use burn_backend::{DType, TensorData};
+use burn_ir::{OperationIr, TensorStatus};
 
 fn id(n: u64) -> TensorId {
     TensorId::new(n)
@@ -334,7 +336,7 @@ fn an_entry_stays_small_enough_to_move_inline() {
 #[test]
 fn every_dtype_survives_packing() {
     use burn_backend::quantization::QuantScheme;
-    for dtype in PLAIN_DTYPES
+    for dtype in entry::PLAIN_DTYPES
         .into_iter()
         .chain([DType::QFloat(QuantScheme::default())])
     {
