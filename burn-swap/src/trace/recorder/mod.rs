@@ -1,0 +1,518 @@
+//! The recorder: an append-only log of the ops of one device, in flat arenas so that recording
+//! an op allocates nothing once the arenas have grown, and bounded so that a long training run
+//! keeps only the last few iterations.
+
+use super::model::{IterationPeak, OpEvents, Trace};
+use super::signature;
+use burn_backend::DType;
+use burn_ir::{TensorId, TensorIr, TensorStatus};
+use core::hash::Hasher;
+use hashbrown::HashMap;
+use std::ops::Range;
+
+/// Ops kept before the log is compacted (at least three periods are always kept).
+const DEFAULT_WINDOW: usize = 1 << 17;
+/// Per-iteration peaks kept for the report.
+const KEPT_ITERATION_PEAKS: usize = 64;
+
+/// One recorded op.
+#[derive(Debug, Clone)]
+pub(crate) struct OpRecord {
+    kind: u32,
+    signature: u64,
+    inputs: Range<u32>,
+    outputs: Range<u32>,
+    nanos: u64,
+    /// Bytes live (resident or offloaded) just before the op.
+    live_before: u64,
+    /// Counted resident bytes while the op ran (inputs and outputs together).
+    resident_during: u64,
+    events: OpEvents,
+    /// Recorded without its tensors (see [`Recorder::set_lean`]).
+    lean: bool,
+}
+
+#[derive(Debug, Clone)]
+struct TensorRef {
+    id: TensorId,
+    /// Its dtype, by index in [`Recorder`]'s `dtypes` (a `DType` is 32 bytes, for the
+    /// quantization scheme only `QFloat` carries: the log is half as large this way).
+    dtype: u16,
+    bytes: u64,
+    dims: Range<u32>,
+    last_use: bool,
+    /// An output that shares a buffer (see [`Recorder::mark_output_shares`]).
+    shares: bool,
+}
+
+/// What the executor tells the recorder about one op, besides the op itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct OpCounters {
+    pub nanos: u64,
+    pub live_before: u64,
+    pub resident_during: u64,
+    pub events: OpEvents,
+}
+
+/// The op being recorded.
+#[derive(Default)]
+struct Draft {
+    kind: u32,
+    hasher: signature::FxHasher,
+    inputs: Range<u32>,
+    outputs_start: u32,
+    /// The op's tensors are hashed into its signature but not kept.
+    lean: bool,
+}
+
+/// Slots of the direct-mapped cache in front of the kind table.
+const KIND_CACHE: usize = 64;
+
+/// Interned kind names, with a small direct-mapped cache in front of the map: a training
+/// loop uses a few dozen kinds, so most lookups cost one compare.
+struct KindTable {
+    ids: HashMap<u64, u32>,
+    names: Vec<String>,
+    cache: [(u64, u32); KIND_CACHE],
+}
+
+impl Default for KindTable {
+    fn default() -> Self {
+        Self {
+            ids: HashMap::new(),
+            names: Vec::new(),
+            cache: [(0, u32::MAX); KIND_CACHE],
+        }
+    }
+}
+
+impl KindTable {
+    /// For each kind, whether it moves data rather than computes (`Read`, `Init`, `Drop`):
+    /// ops another thread may interleave at places that vary, and autodiff drops in an
+    /// order of its own.
+    fn movable(&self) -> Vec<bool> {
+        self.names
+            .iter()
+            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
+            .collect()
+    }
+
+    #[inline]
+    fn intern(&mut self, key: u64, name: impl FnOnce() -> String) -> u32 {
+        let slot = (key >> 58) as usize % KIND_CACHE;
+        let (cached_key, cached_id) = self.cache[slot];
+        if cached_key == key && cached_id != u32::MAX {
+            return cached_id;
+        }
+        let id = match self.ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(name());
+                self.ids.insert(key, id);
+                id
+            }
+        };
+        self.cache[slot] = (key, id);
+        id
+    }
+}
+
+/// Where iterations begin, once a period was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Schedule {
+    period: usize,
+    /// Global op index of the boundary that starts iteration `first_iteration`.
+    anchor: u64,
+    /// The number of the iteration that starts at `anchor`.
+    first_iteration: u64,
+    /// Global op index from which the stream is periodic.
+    periodic_from: u64,
+    /// One past the last global op index known to keep the period.
+    verified_end: u64,
+}
+
+impl Schedule {
+    /// Ops of the window that the periodic stretch covers.
+    fn cover(&self, base: u64) -> u64 {
+        self.verified_end
+            .saturating_sub(self.periodic_from.max(base))
+    }
+}
+
+/// The op log of one device.
+pub(crate) struct Recorder {
+    /// Global index of `ops[0]`.
+    base: u64,
+    ops: Vec<OpRecord>,
+    tensors: Vec<TensorRef>,
+    dims: Vec<usize>,
+    /// The dtypes of the logged tensors, each once, in the order first seen.
+    dtypes: Vec<DType>,
+    kinds: KindTable,
+    window: usize,
+    schedule: Option<Schedule>,
+    /// Peaks of complete iterations that have been summarised, newest last.
+    peaks: Vec<IterationPeak>,
+    /// Global index up to which iterations were summarised into `peaks`.
+    summarised_to: u64,
+    /// Global index and window length at the last analysis.
+    analysed_at: u64,
+    analysed_len: usize,
+    /// Global index where the current run of ops matching the op one period earlier began.
+    run_start: u64,
+    draft: Draft,
+    /// Ops are timed up to this global index (exclusive) while the period holds.
+    timed_until: u64,
+    /// Global index of the next iteration boundary while the period holds.
+    next_boundary: u64,
+    /// The latest time measured for each op slot of the iteration.
+    slot_nanos: Vec<u64>,
+    /// Start of the iteration being timed, and whether one full iteration has been timed
+    /// under the current schedule.
+    timing_from: u64,
+    profiled: bool,
+    /// Whether iterations may be recorded lean (see [`Recorder::set_lean`]).
+    lean: bool,
+    /// While the schedule holds and `lean` is set, ops are recorded in full up to this global
+    /// index (exclusive): the iterations that planning would read.
+    full_until: u64,
+    /// The periods of schedules held before (the latest [`RECALLED`]), each with the ops
+    /// matched in a row at it since the schedule in force broke: a schedule that comes back
+    /// (another sequence length, a GAN's other step) is taken up again as soon as one
+    /// iteration of it matched the one before, without waiting for the next analysis.
+    recalled: Vec<Recalled>,
+}
+
+/// Periods of earlier schedules watched while the schedule in force does not hold.
+const RECALLED: usize = 8;
+
+/// The period of an earlier schedule, and the ops matched at it in a row.
+#[derive(Debug, Clone, Copy)]
+struct Recalled {
+    period: usize,
+    matched: usize,
+    /// Global index of the op last compared (a gap restarts the count).
+    last: u64,
+}
+
+/// At most this many ops differing from the op a period before, followed by
+/// [`SWAP_RESUME`] that match, leave the schedule in force (see `verify_last`).
+const SWAP_OPS: usize = 4;
+/// A longer stretch of differing ops leaves the schedule in force when it is the same ops
+/// as the stretch a period before in another order, and at most a period divided by this
+/// long (see `reordered`).
+const REORDER_FRACTION: usize = 2;
+/// Matching ops after a short difference that resume the schedule in force.
+const SWAP_RESUME: usize = 16;
+
+/// Whether two runs of op signatures hold the same ops, in any order.
+fn same_ops(a: impl Iterator<Item = u64>, b: impl Iterator<Item = u64>) -> bool {
+    let (mut a, mut b): (Vec<u64>, Vec<u64>) = (a.collect(), b.collect());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
+/// Under [`Recorder::set_lean`], at most one pair of iterations in this many is recorded
+/// with its tensors.
+const LEAN_EVERY: usize = 16;
+/// Ops before the first analysis.
+const FIRST_ANALYSIS: usize = 64;
+/// Once the period holds, one iteration in this many has its ops timed (the others reuse the
+/// times of their slot): the profiled iterations of seed 004, kept fresh.
+const TIMED_ITERATION_EVERY: u64 = 16;
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::with_window(DEFAULT_WINDOW)
+    }
+}
+
+impl Recorder {
+    /// A recorder that keeps about `window` ops (never fewer than three periods).
+    pub(crate) fn with_window(window: usize) -> Self {
+        Self {
+            base: 0,
+            ops: Vec::new(),
+            tensors: Vec::new(),
+            dtypes: Vec::new(),
+            dims: Vec::new(),
+            kinds: KindTable::default(),
+            window: window.max(16),
+            schedule: None,
+            peaks: Vec::new(),
+            summarised_to: 0,
+            analysed_at: 0,
+            analysed_len: 0,
+            run_start: 0,
+            draft: Draft::default(),
+            timed_until: 0,
+            next_boundary: 0,
+            slot_nanos: Vec::new(),
+            timing_from: 0,
+            profiled: false,
+            lean: false,
+            full_until: 0,
+            recalled: Vec::new(),
+        }
+    }
+
+    /// Lets the recorder keep only two iterations in a row out of every few in full once the
+    /// schedule holds and an iteration was profiled under it: the others keep each op's
+    /// kind, signature and counters (what checks the schedule and counts the peaks) but not
+    /// its tensors. The executor sets it while no budget is set: nothing is planned then,
+    /// and the plan of a budget set later reads the last complete iteration recorded in
+    /// full, the same ops on the same shapes as the latest, the schedule having held. Saves
+    /// the tensor log's memory traffic on every op (*Measurements*, "Lean recording").
+    pub(crate) fn set_lean(&mut self, lean: bool) {
+        self.lean = lean;
+    }
+
+    /// Whether the op about to begin is recorded without its tensors.
+    #[inline]
+    fn records_lean(&self) -> bool {
+        self.lean && self.profiled && self.next_index() >= self.full_until && self.healthy()
+    }
+
+    /// Global index the next op will get.
+    pub(crate) fn next_index(&self) -> u64 {
+        self.base + self.ops.len() as u64
+    }
+
+    /// Starts recording an op of kind `key`; `name` is called only the first time the kind
+    /// is seen. Follow with [`Recorder::input`]s, [`Recorder::outputs_follow`],
+    /// [`Recorder::output`]s and [`Recorder::end`].
+    #[inline]
+    pub(crate) fn begin(&mut self, key: u64, name: impl FnOnce() -> String) {
+        let kind = self.kinds.intern(key, name);
+        let start = self.tensors.len() as u32;
+        let mut hasher = signature::FxHasher::default();
+        hasher.write_u64(key);
+        self.draft = Draft {
+            kind,
+            hasher,
+            inputs: start..start,
+            outputs_start: start,
+            lean: self.records_lean(),
+        };
+    }
+
+    /// Hashes a tensor into the op's signature and, unless the op is recorded lean, logs it:
+    /// the hash inline (every op), the log out of line (the iterations recorded in full).
+    #[inline(always)]
+    fn push_tensor(&mut self, t: &TensorIr, bytes: u64) {
+        let dims = t.shape.as_slice();
+        signature::hash_tensor(&mut self.draft.hasher, t.dtype, dims);
+        if !self.draft.lean {
+            self.log_tensor(t, dims, bytes);
+        }
+    }
+
+    #[inline(never)]
+    fn log_tensor(&mut self, t: &TensorIr, dims: &[usize], bytes: u64) {
+        let dims_start = self.dims.len() as u32;
+        self.dims.extend_from_slice(dims);
+        let dtype = self.dtype_index(t.dtype);
+        self.tensors.push(TensorRef {
+            id: t.id,
+            dtype,
+            bytes,
+            dims: dims_start..self.dims.len() as u32,
+            last_use: t.status == TensorStatus::ReadWrite,
+            shares: false,
+        });
+    }
+
+    /// The index of `dtype` in `dtypes`, added if new (a run has a handful: the search is
+    /// over them). Past `u16::MAX` distinct dtypes, which no run has, the last index stands
+    /// for the rest.
+    fn dtype_index(&mut self, dtype: DType) -> u16 {
+        if let Some(i) = self.dtypes.iter().position(|d| *d == dtype) {
+            return i as u16;
+        }
+        if self.dtypes.len() <= u16::MAX as usize {
+            self.dtypes.push(dtype);
+        }
+        (self.dtypes.len() - 1) as u16
+    }
+
+    /// The dtype of a logged tensor, by its index.
+    fn dtype_of(&self, t: &TensorRef) -> DType {
+        self.dtypes[t.dtype as usize]
+    }
+
+    /// Records an input of the op begun last.
+    #[inline]
+    pub(crate) fn input(&mut self, t: &TensorIr, bytes: u64) {
+        self.push_tensor(t, bytes);
+    }
+
+    /// Marks the end of the inputs.
+    #[inline]
+    pub(crate) fn outputs_follow(&mut self) {
+        let end = self.tensors.len() as u32;
+        self.draft.inputs.end = end;
+        self.draft.outputs_start = end;
+        self.draft.hasher.write_u8(0xff);
+    }
+
+    /// Records an output of the op begun last.
+    #[inline]
+    pub(crate) fn output(&mut self, t: &TensorIr, bytes: u64) {
+        self.push_tensor(t, bytes);
+    }
+
+    /// Marks output `k` of the op recorded last as sharing a buffer, or strided without a
+    /// layout that comes back (the executor sees that only after the op ran): planners do
+    /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]).
+    pub(crate) fn mark_output_shares(&mut self, k: usize) {
+        let Some(op) = self.ops.last() else {
+            return;
+        };
+        let at = op.outputs.start as usize + k;
+        if at < op.outputs.end as usize {
+            self.tensors[at].shares = true;
+        }
+    }
+
+    /// Drops the op begun last (it failed and never ran).
+    pub(crate) fn abort(&mut self) {
+        let start = self.draft.inputs.start as usize;
+        if let Some(first) = self.tensors.get(start) {
+            self.dims.truncate(first.dims.start as usize);
+        }
+        self.tensors.truncate(start);
+    }
+
+    /// Ends the op begun last.
+    #[inline]
+    pub(crate) fn end(&mut self, c: OpCounters) {
+        let draft = &self.draft;
+        let op = OpRecord {
+            kind: draft.kind,
+            signature: core::hash::Hasher::finish(&draft.hasher),
+            inputs: draft.inputs.clone(),
+            outputs: draft.outputs_start..self.tensors.len() as u32,
+            nanos: c.nanos,
+            live_before: c.live_before,
+            resident_during: c.resident_during,
+            events: c.events,
+            lean: draft.lean,
+        };
+        self.ops.push(op);
+        self.verify_last();
+        self.track_boundary();
+        if self.needs_analysis() {
+            self.analyse();
+        }
+        if self.ops.len() >= self.window {
+            self.compact();
+        }
+    }
+
+    /// The position in the iteration of the op recorded last, while the schedule holds up to
+    /// it (the op matched the one a period earlier): what the planned executor follows.
+    #[inline]
+    pub(crate) fn position_of_last(&self) -> Option<usize> {
+        let s = self.schedule?;
+        let last = self.next_index().checked_sub(1)?;
+        if s.verified_end != last + 1 || last < s.anchor {
+            return None;
+        }
+        Some(((last - s.anchor) % s.period as u64) as usize)
+    }
+
+    /// The schedule in force, as `(period, anchor)`, profiled or not.
+    #[inline]
+    pub(crate) fn schedule_key(&self) -> Option<(usize, u64)> {
+        self.schedule.map(|s| (s.period, s.anchor))
+    }
+
+    /// The schedule in force, as `(period, anchor)`, once an iteration under it was timed
+    /// from its first op (so that a trace of it carries every op's time) and while it holds.
+    #[inline]
+    pub(crate) fn profiled_schedule(&self) -> Option<(usize, u64)> {
+        let s = self.schedule?;
+        (self.profiled && self.healthy()).then_some((s.period, s.anchor))
+    }
+
+    /// What the schedule in force does, as one hash: the op signatures of its last complete
+    /// iteration from its boundary, in order (those that compute: see below). A schedule
+    /// that comes back (found again after another ran, or resynchronised after a one-off
+    /// op) hashes the same, its boundary being placed by the same rule; `None` before an
+    /// iteration is complete.
+    pub(crate) fn schedule_content(&self) -> Option<u64> {
+        let (_, _, range) = self.last_complete()?;
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let movable = self.kinds.movable();
+        let mut hasher = signature::FxHasher::default();
+        hasher.write_usize(local.len());
+        for op in &self.ops[local] {
+            // Uploads, reads and drops are left out: the schedule allows them to move
+            // (`reordered`; another thread's reads, the order autodiff drops its graph in).
+            if !movable[op.kind as usize] {
+                hasher.write_u64(op.signature);
+            }
+        }
+        Some(hasher.finish())
+    }
+
+    /// The detected period, if any.
+    pub(crate) fn period(&mut self) -> Option<usize> {
+        self.refresh();
+        self.schedule.map(|s| s.period)
+    }
+
+    /// Peaks of the complete iterations seen so far (the last few).
+    pub(crate) fn iteration_peaks(&mut self) -> Vec<IterationPeak> {
+        self.refresh();
+        self.summarise();
+        self.peaks.clone()
+    }
+
+    /// The trace of the last complete iteration recorded with its tensors (the last complete
+    /// iteration unless iterations are recorded lean: then one of the last few, the schedule
+    /// having held since), or `None` before two iterations were seen.
+    pub(crate) fn trace(&mut self) -> Option<Trace> {
+        self.refresh();
+        let (s, iteration, range) = self.last_full()?;
+        Some(self.trace_of(range, Some(s.period), iteration, s.periodic_from))
+    }
+
+    /// Ops in the window.
+    #[cfg(test)]
+    pub(crate) fn window_len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// The trace of every op in the window, without iteration structure (for dynamic graphs,
+    /// and for tests of hand-built graphs). Where iterations were recorded lean, the last
+    /// stretch of ops recorded with their tensors: those after the last lean op, or, while the
+    /// latest ops are lean, the last stretch before them.
+    pub(crate) fn trace_all(&mut self) -> Trace {
+        self.refresh();
+        let period = self.schedule.map(|s| s.period);
+        let periodic_from = self.schedule.map(|s| s.periodic_from).unwrap_or(0);
+        let end = self
+            .ops
+            .iter()
+            .rposition(|o| !o.lean)
+            .map_or(0, |last| last + 1);
+        let start = self.ops[..end]
+            .iter()
+            .rposition(|o| o.lean)
+            .map_or(0, |lean| lean + 1);
+        let range = self.base + start as u64..self.base + end as u64;
+        self.trace_of(range, period, 0, periodic_from)
+    }
+}
+
+mod analysis;
+mod compaction;
+mod derive;
+mod schedule;
+mod timing;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! Unit tests of the parent module.
+
+use super::*;
+use burn_backend::Shape;
+
+/// Records one op of "kind" `kind` reading one tensor and making one, of `dims` floats.
+fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
+    r.begin(kind, || format!("k{kind}"));
+    let input = TensorIr {
+        id: TensorId::new(*id),
+        shape: Shape::from(vec![dims]),
+        status: TensorStatus::ReadWrite,
+        dtype: DType::F32,
+    };
+    r.input(&input, 4 * dims as u64);
+    r.outputs_follow();
+    *id += 1;
+    let output = TensorIr {
+        id: TensorId::new(*id),
+        shape: Shape::from(vec![dims]),
+        status: TensorStatus::NotInit,
+        dtype: DType::F32,
+    };
+    r.output(&output, 4 * dims as u64);
+    r.end(OpCounters {
+        nanos: 0,
+        live_before: 4 * dims as u64,
+        resident_during: 8 * dims as u64,
+        ..Default::default()
+    });
+}
+
+/// Records a pseudo-op `name` (`Read`, `Init`) with at most one input and one output, each
+/// `(id, floats)`.
+fn named(
+    r: &mut Recorder,
+    name: &'static str,
+    input: Option<(u64, usize)>,
+    output: Option<(u64, usize)>,
+) {
+    let tensor = |(id, n): (u64, usize), status| TensorIr {
+        id: TensorId::new(id),
+        shape: Shape::from(vec![n]),
+        status,
+        dtype: DType::F32,
+    };
+    r.begin(signature::name_key(name), || name.to_string());
+    if let Some(t) = input {
+        r.input(&tensor(t, TensorStatus::ReadOnly), 4 * t.1 as u64);
+    }
+    r.outputs_follow();
+    if let Some(t) = output {
+        r.output(&tensor(t, TensorStatus::NotInit), 4 * t.1 as u64);
+    }
+    r.end(OpCounters::default());
+}
+
+#[test]
+fn long_runs_stay_bounded_and_keep_their_schedule() {
+    let mut r = Recorder::with_window(256);
+    let mut id = 0;
+    // 400 iterations of 20 ops, with one extra op every 37 iterations.
+    for k in 0..400u64 {
+        for i in 0..20 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+        if k % 37 == 36 {
+            op(&mut r, &mut id, 99, 3);
+        }
+        assert!(r.window_len() <= 2 * 256, "the window stays bounded");
+    }
+    assert_eq!(r.period(), Some(20));
+    let trace = r.trace().expect("the last complete iteration");
+    assert_eq!(trace.ops.len(), 20);
+    assert!(
+        trace.iteration > 300,
+        "numbering went on through resyncs: {}",
+        trace.iteration
+    );
+    let peaks = r.iteration_peaks();
+    assert!(!peaks.is_empty() && peaks.len() <= KEPT_ITERATION_PEAKS);
+    assert!(peaks.windows(2).all(|w| w[0].iteration < w[1].iteration));
+}
+
+#[test]
+fn a_stream_that_stops_repeating_stays_bounded() {
+    let mut r = Recorder::with_window(256);
+    let mut id = 0;
+    for _ in 0..20 {
+        for i in 0..10 {
+            op(&mut r, &mut id, i, 8);
+        }
+    }
+    assert_eq!(r.period(), Some(10));
+    // Then no repetition at all, for a long time.
+    let mut x = 1u64;
+    for _ in 0..5000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        op(&mut r, &mut id, 1000 + (x >> 33), 8);
+        assert!(r.window_len() <= 2 * 256);
+    }
+}
+
+#[test]
+fn two_ops_that_swap_places_leave_the_schedule_in_force() {
+    let mut r = Recorder::with_window(4096);
+    let mut id = 0;
+    // Iterations of 40 ops; in every third one after the tenth, ops 7 and 8 come the other
+    // way round (a drop and an upload whose order varies).
+    let iteration = |r: &mut Recorder, id: &mut u64, swapped: bool| {
+        for i in 0..40u64 {
+            let k = match (swapped, i) {
+                (true, 7) => 8,
+                (true, 8) => 7,
+                _ => i,
+            };
+            op(r, id, k, 4 + k as usize);
+        }
+    };
+    for _ in 0..10 {
+        iteration(&mut r, &mut id, false);
+    }
+    assert_eq!(r.period(), Some(40));
+    let key = r.schedule_key();
+    for k in 0..12 {
+        iteration(&mut r, &mut id, k % 3 == 0);
+        // From the 16th op after the swap on, the plan's position is known again.
+        assert!(r.position_of_last().is_some(), "iteration {k}");
+        assert_eq!(r.schedule_key(), key, "the anchor stays");
+    }
+    let trace = r.trace().expect("the last complete iteration");
+    assert_eq!(trace.ops.len(), 40);
+}
+
+#[test]
+fn another_threads_reads_landing_elsewhere_each_iteration_leave_the_schedule_in_force() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    // Iterations of 80 ops of the step and three reads of its outputs by a metrics thread,
+    // which land among the first ops of the next step at a place that varies: 83 ops each.
+    let iteration = |r: &mut Recorder, id: &mut u64, at: [u64; 3]| {
+        let mut reads = 0;
+        for i in 0..80u64 {
+            while reads < 3 && at[reads] == i {
+                op(r, id, 90, 2 + reads);
+                reads += 1;
+            }
+            op(r, id, i, 4 + i as usize);
+        }
+    };
+    for _ in 0..10 {
+        iteration(&mut r, &mut id, [0, 0, 0]);
+    }
+    assert_eq!(r.period(), Some(83));
+    let key = r.schedule_key();
+    let places = [
+        [1, 1, 1],
+        [0, 3, 7],
+        [5, 6, 12],
+        [0, 0, 0],
+        [2, 9, 9],
+        [14, 15, 19],
+    ];
+    for (k, at) in places.iter().cycle().take(24).enumerate() {
+        iteration(&mut r, &mut id, *at);
+        // The step's last ops match the iteration before: the schedule holds there.
+        assert!(r.position_of_last().is_some(), "iteration {k} ({at:?})");
+        assert_eq!(r.schedule_key(), key, "iteration {k}: the anchor stays");
+    }
+    assert!(r.profiled_schedule().is_some());
+}
+
+#[test]
+fn a_loop_whose_reads_never_land_twice_at_one_place_is_found() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    // No two iterations alike: each holds the 80 ops of the step and, at a place that moves
+    // every iteration, a read (another thread's) and an upload (a loader's worker).
+    let mut found_at = None;
+    for k in 0..30u64 {
+        let (read_at, upload_at) = ((k * 7) % 30, (k * 11 + 3) % 40);
+        for i in 0..80u64 {
+            if i == read_at {
+                named(&mut r, "Read", Some((id, 2)), None);
+            }
+            if i == upload_at {
+                id += 1;
+                named(&mut r, "Init", None, Some((id, 16)));
+            }
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+        if found_at.is_none() && r.profiled_schedule().is_some() {
+            found_at = Some(k);
+        }
+    }
+    assert_eq!(r.period(), Some(82));
+    let found_at = found_at.expect("a profiled schedule");
+    assert!(found_at <= 6, "found after {found_at} iterations");
+    assert!(
+        r.position_of_last().is_some(),
+        "the schedule holds at the end"
+    );
+}
+
+#[test]
+fn a_long_stretch_of_other_ops_still_breaks_the_schedule() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    for _ in 0..10 {
+        for i in 0..80u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    // Ten ops of another shape in place of ten of the step: not a reordering.
+    for i in 0..80u64 {
+        let dims = if (20..30).contains(&i) {
+            3
+        } else {
+            4 + i as usize
+        };
+        op(&mut r, &mut id, i, dims);
+    }
+    assert!(r.position_of_last().is_none(), "the schedule broke");
+}
+
+#[test]
+fn an_op_inserted_once_still_moves_the_anchor() {
+    let mut r = Recorder::with_window(4096);
+    let mut id = 0;
+    for _ in 0..10 {
+        for i in 0..40u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    let (p, anchor) = r.schedule_key().expect("a schedule");
+    op(&mut r, &mut id, 99, 3);
+    for _ in 0..3 {
+        for i in 0..40u64 {
+            op(&mut r, &mut id, i, 4 + i as usize);
+        }
+    }
+    let (p2, anchor2) = r.schedule_key().expect("a schedule");
+    assert_eq!(p2, p);
+    assert_ne!(
+        anchor2 % p as u64,
+        anchor % p as u64,
+        "re-anchored after the insertion"
+    );
+}
+
+#[test]
+fn identical_layers_give_way_to_the_iteration_soon() {
+    // The shape of the benches' GPT preset: an iteration of eight identical blocks of 208
+    // ops (a sub-period the detector sees first, within one iteration) and 67 ops of its
+    // own, period 1,731, after a first stretch of 1,584 ops that differs.
+    let mut r = Recorder::with_window(1 << 17);
+    let mut id = 0;
+    for i in 0..1584 {
+        op(&mut r, &mut id, 10_000 + i, 3);
+    }
+    let mut found_in = None;
+    for k in 0..6 {
+        for _ in 0..8 {
+            for i in 0..208 {
+                op(&mut r, &mut id, i, 8);
+            }
+        }
+        for i in 0..67 {
+            op(&mut r, &mut id, 5_000 + i, 4);
+        }
+        // The schedule in force, as the engine sees it after each op (asking `period()`
+        // would analyse the window on the spot).
+        if found_in.is_none() && r.schedule_key().map(|(p, _)| p) == Some(1731) {
+            found_in = Some(k);
+        }
+    }
+    assert_eq!(r.period(), Some(1731));
+    // Two iterations show it by the end of iteration 1. The block's period breaks at each
+    // iteration's own ops and heals a block later, looking healthy whenever the periodic
+    // analysis comes due: a heal analyses the window (when a quarter due), so the
+    // iteration's period is in force from the first heal after it shows, in iteration 2
+    // (iteration 4 before: the next doubling of the window).
+    assert!(
+        found_in.is_some_and(|k| k <= 2),
+        "found in iteration {found_in:?}"
+    );
+}
+
+mod lean;
+mod loops;
