@@ -7,7 +7,7 @@
 //! residency, counted once. The same answer says whether the output is strided (a fetch
 //! would not restore its layout).
 
-use burn_ir::{BackendIr, TensorId, TensorStatus};
+use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
 
 use super::Engine;
 use crate::error::SwapError;
@@ -131,5 +131,51 @@ impl<B: BackendIr> Engine<B> {
         let source = self.residency.get(&source).is_some().then_some(source);
         (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
             .then_some((source, probe.buffer, probe.buffer_bytes))
+    }
+}
+
+impl<B: BackendIr> Engine<B> {
+    /// Marks read-only the inputs the op consumes that share their buffer in the unwrapped
+    /// run while that buffer is apart under burn-swap (a holder came back from the host on
+    /// its own): the unwrapped backend, seeing the buffer shared, would not write into it in
+    /// place, and some in-place kernels give other bits (NaN signs). [`Self::book_inputs`]
+    /// releases them after the op.
+    pub(super) fn read_shared_inputs(&mut self, op: &mut OperationIr) {
+        self.op.shared_reads.clear();
+        if !self.residency.any_origin() {
+            return;
+        }
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status == TensorStatus::ReadWrite && self.read_only_for_sharing(id) {
+                self.op.shared_reads.push(id);
+            }
+        }
+        if !self.op.shared_reads.is_empty() {
+            op.mark_read_only(&self.op.shared_reads);
+        }
+    }
+
+    /// Whether an input the op consumes is handed over read-only because it shares its
+    /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
+    /// read-only anyway).
+    pub(super) fn read_only_for_sharing(&self, id: TensorId) -> bool {
+        !self.residency.is_pinned(&id)
+            && self.residency.shares_origin(&id)
+            && !self.op.shared_reads.contains(&id)
+    }
+
+    /// The ops' read-only inputs of `shared_reads` after it ran: Burn is done with them, and
+    /// their handles go (a recipe that pins one keeps it, as an orphan).
+    pub(super) fn release_shared_reads(&mut self) {
+        for i in 0..self.op.shared_reads.len() {
+            let id = self.op.shared_reads[i];
+            if self.residency.is_pinned(&id) {
+                self.release_by_burn(&id);
+            } else {
+                self.release(id);
+            }
+        }
+        self.op.shared_reads.clear();
     }
 }

@@ -10,8 +10,11 @@
 //!   `plan::reactive` picks), with the "no room" error when nothing more can leave;
 //! - [`moves`]: offloads and fetches, on the op's thread and on the transfer workers, and
 //!   how their completions land in the books;
-//! - [`buffers`]: which buffer each view lives in (the backend's word), and the shared
-//!   buffers that count it once;
+//! - [`inputs`]: an op's inputs and outputs, gathered before it runs and booked after;
+//! - [`leave`]: tensors leaving the books (released by Burn, dropped, forgotten) and what
+//!   they held;
+//! - [`buffers`]: which buffer each view lives in (the backend's word), the shared buffers
+//!   that count it once, and the inputs read only because they share one;
 //! - [`recipes`]: recomputation: recipes of the plan and of strided views, pins, eviction and
 //!   rematerialisation;
 //! - [`follow`]: following the plan: planning once per profiled schedule, taking the
@@ -31,6 +34,8 @@ mod api;
 mod buffers;
 mod follow;
 mod groups;
+mod inputs;
+mod leave;
 mod links;
 pub(crate) use links::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
@@ -45,17 +50,16 @@ use super::interpreter::{self, Handles};
 use burn_backend::DType;
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 
+use super::bytes_of;
 use super::counters::{Counters, Wait};
 use super::layout::{self, Layout};
 use super::plans::Plans;
 use super::ports;
-use super::residency::{Dims, Entry, Group, Recipe, Remake, Residency};
+use super::residency::{Dims, Recipe, Residency};
 use super::transfer::Transfers;
-use super::{bytes_of, bytes_of_dims};
 use crate::config::SwapConfig;
 use crate::error::SwapError;
 use crate::plan::reactive::{Candidate, LinkModel};
-use crate::plan::views::{self, ViewKeep};
 use crate::trace::recorder::{OpCounters, Recorder};
 use crate::trace::signature;
 
@@ -408,383 +412,6 @@ impl<B: BackendIr> Engine<B> {
         });
     }
 
-    /// Lists the op's inputs (in `self.op.inputs`), recording each when `record`, and
-    /// returns the bytes of the distinct ones and of those not on the device (to fetch, wait
-    /// for or recompute).
-    fn gather_inputs<'a>(
-        &mut self,
-        inputs: impl Iterator<Item = &'a TensorIr>,
-        record: bool,
-    ) -> (u64, u64) {
-        self.op.inputs.clear();
-        self.op.inputs_strided = false;
-        self.op.strided_shapes.clear();
-        self.op.seen_buffers.clear();
-        self.op.seen_carriers.clear();
-        self.op.apart_bytes = 0;
-        let (mut shared_twice, mut any_absent) = (false, false);
-        let (mut input_bytes, mut absent_bytes) = (0, 0);
-        for t in inputs {
-            let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
-            self.op.inputs.push((t.id, t.status));
-            let bytes = match self.residency.get(&t.id) {
-                Some(entry) => {
-                    if entry.strided {
-                        self.op.inputs_strided = true;
-                        self.op.strided_shapes.push(entry.dims.clone());
-                    }
-                    if let Some(buffer) = entry.shared() {
-                        // Views of one buffer count it once.
-                        if !self.op.seen_buffers.contains(&buffer) {
-                            self.op.seen_buffers.push(buffer);
-                            input_bytes += self.residency.counted(entry);
-                        } else if !seen {
-                            shared_twice = true;
-                        }
-                    } else if let Some(carrier) = entry.carrier(t.id) {
-                        // A buffer that left whole comes back whole, with every holder.
-                        if !self.op.seen_carriers.contains(&carrier) {
-                            self.op.seen_carriers.push(carrier);
-                            let bytes = self.fetch_bytes(&carrier);
-                            input_bytes += bytes;
-                            any_absent = true;
-                            absent_bytes += bytes;
-                        }
-                    } else if !seen {
-                        input_bytes += entry.bytes();
-                        if !entry.state().on_device() {
-                            any_absent = true;
-                            // Fetches in flight are counted already but must be waited for.
-                            absent_bytes += entry.bytes();
-                        }
-                    }
-                    entry.bytes()
-                }
-                None => bytes_of(&t.shape, t.dtype),
-            };
-            if record {
-                self.recorder.input(t, bytes);
-            }
-        }
-        if any_absent {
-            input_bytes -= self.remade_in_an_input();
-        }
-        if shared_twice {
-            self.op.apart_bytes = self.apart_once_back().saturating_sub(input_bytes);
-        }
-        (input_bytes, absent_bytes)
-    }
-
-    /// The op's distinct inputs that are in the books, each with its entry and whether it
-    /// is a strided view made again, in that input's buffer, from another of the op's
-    /// inputs: by its recipe, or (with no budget yet) from the source its view op names.
-    fn distinct_inputs(&self) -> impl Iterator<Item = (&Entry, bool, bool)> {
-        let inputs = &self.op.inputs;
-        let is_input =
-            move |id: TensorId, s: TensorId| s != id && inputs.iter().any(|(i, _)| *i == s);
-        inputs.iter().enumerate().filter_map(move |(k, (id, _))| {
-            if inputs[..k].iter().any(|(i, _)| i == id) {
-                return None;
-            }
-            let entry = self.residency.get(id)?;
-            let from_recipe = entry
-                .recipe
-                .as_ref()
-                .is_some_and(|r| matches!(r.inputs[..], [s] if is_input(*id, s)));
-            let from_source =
-                matches!(entry.view_source(), Some(Remake::From(s)) if is_input(*id, s));
-            Some((
-                entry,
-                entry.strided && from_recipe,
-                entry.strided && from_source,
-            ))
-        })
-    }
-
-    /// What the op's inputs would hold once moved off the device under a budget and brought
-    /// back, when several of them hold one buffer now: a dense holder is fetched into a
-    /// buffer of its own, a strided one is made again in its source's buffer, which is one
-    /// of the op's inputs (then not counted again) or another buffer that must be there.
-    /// The smallest budget a run can have must allow for that.
-    fn apart_once_back(&self) -> u64 {
-        self.distinct_inputs()
-            .filter(|(_, by_recipe, by_source)| !(*by_recipe || *by_source))
-            .map(|(entry, ..)| self.residency.counted(entry))
-            .sum()
-    }
-
-    /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made
-    /// again from its recipe) whose recipe is a view of another input of the same op shares
-    /// that input's buffer once made again, as it did before it left (`x + x.transpose()`
-    /// with `x` offloaded: one buffer, not two).
-    fn remade_in_an_input(&self) -> u64 {
-        self.distinct_inputs()
-            .filter(|(entry, by_recipe, _)| {
-                *by_recipe && !entry.state().on_device() && entry.shared().is_none()
-            })
-            .map(|(entry, ..)| entry.bytes())
-            .sum()
-    }
-
-    /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
-    /// handing each to `on_output`; returns the bytes of those not yet in the books.
-    #[inline]
-    fn gather_outputs<'a>(
-        &mut self,
-        outputs: impl Iterator<Item = &'a TensorIr>,
-        registered: bool,
-        record: bool,
-        mut on_output: impl FnMut(&TensorIr),
-    ) -> u64 {
-        self.op.outputs.clear();
-        let mut output_bytes = 0;
-        for t in outputs {
-            on_output(t);
-            let dims = t.shape.as_slice();
-            let bytes = bytes_of_dims(dims, t.dtype);
-            if !registered {
-                output_bytes += bytes;
-            }
-            if record {
-                self.recorder.output(t, bytes);
-            }
-            self.op
-                .outputs
-                .push((t.id, Dims::from_slice(dims), t.dtype, bytes));
-        }
-        output_bytes
-    }
-
-    /// Before the op runs: the recipes that will need its inputs keep them (read-only, so
-    /// that the handle container keeps them): the plan's recipe for its output, a strided
-    /// output's recipe made now, and recipes that already pin an input it consumes. Returns
-    /// the op itself when its strided output keeps it for later (`plan::views`).
-    #[inline]
-    fn keep_what_recipes_need(
-        &mut self,
-        op: &mut OperationIr,
-        strided: bool,
-    ) -> Option<Box<OperationIr>> {
-        // A dense output, no plan, no strided view waiting on a source, no recipe pinning
-        // anything and no buffer of the unwrapped run shared: nothing to keep (every op of
-        // an unbudgeted run on dense tensors).
-        if !strided
-            && self.plans.active.is_none()
-            && self.view_sources.is_empty()
-            && !self.residency.any_pinned()
-            && !self.residency.any_origin()
-        {
-            debug_assert!(!self.consumes_pinned());
-            self.op.view_recipe = false;
-            self.op.shared_reads.clear();
-            return None;
-        }
-        self.keep_what_recipes_need_in_full(op, strided)
-    }
-
-    #[inline(never)]
-    fn keep_what_recipes_need_in_full(
-        &mut self,
-        op: &mut OperationIr,
-        strided: bool,
-    ) -> Option<Box<OperationIr>> {
-        // Burn lets go of the inputs this op consumes: their strided views get recipes now.
-        if !self.view_sources.is_empty() {
-            for i in 0..self.op.inputs.len() {
-                let (id, status) = self.op.inputs[i];
-                if status == TensorStatus::ReadWrite {
-                    self.pin_for_views(id);
-                }
-            }
-        }
-        let keep = if strided {
-            views::keep(&views::ViewFacts {
-                budgeted: self.budget().is_some(),
-                single_output: self.op.outputs.len() == 1,
-                replayable: layout::replayable(op),
-                consumes_input: self.consumes_any(),
-                inputs_can_leave: &|| self.inputs_can_leave(),
-            })
-        } else {
-            ViewKeep::Nothing
-        };
-        let view_op = (keep == ViewKeep::KeepOp).then(|| Box::new(op.clone()));
-        // (A plan is positional: an op that cannot be replayed never takes a recipe, whatever
-        // the plan says of its position.)
-        let planned = self.wants_recipe() && layout::replayable(op);
-        self.op.view_recipe = !planned && keep == ViewKeep::RecipeNow;
-        let recipe = planned || keep == ViewKeep::RecipeNow;
-        if recipe || self.consumes_pinned() {
-            self.keep_inputs(op, recipe);
-        }
-        self.read_shared_inputs(op);
-        view_op
-    }
-
-    /// Marks read-only the inputs the op consumes that share their buffer in the unwrapped
-    /// run while that buffer is apart under burn-swap (a holder came back from the host on
-    /// its own): the unwrapped backend, seeing the buffer shared, would not write into it in
-    /// place, and some in-place kernels give other bits (NaN signs). [`Self::book_inputs`]
-    /// releases them after the op.
-    fn read_shared_inputs(&mut self, op: &mut OperationIr) {
-        self.op.shared_reads.clear();
-        if !self.residency.any_origin() {
-            return;
-        }
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status == TensorStatus::ReadWrite && self.read_only_for_sharing(id) {
-                self.op.shared_reads.push(id);
-            }
-        }
-        if !self.op.shared_reads.is_empty() {
-            op.mark_read_only(&self.op.shared_reads);
-        }
-    }
-
-    /// Whether an input the op consumes is handed over read-only because it shares its
-    /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
-    /// read-only anyway).
-    fn read_only_for_sharing(&self, id: TensorId) -> bool {
-        !self.residency.is_pinned(&id)
-            && self.residency.shares_origin(&id)
-            && !self.op.shared_reads.contains(&id)
-    }
-
-    /// The ops' read-only inputs of `shared_reads` after it ran: Burn is done with them, and
-    /// their handles go (a recipe that pins one keeps it, as an orphan).
-    fn release_shared_reads(&mut self) {
-        for i in 0..self.op.shared_reads.len() {
-            let id = self.op.shared_reads[i];
-            if self.residency.is_pinned(&id) {
-                self.release_by_burn(&id);
-            } else {
-                self.release(id);
-            }
-        }
-        self.op.shared_reads.clear();
-    }
-
-    /// After the op ran: inputs read for the last time are gone, the others were used now.
-    #[inline]
-    fn book_inputs(&mut self) {
-        let now = self.now;
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status == TensorStatus::ReadWrite {
-                // Kept by the op (read only) because it is shared: released below.
-                if !self.op.shared_reads.contains(&id) {
-                    self.release_by_burn(&id);
-                }
-            } else if let Some(entry) = self.residency.get_mut(&id) {
-                entry.last_use = now;
-            }
-        }
-        if !self.op.shared_reads.is_empty() {
-            self.release_shared_reads();
-        }
-    }
-
-    /// After the op ran: its outputs are new and resident (an `Init` op's one is in the books
-    /// already), with the layout, kept op or recipe they were given. An output that may be
-    /// strided is looked at: when the backend says it is dense after all, it keeps no op and
-    /// no recipe for its layout's sake (the recipe made for it lets go of its inputs).
-    #[inline]
-    fn book_outputs(
-        &mut self,
-        registered: bool,
-        strided: bool,
-        shares: bool,
-        inherits: bool,
-        view_op: Option<Box<OperationIr>>,
-    ) {
-        let now = self.now;
-        self.op.out_ids.clear();
-        let mut any_strided = false;
-        // Taken out and put back, so that its room is kept for the next op.
-        let mut outputs = std::mem::take(&mut self.op.outputs);
-        for (k, (id, dims, dtype, bytes)) in outputs.drain(..).enumerate() {
-            self.op.out_ids.push(id);
-            if registered {
-                if let Some(entry) = self.residency.get_mut(&id) {
-                    entry.last_use = now;
-                }
-                continue;
-            }
-            if !(strided || shares) {
-                // The common case, a dense output with a buffer of its own: its entry goes
-                // into the books as made (set up field by field, it is copied twice more).
-                self.residency
-                    .admit(id, Entry::sized(bytes, dims, dtype, now));
-                continue;
-            }
-            let mut entry = Entry::sized(bytes, dims, dtype, now);
-            // Asked once, for its layout and for the buffer it may share.
-            let probe = self.probe_entry(id, &entry);
-            entry.strided = strided && self.strided_output(probe, &entry, inherits);
-            if entry.strided {
-                any_strided = true;
-                self.strided_live.push(id);
-                entry.set_view_source(self.op.view_source);
-            }
-            entry.restorable =
-                entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p, dtype));
-            // Neither a holder of a shared buffer nor a strided tensor whose layout would not
-            // come back leaves by an offload of its own: the planners are told.
-            let stays = entry.strided && !entry.restorable;
-            // In an input's buffer: it shares what that input shares in the unwrapped run,
-            // known before it is booked (the input may have left the books with this op, and
-            // a view sharing its buffer would otherwise start a buffer of its own).
-            if let Some(probe) = probe.filter(|_| shares)
-                && let Some(&(_, origin)) = self
-                    .op
-                    .input_origins
-                    .iter()
-                    .find(|(buffer, _)| *buffer == probe.buffer)
-            {
-                entry = entry.in_origin(origin);
-            }
-            let shared = match probe
-                .filter(|_| shares)
-                .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
-            {
-                Some((source, key, buffer_bytes)) => {
-                    self.residency
-                        .admit_view(id, entry, source.as_ref(), key, buffer_bytes);
-                    true
-                }
-                None => {
-                    self.residency.admit(id, entry);
-                    false
-                }
-            };
-            if (shared || stays) && self.tracing() {
-                self.recorder.mark_output_shares(k);
-            }
-        }
-        self.op.outputs = outputs;
-        let recipe = self.op.pending_recipe.take();
-        if !any_strided && strided && self.op.view_recipe {
-            // The recipe was made for a layout the output does not have.
-            if let Some(recipe) = recipe {
-                for input in recipe.inputs {
-                    self.unpin(input);
-                }
-            }
-            return;
-        }
-        if let Some(view_op) = view_op
-            && any_strided
-        {
-            self.keep_view_op(self.op.out_ids[0], view_op);
-        }
-        if let Some(recipe) = recipe
-            && let Some(entry) = self.residency.get_mut(&self.op.out_ids[0])
-        {
-            entry.recipe = Some(recipe);
-        }
-    }
-
     /// Counts the op that ran, then takes the plan's steps for it.
     #[inline]
     fn finish_op(&mut self) {
@@ -824,93 +451,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Whether the op in progress reads an input for the last time.
-    fn consumes_any(&self) -> bool {
-        self.op
-            .inputs
-            .iter()
-            .any(|(_, status)| *status == TensorStatus::ReadWrite)
-    }
-
-    /// Whether every input of the op in progress could leave the device itself (it is
-    /// contiguous, has a recipe, or keeps a view op that can still be replayed): a recipe that
-    /// pinned an input that can never leave would hold its bytes for nothing.
-    fn inputs_can_leave(&self) -> bool {
-        self.op.inputs.iter().all(|(id, _)| {
-            self.residency
-                .get(id)
-                .is_none_or(|e| !e.strided || e.recipe.is_some() || self.can_rebuild(e))
-        })
-    }
-
-    /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
-    #[inline]
-    fn consumes_pinned(&self) -> bool {
-        if !self.residency.any_pinned() {
-            debug_assert!(
-                self.op
-                    .inputs
-                    .iter()
-                    .all(|(id, _)| !self.residency.pinned_uncounted(id)),
-                "an input is pinned while the count of pinned entries is zero"
-            );
-            return false;
-        }
-        self.op
-            .inputs
-            .iter()
-            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
-    }
-
-    /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
-    /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
-    #[inline]
-    fn release_by_burn(&mut self, id: &TensorId) {
-        if let Some(gone) = self.residency.release(id) {
-            self.let_go(*id, gone.recipe, gone.group);
-        }
-    }
-
-    /// [`Self::forget`], keeping of the entry only whether the device held it (`None`: it
-    /// was not in the books).
-    #[inline]
-    fn discard(&mut self, id: &TensorId) -> Option<bool> {
-        let gone = self.residency.discard(id)?;
-        self.let_go(*id, gone.recipe, gone.group);
-        Some(gone.on_device)
-    }
-
-    /// What a tensor taken out of the books held: its recipe's inputs are unpinned, its
-    /// group lets go of it.
-    #[inline]
-    fn let_go(&mut self, id: TensorId, recipe: Option<Box<Recipe>>, group: Option<Box<Group>>) {
-        if let Some(recipe) = recipe {
-            for input in recipe.inputs {
-                self.unpin(input);
-            }
-        }
-        if group.is_some() {
-            self.leave_group(id, group);
-        }
-    }
-
-    /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
-    #[inline]
-    fn forget(&mut self, id: &TensorId) -> Option<Entry> {
-        let mut entry = self.residency.forget(id)?;
-        self.let_go(*id, entry.recipe.take(), entry.take_group());
-        Some(entry)
-    }
-
-    /// Removes a tensor from the books and from the device.
-    fn release(&mut self, id: TensorId) {
-        if let Some(entry) = self.forget(&id)
-            && entry.state().on_device()
-        {
-            self.handles.remove(&id);
-        }
-    }
-
     /// Makes every tensor on the device unable to leave it (strided, with no layout to restore
     /// and no op to make it again): see [`crate::unstable::hold_resident`].
     pub fn hold_resident(&mut self) {
@@ -931,22 +471,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    fn drop_tensor(&mut self, id: TensorId) {
-        self.pin_for_views(id);
-        if self.residency.is_pinned(&id) {
-            // A recipe still reads it: it stays, as an orphan.
-            self.release_by_burn(&id);
-            return;
-        }
-        match self.discard(&id) {
-            // Nothing of it is left on the device.
-            Some(false) => {}
-            _ => {
-                self.handles.remove(&id);
-            }
-        }
-    }
-
     /// Records an op that did not come as IR (reads, moves, native ops).
     fn record_named(&mut self, name: &'static str, inputs: &[TensorIr], outputs: &[TensorIr]) {
         if !self.tracing() {
@@ -963,22 +487,5 @@ impl<B: BackendIr> Engine<B> {
             self.recorder.output(t, bytes_of(&t.shape, t.dtype));
         }
         self.record_end(books.resident + books.host, books.resident);
-    }
-
-    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
-    /// will never name those tensors again.
-    pub fn abandon_op(&mut self) {
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status != TensorStatus::ReadWrite {
-                continue;
-            }
-            if self.residency.is_pinned(&id) {
-                self.release_by_burn(&id);
-            } else {
-                self.release(id);
-            }
-        }
-        self.op.inputs.clear();
     }
 }
