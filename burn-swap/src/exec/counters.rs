@@ -77,7 +77,7 @@ pub(crate) struct Counters {
     pub device_decompressed: u64,
     pub codec_nanos: u64,
     /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
-    pub moves: hashbrown::HashMap<(super::residency::Dims, burn_backend::DType), (u64, u64, u64)>,
+    pub moves: hashbrown::HashMap<(super::dims::Dims, burn_backend::DType), (u64, u64, u64)>,
 }
 
 /// Takeovers kept in the counters (the latest).

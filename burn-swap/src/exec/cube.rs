@@ -32,19 +32,19 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::Runtime;
 
 use super::counters::AllocatorUsage;
-use super::transfer::TransferError;
+use super::transfer_error::TransferError;
 use crate::codec::Compressed;
 use crate::codec::kernels;
 use crate::config::Compression;
 use crate::plan::compression::{self, Decision};
 
 /// `value` as the CubeCL tensor of runtime `R`, when it is one.
-fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {
+pub(crate) fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {
     (value as &dyn Any).downcast_ref::<CubeTensor<R>>()
 }
 
 /// `device` as a device of runtime `R`, when it is one.
-fn as_device<R: Runtime, D: 'static>(device: &D) -> Option<&R::Device> {
+pub(crate) fn as_device<R: Runtime, D: 'static>(device: &D) -> Option<&R::Device> {
     (device as &dyn Any).downcast_ref::<R::Device>()
 }
 
@@ -70,21 +70,21 @@ macro_rules! each_runtime {
     }};
 }
 
-/// [`super::layout::probe`] of a CubeCL tensor: dense when laid out row-major over a buffer
-/// of exactly its size; its buffer named by its memory handle's id and sized by its handle.
-/// CubeCL gives that id no accessor; its `Debug` prints it (`ManagedMemoryId { value: N }`),
-/// and a handle it cannot be read from is not probed.
-pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<super::layout::Probe> {
+/// `exec::layout::probe` of a CubeCL tensor, as (dense, buffer, buffer bytes): dense when
+/// laid out row-major over a buffer of exactly its size; its buffer named by its memory
+/// handle's id and sized by its handle. CubeCL gives that id no accessor; its `Debug` prints
+/// it (`ManagedMemoryId { value: N }`), and a handle it cannot be read from is not probed.
+pub(crate) fn probe<T: 'static>(tensor: &T) -> Option<(bool, usize, u64)> {
     each_runtime!(|R| as_cube::<R, T>(tensor).and_then(|t| {
-        Some(super::layout::Probe {
-            dense: t.is_contiguous() && t.is_contiguous_buffer(),
-            buffer: memory_id(&t.handle.memory)?,
-            buffer_bytes: t.handle.size(),
-        })
+        Some((
+            t.is_contiguous() && t.is_contiguous_buffer(),
+            memory_id(&t.handle.memory)?,
+            t.handle.size(),
+        ))
     }))
 }
 
-/// [`super::layout::storage`] of a CubeCL tensor: its handle as a dense one-dimensional
+/// `exec::layout::storage` of a CubeCL tensor: its handle as a dense one-dimensional
 /// tensor of its element type over the bytes the handle covers (no copy: the same handle),
 /// its metadata (shape and strides from the handle's first byte), the dense tensor's
 /// shape, and where the handle starts in its memory (bytes). `None` for a quantized tensor, or a handle
@@ -112,7 +112,7 @@ pub(crate) fn storage<T: 'static>(tensor: &T) -> Option<(T, burn_std::Metadata, 
     }))
 }
 
-/// [`super::layout::restore`] of a CubeCL tensor: the dense tensor over a handle that came
+/// `exec::layout::restore` of a CubeCL tensor: the dense tensor over a handle that came
 /// back, given the shape and strides `meta` over it; `tensor` itself when it is not a CubeCL
 /// one.
 pub(crate) fn restore<T: 'static>(tensor: T, meta: burn_std::Metadata) -> T {
@@ -309,7 +309,7 @@ fn decompress_cube<R: CubeRuntime, B: Backend>(
 
 /// A CubeCL tensor of runtime `R` as the inner backend's float primitive (which it is, when
 /// the backend is `CubeBackend<R>`).
-fn into_primitive<R: CubeRuntime, B: Backend>(
+pub(crate) fn into_primitive<R: CubeRuntime, B: Backend>(
     tensor: CubeTensor<R>,
 ) -> Result<B::FloatTensorPrimitive, TransferError> {
     let boxed: Box<dyn Any> = Box::new(tensor);
@@ -323,139 +323,8 @@ fn into_primitive<R: CubeRuntime, B: Backend>(
         })
 }
 
-/// A piece of an offloaded tensor in a peer device's memory, allocated by that device's own
-/// CubeCL allocator (so it counts there); freed when dropped.
-#[cfg(feature = "cuda")]
-pub(crate) struct DeviceSlot {
-    client: cubecl::client::ComputeClient<cubecl::cuda::CudaRuntime>,
-    handle: cubecl::server::Handle,
-    /// The peer's CUDA ordinal.
-    pub ordinal: usize,
-}
-
-#[cfg(feature = "cuda")]
-impl DeviceSlot {
-    /// The piece's bytes read back to the host (the slow way back, for reads of an offloaded
-    /// tensor).
-    pub fn to_host(&self) -> Result<Vec<u8>, String> {
-        cubecl::future::block_on(self.client.read_async(vec![self.handle.clone()]))
-            .map_err(|e| format!("{e:?}"))
-            .and_then(|mut b| b.pop().map(|b| b.to_vec()).ok_or_else(|| "no bytes".into()))
-    }
-}
-
 /// The CUDA ordinal of `device`, when it is a CUDA device.
 #[cfg(feature = "cuda")]
 pub(crate) fn cuda_ordinal<B: Backend>(device: &B::Device) -> Option<usize> {
     as_device::<cubecl::cuda::CudaRuntime, _>(device).map(|d| d.index)
-}
-
-/// Seed 000's transmitter on CUDA: the bytes of a float tensor split across peer devices by
-/// peer copies from its own buffer (no host bounce), as the advisor splits them. `None`:
-/// not a CUDA tensor, or the peers could not take all of it (the caller takes the host
-/// route; the tensor's buffer is untouched either way).
-#[cfg(feature = "cuda")]
-pub(crate) fn peer_send<B: Backend>(
-    tensor: &B::FloatTensorPrimitive,
-    shape: &Shape,
-    dtype: DType,
-    pool: &std::sync::Arc<super::peers::PeerPool>,
-) -> Option<super::peers::PeerCopy> {
-    use cubecl::cuda::{CudaDevice, CudaRuntime};
-    let t = as_cube::<CudaRuntime, _>(tensor).filter(|t| t.is_contiguous())?;
-    let len = shape.num_elements() * dtype.size();
-    let home = t.device.index;
-    pool.send_device(
-        len,
-        dtype.size().max(1) as u64,
-        shape.clone(),
-        dtype,
-        |ordinal, offset, bytes| {
-            let client = CudaRuntime::client(&CudaDevice { index: ordinal });
-            let handle = client.empty(bytes);
-            crate::gpu::cuda::peer::copy_between(
-                crate::gpu::cuda::peer::Range {
-                    client: &client,
-                    handle: &handle,
-                    ordinal,
-                    offset: 0,
-                },
-                crate::gpu::cuda::peer::Range {
-                    client: &t.client,
-                    handle: &t.handle,
-                    ordinal: home,
-                    offset: offset as u64,
-                },
-                bytes,
-            )
-            .map_err(|e| TransferError::Peer(e.to_string()))?;
-            Ok(super::peers::PieceData::Device(DeviceSlot {
-                client,
-                handle,
-                ordinal,
-            }))
-        },
-    )
-}
-
-/// The reverse route: a tensor split across peer devices brought back into a new buffer on
-/// `device` by peer copies, piece by piece as recorded at offload. `None` when `device` is
-/// not a CUDA device or a piece is not on one.
-#[cfg(feature = "cuda")]
-pub(crate) fn peer_receive<B: Backend>(
-    copy: &super::peers::PeerCopy,
-    device: &B::Device,
-) -> Option<Result<B::FloatTensorPrimitive, TransferError>> {
-    use super::peers::PieceData;
-    use cubecl::cuda::CudaRuntime;
-    let d = as_device::<CudaRuntime, _>(device)?;
-    let pool = copy.pool();
-    let (shape, dtype) = copy.meta();
-    let client = CudaRuntime::client(d);
-    let handle = client.empty(copy.len());
-    let result = std::thread::scope(|scope| {
-        let jobs: Vec<_> = copy
-            .pieces()
-            .iter()
-            .map(|piece| {
-                let (client, handle) = (&client, &handle);
-                scope.spawn(move || {
-                    let PieceData::Device(slot) = &piece.data else {
-                        return Err(TransferError::Peer("a piece is not on a device".into()));
-                    };
-                    let start = std::time::Instant::now();
-                    crate::gpu::cuda::peer::copy_between(
-                        crate::gpu::cuda::peer::Range {
-                            client,
-                            handle,
-                            ordinal: d.index,
-                            offset: piece.offset as u64,
-                        },
-                        crate::gpu::cuda::peer::Range {
-                            client: &slot.client,
-                            handle: &slot.handle,
-                            ordinal: slot.ordinal,
-                            offset: 0,
-                        },
-                        piece.len,
-                    )
-                    .map_err(|e| TransferError::Peer(e.to_string()))?;
-                    pool.note_device_fetch(piece.peer, piece.len, start);
-                    Ok(())
-                })
-            })
-            .collect();
-        jobs.into_iter()
-            .map(|j| {
-                j.join()
-                    .unwrap_or_else(|_| Err(TransferError::Peer("a peer copy panicked".into())))
-            })
-            .collect::<Result<Vec<()>, TransferError>>()
-    });
-    if let Err(e) = result {
-        return Some(Err(e));
-    }
-    Some(into_primitive::<CudaRuntime, B>(
-        CubeTensor::<CudaRuntime>::new_contiguous(client, d.clone(), shape.clone(), handle, dtype),
-    ))
 }

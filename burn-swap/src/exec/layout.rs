@@ -120,8 +120,12 @@ fn probe_primitive<T: 'static>(tensor: &T) -> Option<Probe> {
         });
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if let Some(probe) = super::cube::probe(tensor) {
-        return Some(probe);
+    if let Some((dense, buffer, buffer_bytes)) = super::cube::probe(tensor) {
+        return Some(Probe {
+            dense,
+            buffer,
+            buffer_bytes,
+        });
     }
     None
 }

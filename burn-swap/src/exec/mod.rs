@@ -7,6 +7,7 @@
 pub(crate) mod counters;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) mod cube;
+mod dims;
 pub(crate) mod engine;
 pub mod faults;
 mod host;
@@ -21,6 +22,7 @@ pub(crate) mod pools;
 mod ports;
 pub(crate) mod residency;
 mod transfer;
+mod transfer_error;
 
 use burn_backend::{DType, Shape};
 

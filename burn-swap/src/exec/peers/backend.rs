@@ -46,7 +46,7 @@ pub(crate) fn send_backend<B: burn_ir::BackendIr>(
                 )],
             );
             let index = u16::try_from(index).map_err(|_| {
-                crate::exec::transfer::TransferError::Peer(format!(
+                crate::exec::transfer_error::TransferError::Peer(format!(
                     "device index {index} out of range"
                 ))
             })?;

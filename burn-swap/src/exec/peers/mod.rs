@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use burn_backend::TensorData;
 
 use super::counters::PeerStat;
+use super::transfer_error::TransferError;
 use crate::config::PeerSpec;
 use crate::plan::advisor::{self, Advice, Destination};
 
@@ -72,13 +73,23 @@ pub(crate) enum ReceiveError {
     Codec(#[from] crate::codec::CodecError),
 }
 
+/// A copy that could not be brought back from its peers fails the transfer that needed it.
+impl From<ReceiveError> for TransferError {
+    fn from(error: ReceiveError) -> Self {
+        match error {
+            ReceiveError::Codec(error) => TransferError::Codec(error),
+            piece => TransferError::Peer(piece.to_string()),
+        }
+    }
+}
+
 /// Where a piece's bytes are.
 pub(crate) enum PieceData {
     /// In host memory (a simulated peer).
     Host(Vec<u8>),
     /// In a buffer of a peer CUDA device, allocated by that device's own allocator.
     #[cfg(feature = "cuda")]
-    Device(super::cube::DeviceSlot),
+    Device(cuda::DeviceSlot),
     /// A tensor of the inner backend on the peer device (the generic route, `to_device`),
     /// and how to read its bytes back without knowing the backend here (`None`: the read
     /// failed).
@@ -436,6 +447,8 @@ impl PeerPool {
 }
 
 mod backend;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod transmit;
 
 pub(crate) use backend::{receive_backend, send_backend};

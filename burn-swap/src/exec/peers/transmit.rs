@@ -111,7 +111,11 @@ impl PeerPool {
         align: u64,
         shape: burn_backend::Shape,
         dtype: burn_backend::DType,
-        copy: impl Fn(usize, usize, usize) -> Result<PieceData, crate::exec::transfer::TransferError>
+        copy: impl Fn(
+            usize,
+            usize,
+            usize,
+        ) -> Result<PieceData, crate::exec::transfer_error::TransferError>
         + Sync,
     ) -> Option<PeerCopy> {
         let offsets = self.plan(len, align, 1.0)?;
@@ -153,7 +157,7 @@ impl PeerPool {
             usize,
             usize,
             usize,
-        ) -> Result<PieceData, crate::exec::transfer::TransferError>
+        ) -> Result<PieceData, crate::exec::transfer_error::TransferError>
         + Sync,
     ) -> Option<Vec<Piece>> {
         let move_piece = &move_piece;

@@ -3,7 +3,8 @@
 use burn_backend::DType;
 use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
 
-use super::{Dims, HostCopy};
+use super::HostCopy;
+use crate::exec::dims::Dims;
 
 /// The state of a tensor (seed 000, claim 5).
 pub(crate) enum State {

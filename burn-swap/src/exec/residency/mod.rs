@@ -26,15 +26,14 @@
 //! recomputation makes it a buffer of its own again, until the engine sees it share one.
 
 mod books;
-mod dims;
 mod entry;
 mod host_copy;
 
 use burn_ir::TensorId;
 use hashbrown::HashMap;
 
+pub(crate) use super::dims::Dims;
 pub(crate) use books::Books;
-pub(crate) use dims::Dims;
 pub(crate) use entry::{Entry, Group, Recipe, Remake, State};
 pub(crate) use host_copy::HostCopy;
 

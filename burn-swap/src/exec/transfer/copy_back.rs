@@ -7,10 +7,10 @@ use burn_backend::{DType, TensorData};
 use burn_ir::BackendIr;
 
 use super::TransferError;
-use super::error::panic_message;
 use super::host_resident::adopts_bytes;
 use crate::exec::faults::{self, Hook};
 use crate::exec::residency::HostCopy;
+use crate::exec::transfer_error::panic_message;
 
 /// A copy brought back by the device's own route, into a new tensor: a compressed host copy
 /// decompressed by the device's kernels (CubeCL backends), or a tensor split across peer
@@ -29,7 +29,7 @@ fn device_route<B: BackendIr>(
         && p.pool().on_devices()
     {
         #[cfg(feature = "cuda")]
-        if let Some(result) = crate::exec::cube::peer_receive::<B>(p, device) {
+        if let Some(result) = crate::exec::peers::cuda::peer_receive::<B>(p, device) {
             return Some(result.map(B::float_tensor_handle));
         }
         return crate::exec::peers::receive_backend::<B>(p, device)

@@ -188,7 +188,7 @@ fn device_peer_send<B: BackendIr>(
             handle: handle.clone(),
             shape: shape.clone(),
         });
-        return crate::exec::cube::peer_send::<B>(&tensor, shape, dtype, pool);
+        return crate::exec::peers::cuda::peer_send::<B>(&tensor, shape, dtype, pool);
     }
     crate::exec::peers::send_backend::<B>(handle.clone(), shape, dtype, device, pool)
 }

@@ -13,7 +13,6 @@
 
 mod copy_back;
 mod copy_out;
-mod error;
 mod host_resident;
 
 use std::sync::Arc;
@@ -32,10 +31,10 @@ use super::pools::{Worker, WorkerPools};
 use super::residency::HostCopy;
 use crate::plan::compression::Policy;
 
+pub(crate) use super::transfer_error::TransferError;
+use super::transfer_error::panic_message;
 pub(crate) use copy_back::write;
 pub(crate) use copy_out::copy_out;
-pub(crate) use error::TransferError;
-use error::panic_message;
 use host_resident::{adopts_bytes, recycle};
 
 /// Where an offload goes and how: the compression policy, the device it leaves, and the

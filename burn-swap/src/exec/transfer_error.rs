@@ -1,4 +1,4 @@
-//! Why a transfer failed.
+//! Why a transfer failed: the error of every copy between the device, the host and peers.
 
 use burn_backend::DType;
 
@@ -34,22 +34,13 @@ pub(crate) enum TransferError {
     Injected(&'static str),
 }
 
-impl From<crate::exec::peers::ReceiveError> for TransferError {
-    fn from(error: crate::exec::peers::ReceiveError) -> Self {
-        match error {
-            crate::exec::peers::ReceiveError::Codec(error) => TransferError::Codec(error),
-            piece => TransferError::Peer(piece.to_string()),
-        }
-    }
-}
-
 impl From<burn_backend::ExecutionError> for TransferError {
     fn from(error: burn_backend::ExecutionError) -> Self {
         TransferError::Backend(error.to_string())
     }
 }
 
-pub(super) fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
+pub(crate) fn panic_message(panic: Box<dyn std::any::Any + Send>) -> TransferError {
     TransferError::Panicked(
         panic
             .downcast_ref::<String>()
