@@ -1,9 +1,11 @@
 //! The library's data flows one way: backend -> exec -> {plan, trace, codec}, and the report
 //! is built above exec from its books. This test reads the library's sources and fails on an
 //! upward reference (a module naming one at its own rank or above), so that no import cycle
-//! between the library's modules can come back.
+//! between the library's modules can come back; and inside every folder (`exec/`, `plan/`,
+//! `exec/engine/`, ...), on a loop between the modules of that folder (files and
+//! subfolders), read from `crate::`, `super::` and `self::` paths.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The library's top modules, lowest first. A module may name only modules of a lower rank.
@@ -183,4 +185,207 @@ fn the_check_finds_an_upward_reference() {
     let code = code("use crate::exec::engine::Engine; // crate::backend\nfn f() {}");
     assert_eq!(crate_paths(&code), ["exec"]);
     assert!(rank("exec") >= rank("plan"), "plan naming exec is upward");
+}
+
+/// The module path of a source file relative to the library's root (`exec/engine/room.rs`:
+/// `["exec", "engine", "room"]`; a `mod.rs` or `lib.rs` is its folder's module).
+fn module_path(relative: &str) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a `use` tree or an expression names from `code[at..]` (just after `crate::`,
+/// `super::` or `self::`), each as its segments: `a::{b, c::D}` gives `[a, b]` and
+/// `[a, c, D]`.
+fn paths_at(code: &str, at: usize) -> Vec<Vec<String>> {
+    fn tree(code: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+        let mut segments = prefix;
+        loop {
+            while at < code.len() && code[at].is_ascii_whitespace() {
+                at += 1;
+            }
+            let start = at;
+            while at < code.len() && (code[at].is_ascii_alphanumeric() || code[at] == b'_') {
+                at += 1;
+            }
+            if at > start {
+                segments.push(String::from_utf8_lossy(&code[start..at]).into_owned());
+                if code[at..].starts_with(b"::") {
+                    at += 2;
+                    continue;
+                }
+                out.push(segments);
+                return at;
+            }
+            if at < code.len() && code[at] == b'{' {
+                at += 1;
+                loop {
+                    at = tree(code, at, segments.clone(), out);
+                    while at < code.len() && (code[at].is_ascii_whitespace() || code[at] == b',') {
+                        at += 1;
+                    }
+                    if at >= code.len() || code[at] == b'}' {
+                        return at + 1;
+                    }
+                }
+            }
+            out.push(segments);
+            return at;
+        }
+    }
+    let mut out = Vec::new();
+    tree(code.as_bytes(), at, Vec::new(), &mut out);
+    out
+}
+
+/// For each folder of the library, the references between its modules: `(from, to)` where a
+/// source file under module `from` of the folder names something under its sibling `to`.
+/// `files` holds each source file's path relative to the root and its code; a name that is
+/// not a module of the folder (an item its `mod.rs` defines) is no edge.
+fn folder_edges(files: &[(String, String)]) -> BTreeMap<Vec<String>, BTreeSet<(String, String)>> {
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .flat_map(|(relative, _)| {
+            let path = module_path(relative);
+            (1..=path.len()).map(move |n| path[..n].to_vec())
+        })
+        .collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<(String, String)>> = BTreeMap::new();
+    for (relative, text) in files {
+        let here = module_path(relative);
+        let code = code(text);
+        for (at, prefix) in code.match_indices("::") {
+            let word_start = code[..at]
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let mut base = match &code[word_start..at] {
+                "crate" => Vec::new(),
+                "self" => here.clone(),
+                "super" if word_start < 2 || &code[word_start - 2..word_start] != "::" => {
+                    here[..here.len().saturating_sub(1)].to_vec()
+                }
+                _ => continue,
+            };
+            let mut rest = at + prefix.len();
+            while code[rest..].starts_with("super::") {
+                base.pop();
+                rest += "super::".len();
+            }
+            for segments in paths_at(&code, rest) {
+                let target: Vec<String> = base.iter().cloned().chain(segments).collect();
+                // The deepest folder holding both, where they are different modules.
+                let shared = here.iter().zip(&target).take_while(|(a, b)| a == b).count();
+                if shared >= here.len() || shared >= target.len() {
+                    continue;
+                }
+                let sibling = target[..=shared].to_vec();
+                if modules.contains(&sibling) {
+                    edges
+                        .entry(here[..shared].to_vec())
+                        .or_default()
+                        .insert((here[shared].clone(), target[shared].clone()));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// The loops among the modules of each folder: every set of two or more modules of one
+/// folder that each reach the others (strongly connected), with its folder.
+fn folder_loops(files: &[(String, String)]) -> Vec<String> {
+    let mut loops = Vec::new();
+    for (folder, edges) in folder_edges(files) {
+        let nodes: BTreeSet<&String> = edges.iter().flat_map(|(a, b)| [a, b]).collect();
+        fn reaches<'a>(
+            edges: &'a BTreeSet<(String, String)>,
+            from: &'a String,
+        ) -> BTreeSet<&'a String> {
+            let mut seen = BTreeSet::from([from]);
+            let mut todo = vec![from];
+            while let Some(n) = todo.pop() {
+                for (_, to) in edges.iter().filter(|(a, _)| a == n) {
+                    if seen.insert(to) {
+                        todo.push(to);
+                    }
+                }
+            }
+            seen
+        }
+        let mut placed: BTreeSet<&String> = BTreeSet::new();
+        for &node in &nodes {
+            if placed.contains(node) {
+                continue;
+            }
+            let component: Vec<&String> = reaches(&edges, node)
+                .into_iter()
+                .filter(|other| reaches(&edges, other).contains(node))
+                .collect();
+            placed.extend(component.iter().copied());
+            if component.len() > 1 {
+                let inside: Vec<String> = edges
+                    .iter()
+                    .filter(|(a, b)| component.contains(&a) && component.contains(&b))
+                    .map(|(a, b)| format!("{a} -> {b}"))
+                    .collect();
+                loops.push(format!("{}/: {}", folder.join("/"), inside.join(", ")));
+            }
+        }
+    }
+    loops
+}
+
+#[test]
+fn no_folder_of_the_library_has_an_import_loop() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("burn-swap/src");
+    let mut paths = Vec::new();
+    sources(&root, &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&root).unwrap().display().to_string();
+            (relative, std::fs::read_to_string(file).unwrap())
+        })
+        // Unit tests in files of their own name what they test, from beside it.
+        .filter(|(relative, _)| !relative.ends_with("tests.rs") && !relative.contains("/tests/"))
+        .collect();
+    let edges = folder_edges(&files);
+    assert!(
+        edges
+            .get(&vec!["exec".to_string()])
+            .is_some_and(|e| e.contains(&("transfer".into(), "residency".into()))),
+        "the check sees exec/'s references: {edges:#?}"
+    );
+    let loops = folder_loops(&files);
+    assert!(loops.is_empty(), "import loops inside folders: {loops:#?}");
+}
+
+#[test]
+fn the_check_finds_a_loop_inside_a_folder() {
+    let file = |path: &str, code: &str| (path.to_string(), code.to_string());
+    let looped = [
+        file("exec/mod.rs", "mod a;\nmod b;\nmod c;"),
+        file("exec/a.rs", "use super::b::Thing;"),
+        file("exec/b.rs", "use crate::exec::{c::{self, Other}, Item};"),
+        file("exec/c/mod.rs", "fn f() { super::super::exec::a::g(); }"),
+        file("exec/c/d.rs", "use super::e::X; // super::super::a"),
+        file("exec/c/e.rs", "pub struct X;"),
+    ];
+    assert_eq!(folder_loops(&looped), ["exec/: a -> b, b -> c, c -> a"]);
+    // The same without c's reference back to a: no loop; `Item` (defined in exec/mod.rs)
+    // and the comment are no edges, `super::e` inside c is c's own folder.
+    let mut open = looped.clone();
+    open[3] = file("exec/c/mod.rs", "fn f() {}");
+    assert!(folder_loops(&open).is_empty(), "{:?}", folder_edges(&open));
+    assert_eq!(
+        folder_edges(&open)[&vec!["exec".to_string(), "c".to_string()]],
+        BTreeSet::from([("d".to_string(), "e".to_string())])
+    );
 }
