@@ -38,23 +38,27 @@ impl<B: BackendIr> Engine<B> {
     pub fn figures(&mut self) -> Figures {
         // The period is read first: reading it may find a new schedule, whose plan is not
         // made yet.
-        let period = self.recorder.period();
+        let period = self.history.recorder.period();
         self.drop_stale_plan();
         let program = self.plans.program();
         Figures {
-            config: self.config.clone(),
+            config: self.settings.config.clone(),
             budget: self.budget(),
             books: *self.residency.books(),
-            counters: self.counters.clone(),
-            device_memory: self.device_memory,
+            counters: self.history.counters.clone(),
+            device_memory: self.machine.device_memory,
             planned_offloads: program.map_or(0, |p| p.offloads),
             planned_recomputes: program.map_or(0, |p| p.recomputes),
-            peers: self.peers.as_ref().map_or_else(Vec::new, |p| p.stats()),
-            peer_fallbacks: self.peers.as_ref().map_or(0, |p| p.fallbacks()),
+            peers: self
+                .copies
+                .peers
+                .as_ref()
+                .map_or_else(Vec::new, |p| p.stats()),
+            peer_fallbacks: self.copies.peers.as_ref().map_or(0, |p| p.fallbacks()),
             period,
-            iteration_peaks: self.recorder.iteration_peaks(),
-            streams: self.pools.streams(self.transfers.pools()),
-            allocator_cleanups: self.pools.cleanups,
+            iteration_peaks: self.history.recorder.iteration_peaks(),
+            streams: self.machine.pools.streams(self.copies.transfers.pools()),
+            allocator_cleanups: self.machine.pools.cleanups,
         }
     }
 
@@ -65,10 +69,10 @@ impl<B: BackendIr> Engine<B> {
 
     /// Starts a new measurement: peaks from the current values, counts from zero.
     pub fn reset_counters(&mut self) {
-        self.counters.reset();
-        self.pools.cleanups = 0;
+        self.history.counters.reset();
+        self.machine.pools.cleanups = 0;
         self.residency.reset_peaks();
-        if let Some(peers) = &self.peers {
+        if let Some(peers) = &self.copies.peers {
             peers.reset_counters();
         }
     }
@@ -76,7 +80,7 @@ impl<B: BackendIr> Engine<B> {
     /// Forgets the trace and the plans made from it: the one in force, the one being made,
     /// those kept, and what they and the fallback were measured to cost.
     pub fn restart_trace(&mut self) {
-        self.recorder = Default::default();
+        self.history.recorder = Default::default();
         self.record_lean_when_unbudgeted();
         self.forget_plan();
         self.plans.abandon();
@@ -91,28 +95,28 @@ impl<B: BackendIr> Engine<B> {
 
     /// Clears the figures of the plan in force from the counters (none is in force now).
     pub(super) fn clear_plan_figures(&mut self) {
-        self.counters.plan_declined = false;
-        self.counters.predicted_peak = None;
-        self.counters.predicted_pool = None;
-        self.counters.planned_period = None;
-        self.counters.plan_choices.clear();
-        self.counters.plan_chosen = None;
-        self.counters.predicted_exposed_nanos = None;
+        self.history.counters.plan_declined = false;
+        self.history.counters.predicted_peak = None;
+        self.history.counters.predicted_pool = None;
+        self.history.counters.planned_period = None;
+        self.history.counters.plan_choices.clear();
+        self.history.counters.plan_chosen = None;
+        self.history.counters.predicted_exposed_nanos = None;
     }
 
     /// The trace of the last complete iteration.
     pub fn trace(&mut self) -> Option<Trace> {
-        self.recorder.trace()
+        self.history.recorder.trace()
     }
 
     /// The trace of every op still in the window.
     pub fn trace_window(&mut self) -> Trace {
-        self.recorder.trace_all()
+        self.history.recorder.trace_all()
     }
 
     /// The profile of the last complete iteration, with the links measured.
     pub fn profile(&mut self) -> Option<Profile> {
-        let trace = self.recorder.trace()?;
+        let trace = self.history.recorder.trace()?;
         let links = self.links();
         Some(Profile::new(&trace, links))
     }
@@ -125,24 +129,24 @@ impl<B: BackendIr> Engine<B> {
         config: SwapConfig,
         budget: Option<u64>,
     ) -> Result<(), SwapError> {
-        let previous = (self.config.clone(), self.budget);
+        let previous = (self.settings.config.clone(), self.settings.budget);
         let budget_before = self.budget();
-        let replan = config.policy != self.config.policy
-            || config.planner != self.config.planner
-            || budget != self.budget;
+        let replan = config.policy != self.settings.config.policy
+            || config.planner != self.settings.config.planner
+            || budget != self.settings.budget;
         // What the fallback and the plans cost was measured under the old configuration.
-        if config != self.config || budget != self.budget {
+        if config != self.settings.config || budget != self.settings.budget {
             self.plans.clear_verdicts();
         }
-        self.config = config;
-        self.budget = budget;
+        self.settings.config = config;
+        self.settings.budget = budget;
         if let Some(budget) = self.budget()
             && self.resident() > budget
         {
             self.op.inputs.clear();
             let deficit = self.resident() - budget;
             if let Err(error) = self.make_room(deficit, false) {
-                (self.config, self.budget) = previous;
+                (self.settings.config, self.settings.budget) = previous;
                 return Err(error.for_op(|| "Configure".to_string()));
             }
         }
@@ -154,24 +158,27 @@ impl<B: BackendIr> Engine<B> {
         }
         self.record_lean_when_unbudgeted();
         self.follow_budget_in_pools(budget_before);
-        self.transfers
-            .set_jitter(self.config.transfer_jitter_micros);
+        self.copies
+            .transfers
+            .set_jitter(self.settings.config.transfer_jitter_micros);
         if !self
+            .copies
             .peers
             .as_ref()
-            .is_some_and(|p| p.is(&self.config.peers))
+            .is_some_and(|p| p.is(&self.settings.config.peers))
         {
             let device = self.handles.device().clone();
-            self.peers = crate::exec::peers::PeerPool::new(&self.config.peers, |peer| {
-                crate::exec::measure_peer::<B>(&device, peer)
-            });
+            self.copies.peers =
+                crate::exec::peers::PeerPool::new(&self.settings.config.peers, |peer| {
+                    crate::exec::measure_peer::<B>(&device, peer)
+                });
         }
         Ok(())
     }
 
     /// A tensor new in the books, resident.
     fn insert_resident(&mut self, id: TensorId, shape: &Shape, dtype: DType) {
-        let entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
+        let entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.history.now);
         self.residency.admit(id, entry);
     }
 
@@ -259,7 +266,7 @@ impl<B: BackendIr> Engine<B> {
         if tensor.status == TensorStatus::ReadWrite {
             self.release_by_burn(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
-            entry.last_use = self.now;
+            entry.last_use = self.history.now;
         }
     }
 
@@ -333,7 +340,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     pub fn set_jitter_for_test(&mut self, max_micros: u64) {
-        self.transfers.set_jitter(max_micros);
+        self.copies.transfers.set_jitter(max_micros);
     }
 
     pub fn settle_all_for_test(&mut self) {
@@ -341,6 +348,6 @@ impl<B: BackendIr> Engine<B> {
     }
 
     pub fn offload_nanos_for_test(&self) -> u64 {
-        self.counters.offload_nanos
+        self.history.counters.offload_nanos
     }
 }

@@ -90,7 +90,7 @@ impl<B: BackendIr> Engine<B> {
         if resident <= budget {
             return Ok(());
         }
-        self.counters.budget_overshoots += 1;
+        self.history.counters.budget_overshoots += 1;
         tracing::warn!(
             resident,
             budget,

@@ -22,19 +22,19 @@ impl<B: BackendIr> Engine<B> {
     /// Takes the plan's steps after the op that ran last, plans when a new schedule was
     /// profiled, and retries deferred prefetches.
     pub(super) fn follow_plan(&mut self) {
-        if !self.deferred.is_empty() {
-            let mut deferred = std::mem::take(&mut self.deferred);
+        if !self.copies.deferred.is_empty() {
+            let mut deferred = std::mem::take(&mut self.copies.deferred);
             deferred.retain(|&id| !self.start_prefetch(id));
-            self.deferred = deferred;
+            self.copies.deferred = deferred;
         }
         self.drop_stale_plan();
-        let Some(pos) = self.recorder.position_of_last() else {
+        let Some(pos) = self.history.recorder.position_of_last() else {
             return;
         };
         if pos + 1 == self.recorder_period() {
             if let Some(active) = self.plans.active.as_mut() {
                 active.iterations += 1;
-                self.counters.planned_iterations += 1;
+                self.history.counters.planned_iterations += 1;
             }
             let judged = self.judged_content();
             if let Some(content) = judged {
@@ -45,7 +45,7 @@ impl<B: BackendIr> Engine<B> {
                 let planned = self.plans.active.is_some();
                 self.plans
                     .meter
-                    .open(content, self.counters.spent_nanos, planned);
+                    .open(content, self.history.counters.spent_nanos, planned);
             }
         }
         let Some(active) = self.plans.active.as_mut() else {
@@ -69,7 +69,7 @@ impl<B: BackendIr> Engine<B> {
     /// neither followed nor reported until one is made for the schedule in force.
     pub(super) fn drop_stale_plan(&mut self) {
         if self.plans.planned_for.is_some()
-            && self.recorder.schedule_key() != self.plans.planned_for
+            && self.history.recorder.schedule_key() != self.plans.planned_for
         {
             self.forget_plan();
         }
@@ -124,7 +124,7 @@ impl<B: BackendIr> Engine<B> {
                 if let Some(id) = id
                     && !self.start_prefetch(id)
                 {
-                    self.deferred.push(id);
+                    self.copies.deferred.push(id);
                 }
             }
         }
@@ -165,7 +165,7 @@ impl<B: BackendIr> Engine<B> {
                 Some(State::Fetching)
             ) {
                 let _ = self.exposed(Wait::Prefetch, |e| e.wait_for(id));
-                self.counters.planned_waits += 1;
+                self.history.counters.planned_waits += 1;
             }
         }
     }
@@ -187,12 +187,12 @@ impl<B: BackendIr> Engine<B> {
                 Some(State::Fetching)
             );
         if unawaited {
-            self.counters.unawaited_prefetch_reads += 1;
+            self.history.counters.unawaited_prefetch_reads += 1;
         }
     }
 
     fn recorder_period(&self) -> usize {
-        self.recorder.schedule_key().map_or(0, |(p, _)| p)
+        self.history.recorder.schedule_key().map_or(0, |(p, _)| p)
     }
 
     /// The id of the tensor at `port` of the op that ran last.
@@ -209,7 +209,7 @@ impl<B: BackendIr> Engine<B> {
     /// complete iteration's trace to the planner (`exec::plans`), and the fallback keeps the
     /// budget until the plan is ready.
     fn maybe_plan(&mut self) {
-        let Some(key) = self.recorder.schedule_key() else {
+        let Some(key) = self.history.recorder.schedule_key() else {
             return;
         };
         self.plans.note_iteration(key);
@@ -224,8 +224,9 @@ impl<B: BackendIr> Engine<B> {
         let unmeasured = self
             .judged_content()
             .is_some_and(|c| self.plans.meter.fallback(c).is_none());
-        let profiled =
-            self.recorder.profiled_schedule() == Some(key) && !self.plans.making() && !unmeasured;
+        let profiled = self.history.recorder.profiled_schedule() == Some(key)
+            && !self.plans.making()
+            && !unmeasured;
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
@@ -246,7 +247,7 @@ impl<B: BackendIr> Engine<B> {
             {
                 self.plans.planned_for = Some(key);
                 self.plans.replans = 0;
-                self.counters.plan_declined = true;
+                self.history.counters.plan_declined = true;
                 return;
             }
             if let Some(content) = content
@@ -264,23 +265,28 @@ impl<B: BackendIr> Engine<B> {
         }
         self.plans.planned_for = Some(key);
         // The copy throughput is measured once, on the device, before the first plan.
-        let links = if self.config.policy.moves_by_copy() {
+        let links = if self.settings.config.policy.moves_by_copy() {
             self.links()
         } else {
             None
         };
         let start = Instant::now();
-        let (Some(content), Some(trace)) = (self.plan_content(budget), self.recorder.trace())
+        let (Some(content), Some(trace)) =
+            (self.plan_content(budget), self.history.recorder.trace())
         else {
             return;
         };
-        let choice = (self.config.policy, self.config.planner);
-        self.plans
-            .start(key, content, self.config.background_planning, move || {
+        let choice = (self.settings.config.policy, self.settings.config.planner);
+        self.plans.start(
+            key,
+            content,
+            self.settings.config.background_planning,
+            move || {
                 let profile = crate::plan::profile::Profile::new(&trace, links);
                 crate::plan::build(&trace, &profile, budget, choice)
-            });
-        self.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
+            },
+        );
+        self.history.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
         // Made here (planning on the op's thread), or already done.
         self.take_ready_plan(key);
     }
@@ -289,12 +295,12 @@ impl<B: BackendIr> Engine<B> {
     /// and the planner.
     fn plan_content(&self, budget: u64) -> Option<u64> {
         use core::hash::Hasher;
-        let ops = self.recorder.schedule_content()?;
+        let ops = self.history.recorder.schedule_content()?;
         let mut hasher = crate::trace::signature::FxHasher::default();
         hasher.write_u64(ops);
         hasher.write_u64(budget);
-        hasher.write(self.config.policy.name().as_bytes());
-        hasher.write(self.config.planner.name().as_bytes());
+        hasher.write(self.settings.config.policy.name().as_bytes());
+        hasher.write(self.settings.config.planner.name().as_bytes());
         Some(hasher.finish())
     }
 
@@ -309,8 +315,8 @@ impl<B: BackendIr> Engine<B> {
             tracing::warn!("burn-swap: the planner failed; the fallback keeps the budget");
             return;
         };
-        self.counters.plans += 1;
-        self.counters.planning_nanos += made.nanos;
+        self.history.counters.plans += 1;
+        self.history.counters.planning_nanos += made.nanos;
         self.plans.keep(ready.content, &made.program);
         let in_force = ready.key == key
             && self.plans.planned_for == Some(key)
@@ -332,7 +338,7 @@ impl<B: BackendIr> Engine<B> {
     /// The content of the schedule in force when its plans are judged by what they cost
     /// (the planned policy, plans judged, a budget set); `None` otherwise.
     fn judged_content(&self) -> Option<u64> {
-        if !self.config.plans_judged || self.config.policy != Policy::Planned {
+        if !self.settings.config.plans_judged || self.settings.config.policy != Policy::Planned {
             return None;
         }
         self.budget().and_then(|b| self.plan_content(b))
@@ -342,10 +348,10 @@ impl<B: BackendIr> Engine<B> {
     /// judges the plan in force by what it cost once its first iterations are measured.
     fn close_iteration(&mut self, content: u64) {
         let planned = self.plans.active.is_some();
-        let Some(iteration) = self
-            .plans
-            .meter
-            .close(content, self.counters.spent_nanos, planned)
+        let Some(iteration) =
+            self.plans
+                .meter
+                .close(content, self.history.counters.spent_nanos, planned)
         else {
             return;
         };
@@ -395,13 +401,13 @@ impl<B: BackendIr> Engine<B> {
         if following {
             self.clear_plan_figures();
         }
-        self.counters.plan_declined = true;
-        if self.counters.plan_declines.len() >= TAKEOVERS_KEPT {
-            self.counters.plan_declines.remove(0);
+        self.history.counters.plan_declined = true;
+        if self.history.counters.plan_declines.len() >= TAKEOVERS_KEPT {
+            self.history.counters.plan_declines.remove(0);
         }
-        self.counters.plans_declined += 1;
-        self.counters.plan_declines.push(PlanDecline {
-            op: self.recorder.next_index(),
+        self.history.counters.plans_declined += 1;
+        self.history.counters.plan_declines.push(PlanDecline {
+            op: self.history.recorder.next_index(),
             period: self.recorder_period(),
             plan_seconds,
             measured,
@@ -431,9 +437,9 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if made_nanos.is_none() {
-            self.counters.plans_reused += 1;
+            self.history.counters.plans_reused += 1;
         }
-        self.counters.plan_declined = false;
+        self.history.counters.plan_declined = false;
         tracing::debug!(
             period = program.period,
             offloads = program.offloads,
@@ -443,22 +449,22 @@ impl<B: BackendIr> Engine<B> {
             waited,
             "burn-swap: a plan takes over"
         );
-        if self.counters.plan_takeovers.len() >= TAKEOVERS_KEPT {
-            self.counters.plan_takeovers.remove(0);
+        if self.history.counters.plan_takeovers.len() >= TAKEOVERS_KEPT {
+            self.history.counters.plan_takeovers.remove(0);
         }
-        self.counters.plan_takeovers.push(PlanTakeover {
-            op: self.recorder.next_index(),
+        self.history.counters.plan_takeovers.push(PlanTakeover {
+            op: self.history.recorder.next_index(),
             period: key.0,
             reused: made_nanos.is_none(),
             planning_seconds: made_nanos.unwrap_or(0) as f64 * 1e-9,
             waited_iterations: waited,
         });
-        self.counters.predicted_peak = Some(program.predicted_peak_bytes);
-        self.counters.predicted_pool = Some(program.predicted_pool_bytes);
-        self.counters.planned_period = Some(program.period);
-        self.counters.plan_choices = program.choices.clone();
-        self.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
-        self.counters.predicted_exposed_nanos =
+        self.history.counters.predicted_peak = Some(program.predicted_peak_bytes);
+        self.history.counters.predicted_pool = Some(program.predicted_pool_bytes);
+        self.history.counters.planned_period = Some(program.period);
+        self.history.counters.plan_choices = program.choices.clone();
+        self.history.counters.plan_chosen = (!program.choices.is_empty()).then_some(program.chosen);
+        self.history.counters.predicted_exposed_nanos =
             Some((program.predicted_exposed_seconds * 1e9) as u64);
         self.plans.follow(program, content);
     }

@@ -97,7 +97,7 @@ impl<B: BackendIr> Engine<B> {
             self.handles.remove(&ir.id);
             self.residency.pin(&carrier);
         }
-        self.counters.whole_buffer_offloads += 1;
+        self.history.counters.whole_buffer_offloads += 1;
         Ok(())
     }
 

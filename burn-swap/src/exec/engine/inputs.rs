@@ -65,7 +65,7 @@ impl<B: BackendIr> Engine<B> {
                 None => bytes_of(&t.shape, t.dtype),
             };
             if record {
-                self.recorder.input(t, bytes);
+                self.history.recorder.input(t, bytes);
             }
         }
         if any_absent {
@@ -148,7 +148,7 @@ impl<B: BackendIr> Engine<B> {
                 output_bytes += bytes;
             }
             if record {
-                self.recorder.output(t, bytes);
+                self.history.recorder.output(t, bytes);
             }
             self.op
                 .outputs
@@ -172,7 +172,7 @@ impl<B: BackendIr> Engine<B> {
         // an unbudgeted run on dense tensors).
         if !strided
             && self.plans.active.is_none()
-            && self.view_sources.is_empty()
+            && self.residency.views.sources.is_empty()
             && !self.residency.any_pinned()
             && !self.residency.any_origin()
         {
@@ -191,7 +191,7 @@ impl<B: BackendIr> Engine<B> {
         strided: bool,
     ) -> Option<Box<OperationIr>> {
         // Burn lets go of the inputs this op consumes: their strided views get recipes now.
-        if !self.view_sources.is_empty() {
+        if !self.residency.views.sources.is_empty() {
             for i in 0..self.op.inputs.len() {
                 let (id, status) = self.op.inputs[i];
                 if status == TensorStatus::ReadWrite {
@@ -226,7 +226,7 @@ impl<B: BackendIr> Engine<B> {
     /// After the op ran: inputs read for the last time are gone, the others were used now.
     #[inline]
     pub(super) fn book_inputs(&mut self) {
-        let now = self.now;
+        let now = self.history.now;
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
             if status == TensorStatus::ReadWrite {
@@ -256,7 +256,7 @@ impl<B: BackendIr> Engine<B> {
         inherits: bool,
         view_op: Option<Box<OperationIr>>,
     ) {
-        let now = self.now;
+        let now = self.history.now;
         self.op.out_ids.clear();
         let mut any_strided = false;
         // Taken out and put back, so that its room is kept for the next op.
@@ -282,11 +282,11 @@ impl<B: BackendIr> Engine<B> {
             entry.strided = strided && self.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
-                self.strided_live.push(id);
+                self.residency.views.strided_live.push(id);
                 entry.set_view_source(self.op.view_source);
             }
-            entry.restorable =
-                entry.strided && probe.is_some_and(|p| layout::restorable(self.teller, &p, dtype));
+            entry.restorable = entry.strided
+                && probe.is_some_and(|p| layout::restorable(self.settings.teller, &p, dtype));
             // Neither a holder of a shared buffer nor a strided tensor whose layout would not
             // come back leaves by an offload of its own: the planners are told.
             let stays = entry.strided && !entry.restorable;
@@ -317,7 +317,7 @@ impl<B: BackendIr> Engine<B> {
                 }
             };
             if (shared || stays) && self.tracing() {
-                self.recorder.mark_output_shares(k);
+                self.history.recorder.mark_output_shares(k);
             }
         }
         self.op.outputs = outputs;

@@ -37,7 +37,7 @@ impl<B: BackendIr> Engine<B> {
         if pinned.is_some() {
             return pinned;
         }
-        if self.links.is_none() {
+        if self.machine.links.is_none() {
             let headroom = self
                 .budget()
                 .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
@@ -62,9 +62,9 @@ impl<B: BackendIr> Engine<B> {
             match measured {
                 Ok(links) => {
                     if let Some(model) = links.link_model() {
-                        self.link = model;
+                        self.machine.link = model;
                     }
-                    self.links = Some(links);
+                    self.machine.links = Some(links);
                 }
                 Err(error) => {
                     tracing::warn!(%error, "burn-swap: could not measure copy throughput");
@@ -72,7 +72,7 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
-        let mut links = self.links.clone();
+        let mut links = self.machine.links.clone();
         let handover = HANDOVER_OVERRIDE.load(std::sync::atomic::Ordering::Relaxed);
         if handover != u64::MAX
             && let Some(here) = links.as_mut().and_then(|l| l.on_thread.as_mut())
@@ -139,13 +139,18 @@ impl<B: BackendIr> Engine<B> {
         let route = transfer::Route {
             compression: compression::Policy::off(),
             device: device.clone(),
-            peers: self.peers.clone(),
+            peers: self.copies.peers.clone(),
         };
-        let queued = self
-            .transfers
-            .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
+        let queued =
+            self.copies
+                .transfers
+                .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
         let handed_out = start.elapsed().as_secs_f64();
-        let done = if queued { self.transfers.next() } else { None };
+        let done = if queued {
+            self.copies.transfers.next()
+        } else {
+            None
+        };
         self.handles.remove(&ir.id);
         let Some(Done::Offloaded {
             result: Ok(copy), ..
@@ -155,13 +160,18 @@ impl<B: BackendIr> Engine<B> {
         };
         let down = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        if self.transfers.fetch(ir.id, copy, device, true).is_err() {
+        if self
+            .copies
+            .transfers
+            .fetch(ir.id, copy, device, true)
+            .is_err()
+        {
             return None;
         }
         let handed_back = start.elapsed().as_secs_f64();
         let Some(Done::Fetched {
             result: Ok(handle), ..
-        }) = self.transfers.next()
+        }) = self.copies.transfers.next()
         else {
             return None;
         };

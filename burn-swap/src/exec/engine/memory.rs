@@ -9,15 +9,17 @@ impl<B: BackendIr> Engine<B> {
     /// Reads the allocator's figures: every stream burn-swap runs device work on, each pool
     /// set once; cleans them up when they reserve more than the budget (`crate::exec::pools`).
     pub(super) fn sample_allocator(&mut self) {
-        let Some((read, left)) =
-            self.pools
-                .sample::<B>(self.handles.device(), self.transfers.pools(), self.budget())
-        else {
+        let Some((read, left)) = self.machine.pools.sample::<B>(
+            self.handles.device(),
+            self.copies.transfers.pools(),
+            self.budget(),
+        ) else {
             return;
         };
-        self.counters.allocator = Some(left);
-        self.counters.allocator_peak = Some(
-            self.counters
+        self.history.counters.allocator = Some(left);
+        self.history.counters.allocator_peak = Some(
+            self.history
+                .counters
                 .allocator_peak
                 .map_or(read, |peak| peak.max(read)),
         );
@@ -26,13 +28,14 @@ impl<B: BackendIr> Engine<B> {
     /// Puts the allocator's pools in step with a budget that changed from `previous`: exact-size
     /// buffers while a budget is set, and the idle ones given back when it is set or lowered.
     pub(super) fn follow_budget_in_pools(&mut self, previous: Option<u64>) {
-        if !self.allocator {
+        if !self.machine.allocator {
             return;
         }
         let budget = self.budget();
         let device = self.handles.device().clone();
-        self.pools
-            .set_exact::<B>(budget.is_some(), self.transfers.pools(), &device);
+        self.machine
+            .pools
+            .set_exact::<B>(budget.is_some(), self.copies.transfers.pools(), &device);
         if budget.is_some_and(|b| previous.is_none_or(|p| b < p)) {
             self.allocator_cleanup();
         }
@@ -41,11 +44,14 @@ impl<B: BackendIr> Engine<B> {
     /// Gives the idle buffers and free pages of every stream burn-swap uses back to the
     /// device (`Backend::memory_cleanup` of `Swap`).
     pub fn allocator_cleanup(&mut self) {
-        if !self.allocator {
+        if !self.machine.allocator {
             return;
         }
         let device = self.handles.device().clone();
-        let left = self.pools.cleanup::<B>(&device, self.transfers.pools());
-        self.counters.allocator = Some(left);
+        let left = self
+            .machine
+            .pools
+            .cleanup::<B>(&device, self.copies.transfers.pools());
+        self.history.counters.allocator = Some(left);
     }
 }

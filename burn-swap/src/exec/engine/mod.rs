@@ -32,17 +32,21 @@
 
 mod api;
 mod buffers;
+mod copies;
 mod follow;
 mod groups;
+mod history;
 mod inputs;
 mod leave;
 mod links;
+mod machine;
 pub(crate) use links::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
 mod moves;
 mod native;
 mod recipes;
 mod room;
+mod settings;
 
 use std::time::Instant;
 
@@ -51,7 +55,7 @@ use burn_backend::DType;
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 
 use super::bytes_of;
-use super::counters::{Counters, Wait};
+use super::counters::Wait;
 use super::layout::{self, Layout};
 use super::plans::Plans;
 use super::ports;
@@ -59,11 +63,15 @@ use super::residency::{Dims, Recipe, Residency};
 use super::transfer::Transfers;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
-use crate::plan::reactive::{Candidate, LinkModel};
-use crate::trace::recorder::{OpCounters, Recorder};
+use crate::plan::reactive::Candidate;
+use crate::trace::recorder::OpCounters;
 use crate::trace::signature;
 
 pub(crate) use api::Figures;
+use copies::Copies;
+use history::History;
+use machine::Machine;
+use settings::Settings;
 
 /// Tries of one transfer on an op's path (an offload to make room, a fetch of an input)
 /// before its failure is the op's: a failed transfer leaves the tensor whole where it was,
@@ -71,50 +79,20 @@ pub(crate) use api::Figures;
 const TRANSFER_ATTEMPTS: u32 = 8;
 
 /// The engine of one device: the inner backend's handles, the residency table and its books,
-/// the counters, the recorder, the transfer workers, and the configuration in force.
+/// the op in progress, and the owners of the rest: what is configured, what happened, the
+/// plans, the copies, and what was measured of the machine.
 pub(crate) struct Engine<B: BackendIr> {
     /// The inner backend's handles of the device's tensors, which ops run over.
     handles: Handles<B>,
-    config: SwapConfig,
-    /// The budget in bytes, resolved from the configuration; `None` is unlimited.
-    budget: Option<u64>,
-    counters: Counters,
-    recorder: Recorder,
     residency: Residency,
     /// The op in progress.
     op: OpScratch,
-    /// The cost model of one offload, for the reactive policy's scores.
-    link: LinkModel,
-    /// Global index of the next op.
-    now: u64,
-    /// The measured copy throughput, once measured.
-    links: Option<crate::plan::profile::Links>,
-    /// The send and receive workers.
-    transfers: Transfers<B>,
+    settings: Settings,
+    history: History,
     /// The plan being followed, and the schedule it was made for.
     plans: Plans,
-    /// Prefetches that found no room yet, retried after each op.
-    deferred: Vec<TensorId>,
-    /// What was moved since the last op was recorded (for the trace's per-op events).
-    events: crate::trace::OpEvents,
-    /// For each tensor, the strided views made from it that keep their op for later (see
-    /// [`Entry::view_op`]): when Burn lets go of the tensor, those views get their recipes.
-    view_sources: hashbrown::HashMap<TensorId, Vec<TensorId>>,
-    /// Tensors admitted with a strided layout (some may have left the books since): what
-    /// the report's minimum budget counts as unable to leave.
-    strided_live: Vec<TensorId>,
-    /// The CPU codec's measured throughput (raw bytes per second), once measured.
-    codec_bandwidth: Option<f64>,
-    /// Whether the inner backend gives its allocator's figures (sampled after each op).
-    allocator: bool,
-    /// The allocator's pools on the compute streams (what the device reserves).
-    pools: super::pools::Pools,
-    /// The device's total memory, when the backend can tell it.
-    device_memory: Option<u64>,
-    /// The peers offloads go to (seed 000), when configured.
-    peers: Option<std::sync::Arc<super::peers::PeerPool>>,
-    /// Which backend tells where its tensors live (`exec::layout`), if any.
-    teller: layout::Teller,
+    copies: Copies<B>,
+    machine: Machine,
 }
 
 /// The op in progress: scratch space reused by every op, so that the per-op path does not
@@ -183,28 +161,26 @@ impl<B: BackendIr> Engine<B> {
             super::measure_peer::<B>(&device, peer)
         });
         let mut engine = Self {
-            allocator,
-            pools: Default::default(),
-            device_memory,
-            peers,
             handles: Handles::new(device),
-            config,
-            budget,
-            counters: Counters::default(),
-            recorder: Recorder::default(),
             residency: Residency::default(),
             op: OpScratch::default(),
-            link: LinkModel::default(),
-            now: 0,
-            links: None,
-            transfers,
+            settings: Settings {
+                config,
+                budget,
+                teller: layout::teller::<B>(),
+            },
+            history: History::default(),
             plans: Plans::default(),
-            deferred: Vec::new(),
-            codec_bandwidth: None,
-            events: Default::default(),
-            view_sources: Default::default(),
-            strided_live: Vec::new(),
-            teller: layout::teller::<B>(),
+            copies: Copies {
+                transfers,
+                peers,
+                deferred: Vec::new(),
+            },
+            machine: Machine {
+                allocator,
+                device_memory,
+                ..Machine::default()
+            },
         };
         engine.record_lean_when_unbudgeted();
         engine.follow_budget_in_pools(None);
@@ -214,11 +190,11 @@ impl<B: BackendIr> Engine<B> {
     /// Lets the recorder keep most iterations without their tensors while no budget is
     /// set: nothing is planned then (see [`Recorder::set_lean`]).
     fn record_lean_when_unbudgeted(&mut self) {
-        self.recorder.set_lean(self.budget().is_none());
+        self.history.recorder.set_lean(self.budget().is_none());
     }
 
     fn tracing(&self) -> bool {
-        self.config.enabled && self.config.trace
+        self.settings.config.enabled && self.settings.config.trace
     }
 
     /// Starts timing the op about to run, when the trace times it (its profiled
@@ -229,7 +205,7 @@ impl<B: BackendIr> Engine<B> {
     /// planned from the times, and ops are not waited for.
     #[inline]
     pub(crate) fn start_op_clock(&self) -> Option<Instant> {
-        if !(self.tracing() && self.recorder.timing()) {
+        if !(self.tracing() && self.history.recorder.timing()) {
             return None;
         }
         if self.budget().is_some() {
@@ -252,8 +228,8 @@ impl<B: BackendIr> Engine<B> {
 
     /// The budget in force (`None` when unlimited or burn-swap is off).
     pub fn budget(&self) -> Option<u64> {
-        if self.config.enabled {
-            self.budget
+        if self.settings.config.enabled {
+            self.settings.budget
         } else {
             None
         }
@@ -271,7 +247,8 @@ impl<B: BackendIr> Engine<B> {
     fn exposed<T>(&mut self, cause: Wait, wait: impl FnOnce(&mut Self) -> T) -> T {
         let start = Instant::now();
         let out = wait(self);
-        self.counters
+        self.history
+            .counters
             .add_exposed(cause, start.elapsed().as_nanos() as u64);
         out
     }
@@ -301,7 +278,9 @@ impl<B: BackendIr> Engine<B> {
         let live_before = books.resident + books.host;
         if tracing {
             let key = signature::kind_key(op);
-            self.recorder.begin(key, || signature::kind_name(op));
+            self.history
+                .recorder
+                .begin(key, || signature::kind_name(op));
         }
         if matches!(op, OperationIr::Drop(_)) {
             self.run_drop(op, tracing, live_before);
@@ -316,7 +295,7 @@ impl<B: BackendIr> Engine<B> {
             None => self.gather_inputs(op.inputs(), tracing),
         };
         if tracing {
-            self.recorder.outputs_follow();
+            self.history.recorder.outputs_follow();
         }
         // Only an `Init` op's output is already in the books (registered with its data).
         let registered = matches!(op, OperationIr::Init(_));
@@ -326,12 +305,12 @@ impl<B: BackendIr> Engine<B> {
         };
         // A view shares its input's buffer: no room is made for it (checked after it ran).
         self.op.unreserved = 0;
-        if output_bytes > 0 && layout::aliases(op, self.teller, self.op.inputs_strided) {
+        if output_bytes > 0 && layout::aliases(op, self.settings.teller, self.op.inputs_strided) {
             self.op.unreserved = std::mem::take(&mut output_bytes);
         }
         if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
             if tracing {
-                self.recorder.abort();
+                self.history.recorder.abort();
             }
             return Err(error.for_op(|| signature::kind_name(op)));
         }
@@ -354,13 +333,13 @@ impl<B: BackendIr> Engine<B> {
         };
         let view_op = self.keep_what_recipes_need(op, strided);
         self.op.view_source = self.view_source(kind);
-        let shares = self.teller != layout::Teller::None && layout::may_share(op);
+        let shares = self.settings.teller != layout::Teller::None && layout::may_share(op);
         if shares {
             self.probe_inputs();
         }
         interpreter::run(&mut self.handles, op);
         if let Some(nanos) = self.stop_op_clock(start) {
-            self.recorder.set_last_nanos(nanos);
+            self.history.recorder.set_last_nanos(nanos);
         }
         self.book_inputs();
         self.book_outputs(
@@ -389,9 +368,10 @@ impl<B: BackendIr> Engine<B> {
         };
         let id = tensor.id;
         if tracing {
-            self.recorder
+            self.history
+                .recorder
                 .input(tensor, bytes_of(&tensor.shape, tensor.dtype));
-            self.recorder.outputs_follow();
+            self.history.recorder.outputs_follow();
             self.record_end(live_before, self.resident());
         }
         self.drop_tensor(id);
@@ -404,10 +384,10 @@ impl<B: BackendIr> Engine<B> {
     /// Closes the op's record in the trace.
     #[inline]
     fn record_end(&mut self, live_before: u64, resident_during: u64) {
-        self.recorder.end(OpCounters {
+        self.history.recorder.end(OpCounters {
             nanos: 0,
             live_before,
-            events: std::mem::take(&mut self.events),
+            events: std::mem::take(&mut self.history.events),
             resident_during,
         });
     }
@@ -417,15 +397,17 @@ impl<B: BackendIr> Engine<B> {
     fn finish_op(&mut self) {
         #[cfg(debug_assertions)]
         self.assert_within_budget();
-        self.counters.ops += 1;
-        self.now += 1;
-        if self.allocator {
+        self.history.counters.ops += 1;
+        self.history.now += 1;
+        if self.machine.allocator {
             self.sample_allocator();
         }
         // Without a budget there is nothing to plan, and nothing planned is pending.
-        if self.config.policy.planned()
+        if self.settings.config.policy.planned()
             && self.tracing()
-            && (self.budget.is_some() || self.plans.active.is_some() || !self.deferred.is_empty())
+            && (self.settings.budget.is_some()
+                || self.plans.active.is_some()
+                || !self.copies.deferred.is_empty())
         {
             self.follow_plan();
         }
@@ -446,7 +428,7 @@ impl<B: BackendIr> Engine<B> {
             assert!(
                 resident <= budget || std::thread::panicking(),
                 "burn-swap: {resident} bytes resident after op {} under a budget of {budget}",
-                self.now
+                self.history.now
             );
         }
     }
@@ -466,7 +448,7 @@ impl<B: BackendIr> Engine<B> {
                 entry.restorable = false;
                 entry.set_view_op(None);
                 entry.set_view_source(None);
-                self.strided_live.push(id);
+                self.residency.views.strided_live.push(id);
             }
         }
     }
@@ -477,14 +459,15 @@ impl<B: BackendIr> Engine<B> {
             return;
         }
         let books = *self.residency.books();
-        self.recorder
+        self.history
+            .recorder
             .begin(signature::name_key(name), || name.to_string());
         for t in inputs {
-            self.recorder.input(t, bytes_of(&t.shape, t.dtype));
+            self.history.recorder.input(t, bytes_of(&t.shape, t.dtype));
         }
-        self.recorder.outputs_follow();
+        self.history.recorder.outputs_follow();
         for t in outputs {
-            self.recorder.output(t, bytes_of(&t.shape, t.dtype));
+            self.history.recorder.output(t, bytes_of(&t.shape, t.dtype));
         }
         self.record_end(books.resident + books.host, books.resident);
     }

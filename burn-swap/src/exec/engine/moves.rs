@@ -80,7 +80,8 @@ impl<B: BackendIr> Engine<B> {
     /// offloads in flight at their full size.
     pub(super) fn host_has_room(&self, bytes: u64) -> bool {
         let books = self.residency.books();
-        self.config
+        self.settings
+            .config
             .host_budget
             .is_none_or(|budget| books.host + books.offloading + bytes <= budget)
     }
@@ -92,7 +93,7 @@ impl<B: BackendIr> Engine<B> {
             tensor: id.value(),
             bytes,
             host: books.host + books.offloading,
-            host_budget: self.config.host_budget.unwrap_or(u64::MAX),
+            host_budget: self.settings.config.host_budget.unwrap_or(u64::MAX),
             budget: self.budget().unwrap_or(u64::MAX),
             resident: books.resident,
         }
@@ -134,12 +135,13 @@ impl<B: BackendIr> Engine<B> {
     /// The compression policy of offloads: the configured mode and, for `Auto`, the measured
     /// link bandwidth and CPU codec throughput (`plan::compression` decides per tensor).
     fn compression_policy(&mut self) -> compression::Policy {
-        let mode = self.config.compression;
+        let mode = self.settings.config.compression;
         if !compression::Policy::needs_rates(mode) {
             return compression::Policy::new(mode, None, None);
         }
         let links = self.links();
         let codec_bandwidth = *self
+            .machine
             .codec_bandwidth
             .get_or_insert_with(crate::codec::measure_cpu_codec);
         compression::Policy::new(mode, links.as_ref(), Some(codec_bandwidth))
@@ -171,20 +173,20 @@ impl<B: BackendIr> Engine<B> {
             shape,
             dtype,
             &compression,
-            self.peers.as_ref(),
+            self.copies.peers.as_ref(),
             self.handles.device(),
-            self.transfers.pool(),
+            self.copies.transfers.pool(),
         );
         let nanos = start.elapsed().as_nanos() as u64;
-        self.counters.add_exposed(Wait::Offload, nanos);
+        self.history.counters.add_exposed(Wait::Offload, nanos);
         match result {
             Ok((copy, codec_nanos, on_device)) => {
                 self.land_offload(id, copy, nanos, codec_nanos, on_device);
-                self.events.offloads += 1;
+                self.history.events.offloads += 1;
                 Ok(())
             }
             Err(error) => {
-                self.counters.failed_offloads += 1;
+                self.history.counters.failed_offloads += 1;
                 tracing::warn!(tensor = id.value(), bytes, %error, "burn-swap: offload failed; the tensor stays resident");
                 Err(SwapError::OffloadFailed {
                     tensor: id.value(),
@@ -209,12 +211,12 @@ impl<B: BackendIr> Engine<B> {
         };
         let (raw, moved, compressed) = (entry.bytes(), copy.stored_bytes(), copy.compressed());
         let ir = entry.ir(id, TensorStatus::ReadWrite);
-        let key = (self.config.compression != Compression::Off)
+        let key = (self.settings.config.compression != Compression::Off)
             .then(|| (entry.dims.clone(), entry.dtype()));
         if self.residency.complete_offload(&id, copy).is_err() {
             return;
         }
-        if self.transfers.pool().is_some() {
+        if self.copies.transfers.pool().is_some() {
             // The device copy goes to the pool of host copies (host memory on this backend),
             // within the room below the host copies' highest peak.
             let books = self.residency.books();
@@ -222,11 +224,11 @@ impl<B: BackendIr> Engine<B> {
             let (shape, dtype) = (ir.shape.clone(), ir.dtype);
             let ir = ir;
             let handle = self.handles.handle(&ir);
-            self.transfers.release(handle, shape, dtype, host);
+            self.copies.transfers.release(handle, shape, dtype, host);
         } else {
             self.handles.remove(&ir.id);
         }
-        let c = &mut self.counters;
+        let c = &mut self.history.counters;
         c.offloads += 1;
         c.offloaded_bytes += raw;
         c.offload_nanos += nanos;
@@ -251,7 +253,7 @@ impl<B: BackendIr> Engine<B> {
         match result {
             Ok(()) => {
                 self.residency.complete_fetch(&id);
-                let c = &mut self.counters;
+                let c = &mut self.history.counters;
                 c.fetches += 1;
                 c.fetched_bytes += bytes;
                 c.fetch_nanos += cost.nanos;
@@ -259,7 +261,7 @@ impl<B: BackendIr> Engine<B> {
                 c.device_decompressed += u64::from(cost.on_device);
             }
             Err(error) => {
-                self.counters.failed_fetches += 1;
+                self.history.counters.failed_fetches += 1;
                 // The bytes went with the write the backend failed (it had taken them): the
                 // tensor is recomputed at its next use when it has a recipe, else that use
                 // fails.
@@ -287,7 +289,7 @@ impl<B: BackendIr> Engine<B> {
         match written {
             Ok((handle, codec_nanos, on_device)) => {
                 self.land_written(id, handle, ir, (nanos, codec_nanos, on_device));
-                self.events.fetches += 1;
+                self.history.events.fetches += 1;
                 Ok(())
             }
             Err((error, copy)) => {
@@ -337,7 +339,7 @@ impl<B: BackendIr> Engine<B> {
     fn fetch_failed(&mut self, id: TensorId, error: TransferError, copy: Option<Box<HostCopy>>) {
         match copy {
             Some(copy) => {
-                self.counters.failed_fetches += 1;
+                self.history.counters.failed_fetches += 1;
                 tracing::warn!(tensor = id.value(), %error, "burn-swap: fetch failed; the tensor stays offloaded, intact");
                 self.residency.restore_fetch(&id, *copy);
             }
@@ -397,13 +399,17 @@ impl<B: BackendIr> Engine<B> {
         let route = transfer::Route {
             compression: self.compression_policy(),
             device: self.handles.device().clone(),
-            peers: self.peers.clone(),
+            peers: self.copies.peers.clone(),
         };
-        if !self.transfers.offload(id, handle, shape, dtype, route) {
+        if !self
+            .copies
+            .transfers
+            .offload(id, handle, shape, dtype, route)
+        {
             return self.offload(id).is_ok();
         }
         self.residency.begin_offload(&id);
-        self.events.offloads += 1;
+        self.history.events.offloads += 1;
         true
     }
 
@@ -453,30 +459,30 @@ impl<B: BackendIr> Engine<B> {
             return true;
         };
         let device = self.handles.device().clone();
-        if let Err(copy) = self.transfers.fetch(id, *copy, device, false) {
+        if let Err(copy) = self.copies.transfers.fetch(id, *copy, device, false) {
             // The receive worker is gone: fetch here (an error surfaces at the next use).
             self.residency.restore_fetch(&id, copy);
             let _ = self.fetch(id);
             return true;
         }
-        self.events.fetches += 1;
+        self.history.events.fetches += 1;
         true
     }
 
     /// Settles every transfer that has finished, without waiting.
     #[inline]
     pub(super) fn poll_transfers(&mut self) {
-        if self.transfers.in_flight() == 0 {
+        if self.copies.transfers.in_flight() == 0 {
             return;
         }
-        while let Some(done) = self.transfers.try_next() {
+        while let Some(done) = self.copies.transfers.try_next() {
             self.settle(done);
         }
     }
 
     /// Waits for the next transfer to finish and settles it; `false` when none is in flight.
     pub(super) fn settle_next(&mut self) -> bool {
-        match self.transfers.next() {
+        match self.copies.transfers.next() {
             Some(done) => {
                 self.settle(done);
                 true
@@ -518,7 +524,7 @@ impl<B: BackendIr> Engine<B> {
                     Ok(copy) => self.land_offload(id, copy, nanos, codec_nanos, on_device),
                     Err(error) => {
                         self.residency.cancel_offload(&id);
-                        self.counters.failed_offloads += 1;
+                        self.history.counters.failed_offloads += 1;
                         tracing::warn!(tensor = id.value(), bytes, %error, "burn-swap: offload failed; the tensor stays resident");
                     }
                 }

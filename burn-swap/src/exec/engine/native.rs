@@ -68,12 +68,13 @@ impl<B: BackendIr> Engine<B> {
         };
         let id = self.handles.insert_fresh(handle);
         self.op.native_out += bytes_of(&shape, dtype);
-        let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.now);
+        let mut entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.history.now);
         entry.strided = strided;
         entry.restorable = strided
-            && probe.is_some_and(|p| crate::exec::layout::restorable(self.teller, &p, dtype));
+            && probe
+                .is_some_and(|p| crate::exec::layout::restorable(self.settings.teller, &p, dtype));
         if strided {
-            self.strided_live.push(id);
+            self.residency.views.strided_live.push(id);
         }
         self.residency.admit(id, entry);
         self.op.out_ids.push(id);
@@ -102,7 +103,7 @@ impl<B: BackendIr> Engine<B> {
         let overshoot = self.op.native_out > self.op.native_reserved
             && self.budget().is_some_and(|budget| during > budget);
         if overshoot {
-            self.counters.budget_overshoots += 1;
+            self.history.counters.budget_overshoots += 1;
             tracing::warn!(
                 op = name,
                 reserved = self.op.native_reserved,
@@ -114,7 +115,7 @@ impl<B: BackendIr> Engine<B> {
         self.residency.note_peak(during);
         self.record_named(name, inputs, outputs);
         if let (Some(nanos), true) = (nanos, self.tracing()) {
-            self.recorder.set_last_nanos(nanos);
+            self.history.recorder.set_last_nanos(nanos);
         }
         let room = if overshoot {
             // Nothing of the op is in use any more: its outputs may leave too.

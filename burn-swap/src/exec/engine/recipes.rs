@@ -19,7 +19,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(active) = &self.plans.active else {
             return false;
         };
-        let Some(pos) = self.recorder.position_of_last() else {
+        let Some(pos) = self.history.recorder.position_of_last() else {
             return false;
         };
         self.op.outputs.len() == 1
@@ -91,7 +91,7 @@ impl<B: BackendIr> Engine<B> {
             .inputs
             .iter()
             .any(|i| self.residency.get(i).is_some_and(|e| e.strided));
-        let alias = layout::aliases(&recipe.op, self.teller, strided_input);
+        let alias = layout::aliases(&recipe.op, self.settings.teller, strided_input);
         if result.is_ok() {
             result = self.reserve(if alias { 0 } else { bytes });
         }
@@ -105,9 +105,10 @@ impl<B: BackendIr> Engine<B> {
         }
         self.op.protect.truncate(base);
         result?;
-        self.counters.recomputes += 1;
-        self.events.recomputes += 1;
-        self.counters
+        self.history.counters.recomputes += 1;
+        self.history.events.recomputes += 1;
+        self.history
+            .counters
             .add_recompute(start.elapsed().as_nanos() as u64);
         Ok(())
     }
@@ -122,7 +123,7 @@ impl<B: BackendIr> Engine<B> {
             .get(&id)
             .is_some_and(|e| e.strided)
             .then(|| Box::new(op.clone()));
-        let shares = self.teller != layout::Teller::None && layout::may_share(&op);
+        let shares = self.settings.teller != layout::Teller::None && layout::may_share(&op);
         let buffers: Vec<(TensorId, usize)> = if shares {
             inputs
                 .iter()
@@ -169,7 +170,7 @@ impl<B: BackendIr> Engine<B> {
             return;
         }
         for t in op.inputs() {
-            let views = self.view_sources.entry(t.id).or_default();
+            let views = self.residency.views.sources.entry(t.id).or_default();
             if !views.contains(&view) {
                 views.push(view);
             }
@@ -182,7 +183,7 @@ impl<B: BackendIr> Engine<B> {
     /// Burn is about to let go of `source`: the strided views still made from it get their
     /// recipes now (pinning it), so that they can still leave by recomputation.
     pub(super) fn pin_for_views(&mut self, source: TensorId) {
-        let Some(views) = self.view_sources.remove(&source) else {
+        let Some(views) = self.residency.views.sources.remove(&source) else {
             return;
         };
         for view in views {
@@ -234,7 +235,7 @@ impl<B: BackendIr> Engine<B> {
         };
         let ir = entry.ir(id, TensorStatus::ReadWrite);
         if self.residency.evict(&id) {
-            self.counters.evictions += 1;
+            self.history.counters.evictions += 1;
             self.handles.remove(&ir.id);
         }
     }

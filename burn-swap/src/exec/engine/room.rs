@@ -22,7 +22,7 @@ impl<B: BackendIr> Engine<B> {
         output_bytes: u64,
     ) -> Result<(), SwapError> {
         let needed = input_bytes + output_bytes;
-        self.counters.largest_op = self.counters.largest_op.max(needed);
+        self.history.counters.largest_op = self.history.counters.largest_op.max(needed);
         self.note_minimum(needed + self.op.apart_bytes);
         // With no budget and every input on the device there is nothing to bring or make
         // room for (every op of an unbudgeted run).
@@ -81,8 +81,8 @@ impl<B: BackendIr> Engine<B> {
     /// buffer once.
     #[inline]
     fn note_minimum(&mut self, needed: u64) {
-        if self.strided_live.is_empty() {
-            self.counters.minimum_budget = self.counters.minimum_budget.max(needed);
+        if self.residency.views.strided_live.is_empty() {
+            self.history.counters.minimum_budget = self.history.counters.minimum_budget.max(needed);
         } else {
             self.note_minimum_with_strided(needed);
         }
@@ -90,11 +90,11 @@ impl<B: BackendIr> Engine<B> {
 
     #[inline(never)]
     fn note_minimum_with_strided(&mut self, needed: u64) {
-        let residency = &self.residency;
-        self.strided_live
-            .retain(|id| residency.get(id).is_some_and(|e| e.strided));
+        self.residency.prune_strided();
         let mut buffers: Vec<u32> = Vec::new();
         let stuck: u64 = self
+            .residency
+            .views
             .strided_live
             .iter()
             .filter(|id| !self.op.inputs.iter().any(|(i, _)| i == *id))
@@ -121,7 +121,8 @@ impl<B: BackendIr> Engine<B> {
                 None => e.bytes(),
             })
             .sum();
-        self.counters.minimum_budget = self.counters.minimum_budget.max(needed + stuck);
+        self.history.counters.minimum_budget =
+            self.history.counters.minimum_budget.max(needed + stuck);
     }
 
     /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
@@ -146,7 +147,7 @@ impl<B: BackendIr> Engine<B> {
     /// Makes room for `bytes` new bytes outside any op (`what`: a tensor created from data,
     /// arriving from another device).
     pub(super) fn admit(&mut self, bytes: u64, what: &'static str) -> Result<(), SwapError> {
-        self.counters.largest_op = self.counters.largest_op.max(bytes);
+        self.history.counters.largest_op = self.history.counters.largest_op.max(bytes);
         self.op.inputs.clear();
         self.op.seen_buffers.clear();
         self.note_minimum(bytes);
@@ -202,7 +203,7 @@ impl<B: BackendIr> Engine<B> {
             if self.resident() <= target {
                 return Ok(());
             }
-            step = now.next(result.is_ok(), self.transfers.in_flight() > 0);
+            step = now.next(result.is_ok(), self.copies.transfers.in_flight() > 0);
         }
         result
     }
@@ -215,9 +216,9 @@ impl<B: BackendIr> Engine<B> {
         let chosen = reactive::choose_victims(
             &mut candidates,
             deficit,
-            self.now,
-            self.config.eviction,
-            &self.link,
+            self.history.now,
+            self.settings.config.eviction,
+            &self.machine.link,
         );
         let mut result = Ok(());
         let mut freed = 0;
@@ -272,7 +273,7 @@ impl<B: BackendIr> Engine<B> {
                 // What could not leave, plus what was asked for on top of the budget; at
                 // least what an earlier op of the run needed.
                 minimum_budget: (stuck + (deficit + budget).saturating_sub(resident))
-                    .max(self.counters.minimum_budget),
+                    .max(self.history.counters.minimum_budget),
             }));
         } else if freed >= deficit {
             result = Ok(());
@@ -281,7 +282,7 @@ impl<B: BackendIr> Engine<B> {
         // leaves the fallback nothing to do (the iteration it took over in started under the
         // fallback's residency).
         if self.plans.active.as_ref().is_some_and(|a| a.iterations > 0) {
-            self.counters.fallback_bytes_under_plan += freed;
+            self.history.counters.fallback_bytes_under_plan += freed;
         }
         self.op.candidates = candidates;
         result
@@ -290,7 +291,7 @@ impl<B: BackendIr> Engine<B> {
     /// When the host budget is what kept room from being made: the largest resident tensor
     /// that could have been offloaded but for it, as the error that names both budgets.
     fn host_full(&self, protect_inputs: bool) -> Option<SwapError> {
-        self.config.host_budget?;
+        self.settings.config.host_budget?;
         let (id, bytes) = self
             .residency
             .iter()

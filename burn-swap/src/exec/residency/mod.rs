@@ -28,6 +28,7 @@
 mod books;
 mod entry;
 mod host_copy;
+mod views;
 
 use burn_ir::TensorId;
 use hashbrown::HashMap;
@@ -36,6 +37,7 @@ pub(crate) use super::dims::Dims;
 pub(crate) use books::Books;
 pub(crate) use entry::{Entry, Group, Recipe, Remake, State};
 pub(crate) use host_copy::HostCopy;
+pub(crate) use views::ViewBooks;
 
 /// What [`Residency::discard`] leaves of an entry.
 pub(crate) struct Discarded {
@@ -72,6 +74,8 @@ pub(crate) struct Residency {
     /// How many entries a recipe pins: with none, an op that consumes its inputs need not
     /// look each of them up to ask.
     pinned: usize,
+    /// The strided views and what they were made from (outside the books: no bytes).
+    pub views: ViewBooks,
 }
 
 impl Residency {
@@ -87,6 +91,15 @@ impl Residency {
     /// Every live tensor.
     pub fn iter(&self) -> impl Iterator<Item = (&TensorId, &Entry)> {
         self.entries.iter()
+    }
+
+    /// Takes out of the view books' strided tensors those no longer strided in the books (or
+    /// gone from them).
+    pub fn prune_strided(&mut self) {
+        let entries = &self.entries;
+        self.views
+            .strided_live
+            .retain(|id| entries.get(id).is_some_and(|e| e.strided));
     }
 
     /// The books.

@@ -1,0 +1,23 @@
+//! What was measured of the machine: the copy links and the cost model made from them, the
+//! CPU codec's throughput, and the allocator's pools and the device's memory.
+
+use crate::exec::pools::Pools;
+use crate::plan::profile::Links;
+use crate::plan::reactive::LinkModel;
+
+/// The measured figures of a device and its links.
+#[derive(Default)]
+pub(super) struct Machine {
+    /// The cost model of one offload, for the reactive policy's scores.
+    pub link: LinkModel,
+    /// The measured copy throughput, once measured.
+    pub links: Option<Links>,
+    /// The CPU codec's measured throughput (raw bytes per second), once measured.
+    pub codec_bandwidth: Option<f64>,
+    /// Whether the inner backend gives its allocator's figures (sampled after each op).
+    pub allocator: bool,
+    /// The allocator's pools on the compute streams (what the device reserves).
+    pub pools: Pools,
+    /// The device's total memory, when the backend can tell it.
+    pub device_memory: Option<u64>,
+}
