@@ -97,10 +97,10 @@ pub struct Report {
     /// `exposed_wait_seconds` by cause.
     #[serde(default)]
     pub exposed_wait: ExposedWait,
-    /// Planned fetches that compute had to wait for before an op (seed 003's waits that
+    /// Planned fetches that compute had to wait for before an op (the cross-stream waits that
     /// found the fetch still in flight); their time is part of `exposed_wait_seconds`.
     pub planned_waits: u64,
-    /// Reads of a planned prefetch by an op before the wait that seed 003's cross-queue
+    /// Reads of a planned prefetch by an op before the wait that the cross-queue
     /// analysis placed for it: 0 when the analysis puts a wait before every op that reads a
     /// planned fetch (`tests/budget/waits.rs` holds it at 0 on jittered runs). The values are
     /// right either way: an op that finds its input still in flight waits for it itself.
@@ -168,7 +168,7 @@ pub struct Report {
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
     /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,
-    /// The simulated peak of the allocator's pool under the plan in force (seed 004's
+    /// The simulated peak of the allocator's pool under the plan in force (the profiled planner's
     /// block reuse, fragmentation included): what a caching allocator would reserve.
     #[serde(default)]
     pub predicted_pool_bytes: Option<u64>,
@@ -210,7 +210,7 @@ pub struct Report {
     /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
     /// largest raw bytes first, at most 32.
     pub compression_by_tensor: Vec<CompressionStat>,
-    /// Per peer (seed 000; empty without peers): capacity, bytes held, sent and fetched, and
+    /// Per peer (empty without peers): capacity, bytes held, sent and fetched, and
     /// the achieved bandwidth of its link.
     pub peers: Vec<PeerStat>,
     /// Offloads that put some or all of their bytes on the host because the peers had no

@@ -17,14 +17,14 @@ pub mod plan {
     };
 }
 
-/// Seed 002's codec on the CPU (the format is documented in `codec::Compressed`).
+/// The zero-value codec on the CPU (the format is documented in `codec::Compressed`).
 pub mod codec {
     pub use crate::codec::{
         CodecError, Compressed, compress, compressed_bytes, decompress, width, zero_fraction_sample,
     };
 }
 
-/// Seed 002's codec on the device: its CubeCL kernels (the same format as [`codec`]).
+/// The zero-value codec on the device: its CubeCL kernels (the same format as [`codec`]).
 pub mod kernels {
     pub use crate::codec::kernels::*;
 }
@@ -92,7 +92,7 @@ pub fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
     crate::exec::allocator_cleanup::<B>(device)
 }
 
-/// The profile of the last complete training iteration (seed 004's trial run): per op its
+/// The profile of the last complete training iteration (the trial run): per op its
 /// time and bytes, and the copy throughput between the device and host memory, measured on
 /// the first call with a few temporary tensors that fit in the budget's headroom. `None`
 /// before the loop's period was detected.

@@ -1,4 +1,4 @@
-//! Seed 002 (claims 7, 9, 10): zero-value compression of tensors before they leave the
+//! Zero-value compression of tensors before they leave the
 //! device, and decompression when they come back: the format and the CPU codec here, the
 //! same format computed on the device by CubeCL kernels in [`kernels`]. Whether a tensor is
 //! compressed is decided in `plan::compression`; the executor carries both out.

@@ -147,9 +147,9 @@ pub enum Planner {
     /// of them under [`Policy::OffloadOnly`] and [`Policy::RecomputeOnly`]).
     Combined,
     /// The checkpoint selection (recompute or swap whole blocks between checkpoints, chosen
-    /// by a threshold on the simulated peak; seed 004).
+    /// by a threshold on the simulated peak).
     Checkpoints,
-    /// The segment plan evolved by the genetic algorithm (offloads only; seed 001).
+    /// The segment plan evolved by the genetic algorithm (offloads only).
     Segments,
 }
 
@@ -232,7 +232,7 @@ pub struct SwapConfig {
     pub(crate) eviction: EvictionScore,
     /// Whether to record the op trace (needed for [`crate::trace`] and the iteration report).
     pub(crate) trace: bool,
-    /// Zero-value compression of offloaded tensors (seed 002).
+    /// Zero-value compression of offloaded tensors.
     pub(crate) compression: Compression,
     /// A stress test for ordering, off at 0: each transfer worker holds every finished
     /// transfer for a pseudo-random time of up to this many microseconds before reporting
@@ -240,7 +240,7 @@ pub struct SwapConfig {
     /// ops that need them. Training must stay bit-identical (`tests/reliability/stress.rs`).
     #[serde(default)]
     pub(crate) transfer_jitter_micros: u64,
-    /// Peer devices that take offloaded tensors (seed 000): split across them by link
+    /// Peer devices that take offloaded tensors: split across them by link
     /// bandwidth within their free memory, with host memory as the fallback. Empty: host
     /// only. See [`PeerSpec`].
     #[serde(default)]

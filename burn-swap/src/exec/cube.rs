@@ -11,7 +11,7 @@
 //!   stream of its own, so the send and receive workers' copies already run on their own
 //!   streams, apart from the compute stream of the training thread. When a copy stream uses a
 //!   buffer that compute made, CubeCL records an event on compute and makes the copy stream
-//!   wait on it, on the GPU (seed 003's waits that the executor realises through the
+//!   wait on it, on the GPU (the cross-stream waits that the executor realises through the
 //!   backend: [`crate::plan::waits`]).
 //! - **Pinned memory.** CubeCL reads device buffers into pinned host memory taken from a pool
 //!   of its own (per stream, grown in pages and reused), and uploads pinned bytes by DMA

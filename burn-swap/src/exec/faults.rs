@@ -22,7 +22,7 @@ pub enum Hook {
     /// the rest of the path (the books' pinned count, a staged upload) sees the fallback.
     /// Applies where reads give pinned memory (CubeCL backends; not Flex).
     PinnedPool,
-    /// Compressing the bytes before they leave (seed 002's codec).
+    /// Compressing the bytes before they leave (the zero-value codec).
     Compress,
     /// Writing a copy back to the device, failing before the inner backend has the bytes.
     Upload,
@@ -37,7 +37,7 @@ pub enum Hook {
     /// A transfer worker panicking, before its job's copy or after the job's result was
     /// made (in the worker's bookkeeping): as a worker thread dying would.
     WorkerPanic,
-    /// A copy to or from a peer (seed 000's transmitter).
+    /// A copy to or from a peer (the peer offload's transmitter).
     PeerCopy,
     /// A peer's memory manager refusing a reservation (as a peer whose memory filled up
     /// would): the piece goes to the host instead.

@@ -6,7 +6,7 @@
 //! - [`cube`]: CubeCL kernel arguments over buffers, checked against the buffer's size (what
 //!   the codec's kernels are launched with).
 //! - `cuda` (with the `cuda` feature): the CUDA home. `cuda::sys` holds the raw driver calls;
-//!   `cuda::peer` (seed 000's transmitter: peer copies between devices) and `cuda::pinned`
+//!   `cuda::peer` (the peer offload's transmitter: peer copies between devices) and `cuda::pinned`
 //!   (the plain pinned copy the GPU check measures burn-swap's transfers against) are safe.
 
 pub mod cube;

@@ -1,4 +1,4 @@
-//! Seed 000 (CN114860461B, USTC), the advisor: for a tensor to offload, which destinations
+//! Peer offload's advisor: for a tensor to offload, which destinations
 //! take how many of its bytes, so that the transfer finishes fastest.
 //!
 //! The destinations are peer devices (each with its free memory and the bandwidth of the

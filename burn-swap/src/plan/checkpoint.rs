@@ -1,14 +1,14 @@
-//! Seed 004, claims 3, 5, 6 and 7: which tensors to drop and recompute, and which may be
+//! Profiled checkpoint selection: which tensors to drop and recompute, and which may be
 //! swapped, chosen from the profiled iteration and judged by the memory simulator.
 //!
-//! - **Candidates** (claim 5). A tensor made in the iteration and needed again after a *gap*
+//! - **Candidates**. A tensor made in the iteration and needed again after a *gap*
 //!   (the longest stretch between two of its accesses; in training, the gap between forward
 //!   and backward) may be dropped during the gap. For recomputation it is judged by its
 //!   lifetime (the gap), its compute cost (its producer's time) and its size; only pure ops
 //!   that travel as Burn's IR may be re-run (not random ops, data reads, arrivals, or native
 //!   ops, which have no IR to replay). For swapping, the compute
 //!   time of the gap must hide a round trip to host memory at the profiled bandwidth.
-//! - **Selection** (claims 6, 7). With a threshold starting at 0, tensors are walked in the
+//! - **Selection**. With a threshold starting at 0, tensors are walked in the
 //!   order they are made; the iteration's first tensor is the first checkpoint and opens the
 //!   first block; tensors made before the iteration (parameters) join no block; a tensor that
 //!   is not a candidate joins the current block; a candidate joins it too unless the block
@@ -63,7 +63,7 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Claim 5's judgement as one score, higher is better to drop: bytes freed for longer, per
+    /// The candidates' judgement as one score, higher is better to drop: bytes freed for longer, per
     /// second of recompute.
     pub fn score(&self) -> f64 {
         self.bytes as f64 * (self.gap.1 - self.gap.0) as f64 / self.recompute_seconds.max(1e-9)

@@ -1,4 +1,4 @@
-//! Seed 002's codec choice: whether a tensor is zero-value compressed before it leaves the
+//! The compression choice: whether a tensor is zero-value compressed before it leaves the
 //! device. A pure function of an estimate of the tensor (its zero fraction) and the measured
 //! rates of the link and the codec; the codec itself is `crate::codec` (CPU) and the
 //! device kernels, which carry the decision out.

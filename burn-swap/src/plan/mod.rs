@@ -1,31 +1,43 @@
 //! Planners: pure functions that decide what to keep and what to move. None touches a device.
 //!
-//! - [`advisor`]: seed 000's destination choice: which peers (and the host) take how many of
-//!   a tensor's bytes, so that its transfer finishes fastest.
+//! - [`advisor`]: peer offload's destination choice: which peers (and the host) take how many
+//!   of a tensor's bytes, so that its transfer finishes fastest.
 //! - [`reactive`]: what leaves the device, how, and in which order, when an op would exceed
 //!   the budget.
 //! - [`views`]: when a strided view keeps its op to leave later by recomputation.
-//! - [`compression`]: seed 002's choice of compressing a tensor before it leaves.
-//! - [`simulate`]: seed 004's reference-count memory simulation, which predicts the peak of a
+//! - [`compression`]: the choice of compressing a tensor before it leaves.
+//! - [`profile`]: the profiled iteration (op times and bytes, copy throughput), which
+//!   planners read.
+//! - [`simulate`]: the reference-count memory simulation, which predicts the peak of a
 //!   plan, fragmentation included.
-//! - [`checkpoint`]: seed 004's candidates (recompute or swap) and threshold-block checkpoint
-//!   selection, judged by the simulator.
+//! - [`checkpoint`]: the checkpoint candidates (recompute or swap) and threshold-block
+//!   checkpoint selection, judged by the simulator.
 //! - [`combine`]: per tensor keep, offload (with its prefetch point) or recompute, so that
 //!   the simulated peak fits the budget at the least exposed time.
-//! - [`segments`]: seed 001's segment plan evolved by a genetic algorithm to migrate as few
+//! - [`segments`]: the segment plan evolved by a genetic algorithm to migrate as few
 //!   bytes as possible; its migrations are one of the candidate plans that [`build`] judges
 //!   by simulated cost.
 //! - [`program`]: a plan turned into the steps the executor takes after each op.
+//! - [`waits`]: the cross-queue waits: which work on the compute, send and receive
+//!   queues must wait for which, so that no copy races a kernel and no buffer is freed while
+//!   another queue reads it.
 //! - [`payoff`]: whether a plan pays against the reactive policy measured on its schedule
 //!   (predicted when it is ready, measured once followed).
 //!
 //! [`build`] is the planners' entry point: a trace, its profile and a budget in, the program
 //! the executor follows out: the cheapest of the candidate plans that fits.
-//! - [`waits`]: seed 003's cross-queue waits: which work on the compute, send and receive
-//!   queues must wait for which, so that no copy races a kernel and no buffer is freed while
-//!   another queue reads it.
-//! - [`profile`]: seed 004's profiled iteration (op times and bytes, copy throughput), which
-//!   planners read.
+//!
+//! **Where each mechanism comes from.** burn-swap was built from five patents (their text is
+//! beside the design card, `seeds/`; the book's introduction has the same table). The code
+//! names the mechanisms by what they do:
+//!
+//! | source | mechanism | modules |
+//! |---|---|---|
+//! | 000, CN114860461B (USTC) | peer offload: advisor, memory manager, transmitter, the four tensor states | [`advisor`], `exec::peers`, `exec::transfer`, `exec::residency` |
+//! | 001 (Alipay) | the segment plan evolved by a genetic algorithm | [`segments`] |
+//! | 002, CN115016937A (NUDT) | zero-value compression before a tensor leaves | [`compression`], `codec` |
+//! | 003, CN114035968B (OneFlow) | cross-stream waits | [`waits`], `exec::cube` |
+//! | 004 (Zhejiang University) | the profiled iteration, checkpoint selection, the reference-count simulation | [`profile`], [`checkpoint`], [`simulate`] |
 
 pub mod advisor;
 pub mod checkpoint;
@@ -63,7 +75,7 @@ const GA_WORK: u64 = 10_000_000;
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlanChoice {
     /// The planner: `combined` (the combiner's mix), `offload-only`, `recompute-only`,
-    /// `checkpoints` (seed 004's checkpoint selection) or `segments` (seed 001's segment
+    /// `checkpoints` (the profiled checkpoint selection) or `segments` (the segment
     /// plan).
     pub planner: String,
     /// Whether its simulated counted peak fits the budget.
@@ -98,7 +110,7 @@ impl PlanChoice {
 /// Otherwise the candidate plans the policy allows are made and judged by the simulator, each on the
 /// same terms (copies held while they run, [`combine`]'s `fit` where an op exceeds the
 /// budget): under [`Policy::Planned`] the combiner's mix, its offload-only and
-/// recompute-only restrictions, seed 004's checkpoint selection and seed 001's segment plan;
+/// recompute-only restrictions, the profiled checkpoint selection and the segment plan;
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
 /// the recompute-only ones. The cheapest plan that fits (least exposed, recompute and
 /// hand-over time) is compiled. Tensors leave in gaps of at least three ops (`MIN_GAP`)
@@ -141,7 +153,7 @@ pub fn build(
     );
     plans.retain(|(name, _)| admits(planner, name));
     if policy != Policy::RecomputeOnly && admits(planner, "segments") {
-        // Seed 001's segments do not depend on the candidates: made once.
+        // The segments do not depend on the candidates: made once.
         let ga = segments::GaConfig {
             work: GA_WORK,
             ..Default::default()
@@ -202,7 +214,7 @@ const SHORT_GAP_NAMES: [&str; 4] = [
 ];
 
 /// The names of the plans made from a list of candidates: the combiner's mix, its
-/// offload-only and recompute-only restrictions, seed 004's checkpoint selection.
+/// offload-only and recompute-only restrictions, the profiled checkpoint selection.
 const PLANNERS: [&str; 4] = ["combined", "offload-only", "recompute-only", "checkpoints"];
 
 /// The candidate plans the policy allows from one list of candidates (made with gaps of at
@@ -305,7 +317,7 @@ fn compile_none(trace: &Trace, empty: &combine::Plan, choices: Vec<PlanChoice>) 
 }
 
 /// A plan turned into the program the executor follows: its steps
-/// ([`program::compile`]), then seed 003's waits on the compute side
+/// ([`program::compile`]), then the cross-stream waits on the compute side
 /// ([`waits::fetch_waits`]).
 pub fn compile(trace: &Trace, plan: &combine::Plan) -> Program {
     let mut program = program::compile(trace, plan);

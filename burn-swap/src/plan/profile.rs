@@ -1,4 +1,4 @@
-//! Seed 004, claim 4: the profiled iteration that planners read: per op its time and bytes,
+//! The profiled iteration that planners read: per op its time and bytes,
 //! and the measured copy throughput between device and host, both directions.
 //!
 //! Plain data: the times come from the trace (ops are timed in profiled iterations), the
@@ -178,7 +178,7 @@ impl Profile {
     }
 
     /// Seconds of compute between the end of op `from` and the start of op `to`: the time a
-    /// copy started after `from` has before `to` needs its result (seed 004, claim 5: a
+    /// copy started after `from` has before `to` needs its result (a
     /// tensor is worth swapping when this gap hides the copy).
     pub fn gap_seconds(&self, from: usize, to: usize) -> f64 {
         if to <= from + 1 {

@@ -57,7 +57,7 @@ pub struct Program {
     /// Per op position: the steps to take right after it.
     pub after: Vec<Vec<Step>>,
     /// Per op position: the planned fetches (by tag) to wait for before the op runs, from
-    /// seed 003's analysis (`super::waits::fetch_waits`, added by `super::compile`).
+    /// the cross-stream wait analysis (`super::waits::fetch_waits`, added by `super::compile`).
     pub fetch_waits: Vec<Vec<u32>>,
     /// Whether the plan's simulated counted bytes fit the budget it was made for.
     pub fits: bool,

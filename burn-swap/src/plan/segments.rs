@@ -1,17 +1,17 @@
-//! Seed 001: a segment plan for device memory, evolved by a genetic algorithm to move as few
+//! A segment plan for device memory, evolved by a genetic algorithm to move as few
 //! bytes as possible.
 //!
-//! The budget is carved into segments sized by the largest memory objects that fit together
-//! (claim 1); every other object is assigned to a segment at least its size, and objects of
+//! The budget is carved into segments sized by the largest memory objects that fit together;
+//! every other object is assigned to a segment at least its size, and objects of
 //! one segment take turns in it. When an object is accessed while another live object holds
 //! its segment, that one migrates out, and an object that had migrated out migrates back in:
-//! those bytes are the cost. Random assignments are evolved (claims 2–7): crossover gives a
+//! those bytes are the cost. Random assignments are evolved: crossover gives a
 //! child one segment's objects from the other parent, mutation swaps two objects across
 //! segments where both still fit, with a rate rising over the rounds, the best plans are kept
 //! and fresh random ones added each round, until a round limit, a work limit, or stagnation.
-//! Claim 8 first merges consecutive accesses of one object and small objects used together.
+//! The search first merges consecutive accesses of one object and small objects used together.
 //!
-//! Claim 7 stops the search on a time limit; here the limit is counted in work instead (the
+//! Where a time limit would stop the search, the limit here is counted in work (the
 //! accesses the costings walk), which bounds the time in proportion while leaving the plan a
 //! function of the trace, the budget and the seed alone, whatever the machine's load.
 //!
@@ -22,7 +22,7 @@ use std::time::Instant;
 use crate::rng::SplitMix64 as Rng;
 use crate::trace::Trace;
 
-/// A memory object: one tensor, or several small ones always used together (claim 8).
+/// A memory object: one tensor, or several small ones always used together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     /// Bytes.
@@ -39,22 +39,22 @@ pub struct Object {
 pub struct GaConfig {
     /// Plans per round.
     pub population: usize,
-    /// The best plans kept from one round to the next (claim 2).
+    /// The best plans kept from one round to the next.
     pub elite: usize,
-    /// Fresh random plans added each round (claim 2).
+    /// Fresh random plans added each round.
     pub fresh: usize,
-    /// Round limit (claim 7).
+    /// Round limit.
     pub rounds: usize,
-    /// Work limit, in place of claim 7's time limit: no round starts once the plans costed
+    /// Work limit, in place of a time limit: no round starts once the plans costed
     /// so far have walked this many accesses in all (each costing walks every access of the
     /// iteration once). Deterministic: the same trace, budget and seed make the same plan on
     /// any machine.
     pub work: u64,
-    /// Stop when the best cost has not improved for this many rounds (claim 7).
+    /// Stop when the best cost has not improved for this many rounds.
     pub stagnation: usize,
-    /// Mutation probability in the first and the last round; it rises linearly (claim 6).
+    /// Mutation probability in the first and the last round; it rises linearly.
     pub mutation: (f64, f64),
-    /// Objects smaller than this may be merged with others used in the same stretch (claim 8).
+    /// Objects smaller than this may be merged with others used in the same stretch.
     pub small_object_bytes: u64,
     /// Seed of the random generator.
     pub seed: u64,
@@ -90,7 +90,7 @@ pub struct SegmentPlan {
 }
 
 /// The memory objects of a trace: its tensors, each accessed at its producer (if in the
-/// iteration) and at every op that reads it, with claim 8's merges.
+/// iteration) and at every op that reads it, with the merges of small objects.
 pub fn objects(trace: &Trace, small_object_bytes: u64) -> Vec<Object> {
     let mut objects: Vec<Object> = trace
         .tensors
@@ -111,7 +111,7 @@ pub fn objects(trace: &Trace, small_object_bytes: u64) -> Vec<Object> {
     objects
 }
 
-/// Claim 8: merges small objects whose accesses all fall within one stretch in which no other
+/// Merges small objects whose accesses all fall within one stretch in which no other
 /// object is accessed, then merges consecutive accesses of one object with no other object's
 /// access in between (no other object can claim its segment there).
 fn merge(objects: &mut Vec<Object>, small: u64) {
@@ -348,7 +348,7 @@ struct Search<'a> {
 }
 
 impl<'a> Search<'a> {
-    /// Claim 1: order by size (largest first; by first access on ties), carve the budget
+    /// Orders by size (largest first; by first access on ties), carve the budget
     /// into segments sized by the largest objects that fit together. `None` when the
     /// largest object alone exceeds the budget.
     fn carve(objects: &'a [Object], budget: u64) -> Option<Self> {
@@ -401,7 +401,7 @@ impl<'a> Search<'a> {
     fn child(&self, pa: &[usize], pb: &[usize], mutation: f64, rng: &mut Rng) -> Vec<usize> {
         let (n, pinned, fits) = (self.objects.len(), self.pinned, &self.fits);
         let mut child = pa.to_vec();
-        // Claim 3: the child takes one segment's objects from the other parent; objects
+        // Crossover: the child takes one segment's objects from the other parent; objects
         // that parent put elsewhere stay where the first parent had them.
         let s = rng.below(self.segments.len());
         for o in 0..n {
@@ -409,7 +409,7 @@ impl<'a> Search<'a> {
                 child[o] = s;
             }
         }
-        // Claims 4–6: swap two objects of different segments where both fit.
+        // Mutation: swap two objects of different segments where both fit.
         if rng.chance(mutation) && n > pinned + 1 {
             let x = self.order[pinned + rng.below(n - pinned)];
             let y = self.order[pinned + rng.below(n - pinned)];

@@ -1,4 +1,4 @@
-//! Seed 004, claims 1 and 2: predict the memory a plan needs by simulating its allocations.
+//! The reference-count simulation: predict the memory a plan needs by simulating its allocations.
 //!
 //! Reference counts start at each tensor's number of consumers; ops are walked in order; each
 //! output gets a free block whose size is within `ratio` times its own (searched over 1, 2, 4,
@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use crate::trace::{AccessKind, EndKind, Trace};
 
-/// The free-block size ratios that claim 2 searches.
+/// The free-block size ratios searched for the lowest peak.
 pub const RATIOS: [u32; 5] = [1, 2, 4, 8, 16];
 
 /// One stretch of device residency of one tensor.
@@ -26,7 +26,7 @@ pub struct Lifetime {
     /// The op that makes it resident (its producer, or the op a fetch lands before);
     /// `None` when it is resident when the iteration starts.
     pub from: Option<usize>,
-    /// The op at whose completion its reference count reaches zero: claim 1 (a) counts one
+    /// The op at whose completion its reference count reaches zero: counts one
     /// reference per consumer, and Burn adds one for an explicit drop, so this is its last
     /// consumer or its drop. `None` when it lives past the iteration.
     pub until: Option<usize>,
@@ -83,7 +83,7 @@ struct Pool {
 }
 
 impl Pool {
-    /// Claim 1 (c): the smallest free block whose size is within `ratio` times the tensor's,
+    /// The smallest free block whose size is within `ratio` times the tensor's,
     /// else a new block.
     fn allocate(&mut self, bytes: u64) -> usize {
         let fit = self
@@ -105,7 +105,7 @@ impl Pool {
         }
     }
 
-    /// Claim 1 (d): a freed tensor's block joins the free list.
+    /// A freed tensor's block joins the free list.
     fn release(&mut self, block: usize) {
         self.free.insert((self.sizes[block], block));
     }
@@ -178,7 +178,7 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
     sim
 }
 
-/// Claim 2: the simulation with the bound among [`RATIOS`] that gives the lowest pool peak
+/// The simulation with the bound among [`RATIOS`] that gives the lowest pool peak
 /// (the smallest bound on ties).
 pub fn simulate_best(lifetimes: &[Lifetime], ops: usize) -> Simulation {
     RATIOS

@@ -1,7 +1,7 @@
 //! Following the plan: a plan is made once per profiled schedule (the planners are pure
 //! functions of the trace; `exec::plans` keeps the plans and runs them on a planner
 //! thread), and after each op the engine takes the program's steps for it
-//! (offload, evict, prefetch) and, before the next op, seed 003's compute-side waits.
+//! (offload, evict, prefetch) and, before the next op, the compute-side cross-stream waits.
 
 use std::time::Instant;
 
@@ -130,7 +130,7 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Seed 003's waits on the compute side: before the op at `pos`, the planned fetches it
+    /// The cross-stream waits on the compute side: before the op at `pos`, the planned fetches it
     /// reads must have landed (`Program::fetch_waits`). The analysis leaves out a wait that a
     /// later one implies: the receive queue runs in order, so a wait for a fetch covers every
     /// fetch queued before it, and those are waited for here too (their copies have finished;

@@ -1,4 +1,4 @@
-//! Measuring the copy throughput between the device and host memory (seed 004's trial run
+//! Measuring the copy throughput between the device and host memory (the trial run
 //! measures the links too): round trips of temporary tensors through the transfer workers,
 //! outside the books. The probe sizes are `plan::profile::probe_sizes`'.
 

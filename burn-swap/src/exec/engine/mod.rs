@@ -18,7 +18,7 @@
 //! - [`recipes`]: recomputation: recipes of the plan and of strided views, pins, eviction and
 //!   rematerialisation;
 //! - [`follow`]: following the plan: planning once per profiled schedule, taking the
-//!   program's steps after each op, and seed 003's waits on the compute side;
+//!   program's steps after each op, and the cross-stream waits on the compute side;
 //! - [`links`]: measuring the copy throughput between the device and the host;
 //! - [`memory`]: the allocator's pools: their figures after each op, the budget followed in
 //!   what they reserve;

@@ -29,7 +29,7 @@ impl DeviceSlot {
     }
 }
 
-/// Seed 000's transmitter on CUDA: the bytes of a float tensor split across peer devices by
+/// The transmitter of peer offload on CUDA: the bytes of a float tensor split across peer devices by
 /// peer copies from its own buffer (no host bounce), as the advisor splits them. `None`:
 /// not a CUDA tensor, or the peers could not take all of it (the caller takes the host
 /// route; the tensor's buffer is untouched either way).

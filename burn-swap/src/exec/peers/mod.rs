@@ -1,4 +1,4 @@
-//! Seed 000 (CN114860461B), the memory manager and the transmitter of peer offload.
+//! Peer offload: the memory manager and the transmitter.
 //!
 //! - The **memory manager** ([`PeerPool::reserve`], [`Piece`]'s drop) keeps each peer's
 //!   free memory and the destination-space table of an offloaded tensor: per piece, the

@@ -1,4 +1,4 @@
-//! Seed 000's transmitter: pieces of a tensor copied to all their peers at once (one sender
+//! The transmitter of peer offload: pieces of a tensor copied to all their peers at once (one sender
 //! per destination), and brought back by the route recorded at offload.
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
 use super::HostCopy;
 use crate::exec::dims::Dims;
 
-/// The state of a tensor (seed 000, claim 5).
+/// The state of a tensor.
 pub(crate) enum State {
     /// On the device, in the inner backend's handle container.
     Resident,

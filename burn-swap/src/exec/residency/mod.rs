@@ -1,6 +1,6 @@
 //! Where each tensor of a device is: the residency table, its state machine and its books.
 //!
-//! Every tensor is in one state (seed 000, claim 5, plus recomputation): [`State`]. A state
+//! Every tensor is in one state (peer offload's four states, plus recomputation): [`State`]. A state
 //! changes only through the transition methods of [`Residency`], which keep the books
 //! ([`Books`]: resident, host and in-flight bytes, and their peaks) consistent by
 //! construction; the engine never edits a count by hand. The transitions:

@@ -18,7 +18,7 @@ use crate::exec::residency::HostCopy;
 use crate::plan::compression::{self, Decision, Policy};
 
 /// Compresses `data` on the CPU when `policy` says it pays (from a sample of its zero
-/// fraction, seed 002's decision in `plan::compression`) and the result is smaller; keeps it raw
+/// fraction, the decision in `plan::compression`) and the result is smaller; keeps it raw
 /// otherwise. Also returns the nanoseconds spent compressing (zero when it was not tried).
 fn pack(data: TensorData, policy: &Policy) -> (HostCopy, u64) {
     if policy.mode == Compression::Off {
@@ -101,7 +101,7 @@ fn pinned_pool_fallback(data: TensorData) -> TensorData {
 }
 
 /// [`send`]'s work on any thread: the copy of a tensor (its handle) off the device. With
-/// peers, split across them as the advisor says (seed 000; the host keeps what they cannot
+/// peers, split across them as the advisor says (the host keeps what they cannot
 /// take); otherwise to the host, compressed where it pays (on the device for a CubeCL
 /// backend). Returns the copy, the nanoseconds spent on compression, and whether the device
 /// compressed it. A raw copy of a host-resident tensor takes its memory from `host_pool`

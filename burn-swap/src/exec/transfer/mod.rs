@@ -1,4 +1,4 @@
-//! Seed 000, claim 4 on the generic path: the transfer workers, isolated from compute.
+//! The transfer workers on the generic path, isolated from compute.
 //!
 //! Offload requests go on the *send* queue, prefetch requests on the *receive* queue; each
 //! queue has a worker thread of its own, so that an offload and a fetch run at the same time

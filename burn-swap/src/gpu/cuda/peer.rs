@@ -1,4 +1,4 @@
-//! Peer copies between CUDA devices with cudarc (seed 000's transmitter on CUDA): peer access
+//! Peer copies between CUDA devices with cudarc (the peer offload's transmitter on CUDA): peer access
 //! enabled once per pair where the devices allow it, copies with `cuMemcpyPeerAsync` on a
 //! stream of ours per pair (the copy engines, not SM kernels as NCCL's send/recv), each copy
 //! waited for before its buffers are released. Device 0 to itself works too (one GPU).

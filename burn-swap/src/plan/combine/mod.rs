@@ -337,7 +337,7 @@ fn link_fits(profile: &Profile) -> Option<(LinkFit, LinkFit)> {
     })
 }
 
-/// Seed 004's checkpoint selection judged as a plan: the tensors it drops are recomputed
+/// The profiled checkpoint selection judged as a plan: the tensors it drops are recomputed
 /// (one level deep, as the combiner's; a drop that would chain is offloaded instead, where
 /// it can be), the rest kept.
 pub fn checkpointed(
@@ -378,7 +378,7 @@ pub fn checkpointed(
     evaluate(trace, profile, &taken, budget)
 }
 
-/// Seed 001's segment plan judged as a plan: the migrations its segments imply become
+/// The segment plan judged as a plan: the migrations its segments imply become
 /// offloads (each gap's fetch timed as the combiner times it, then fitted to the budget as
 /// the combiner's own plans are); `None` when the largest tensor alone exceeds the budget.
 pub fn segmented(

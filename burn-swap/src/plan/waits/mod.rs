@@ -1,4 +1,4 @@
-//! Seed 003 (CN114035968B, OneFlow): cross-stream waits.
+//! Cross-stream waits.
 //!
 //! Work runs on several queues at once: the compute queue, the send queue that copies tensors
 //! to the host, the receive queue that copies them back (on CUDA each is a stream of its own).

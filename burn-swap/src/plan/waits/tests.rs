@@ -73,7 +73,7 @@ fn a_free_waits_for_every_reader_on_other_queues() {
     let pairs: Vec<(usize, usize)> = w.iter().map(|w| (w.before, w.after)).collect();
     assert_eq!(pairs, vec![(1, 0), (2, 0), (3, 2), (3, 1)]);
     assert_eq!(check(&nodes, &w), Ok(()));
-    // Seed 003's second hazard: without the wait on the send queue, the free can overtake
+    // The second hazard (a buffer freed while another queue reads it): without the wait on the send queue, the free can overtake
     // its read.
     let hazard = check(&nodes, &w[..3]).unwrap_err();
     assert!(matches!(

@@ -220,7 +220,7 @@ const LEAN_EVERY: usize = 16;
 /// Ops before the first analysis.
 const FIRST_ANALYSIS: usize = 64;
 /// Once the period holds, one iteration in this many has its ops timed (the others reuse the
-/// times of their slot): the profiled iterations of seed 004, kept fresh.
+/// times of their slot): the profiled iterations, kept fresh.
 const TIMED_ITERATION_EVERY: u64 = 16;
 
 impl Default for Recorder {
