@@ -50,16 +50,16 @@ TRAITS = [
     ("TransactionOps", [BACKEND + "transaction.rs"], ROUTER + "transaction.rs"),
 ]
 # Native ops whose outputs' size follows from their arguments, not from their inputs: the
-# engine makes room for exactly that before they run (`NativeOp::expect`).
+# engine makes room for exactly that before they run (`NativeOp::with_output_bytes`).
 EXPECT = {
-    "int_full": "expect::shape(&shape, dtype.into())",
-    "int_arange": "expect::arange(&range, 1, dtype.into())",
-    "int_arange_step": "expect::arange(&range, step, dtype.into())",
-    "rfft": "expect::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n)",
-    "irfft": "expect::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n)",
+    "int_full": "output_bytes::shape(&shape, dtype.into())",
+    "int_arange": "output_bytes::arange(&range, 1, dtype.into())",
+    "int_arange_step": "output_bytes::arange(&range, step, dtype.into())",
+    "rfft": "output_bytes::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n)",
+    "irfft": "output_bytes::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n)",
     "q_from_data": "data.bytes.len() as u64",
-    "dequantize": "expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into())",
-    "unfold4d": "expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options)",
+    "dequantize": "output_bytes::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into())",
+    "unfold4d": "output_bytes::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options)",
 }
 # Ops that make bools: a comparison broadcasts its operands, and a bool can be wider than
 # the element it was made from (CubeCL's u32 bools from f16 values).
@@ -83,34 +83,34 @@ for name, args, dtype in [
     ("bool_xor", ("lhs", "rhs"), "burn_backend::TensorMetadata::dtype(&lhs)"),
 ]:
     shapes = ", ".join(_shape.format(a) for a in args)
-    EXPECT[name] = f"expect::broadcast(&[{shapes}], {dtype})"
+    EXPECT[name] = f"output_bytes::broadcast(&[{shapes}], {dtype})"
 # A quantized select or gather picks as many rows or values as it has indices, more than
 # its input holds when some are picked more than once.
 EXPECT["q_select"] = (
-    "expect::select(&burn_backend::TensorMetadata::shape(&tensor), "
+    "output_bytes::select(&burn_backend::TensorMetadata::shape(&tensor), "
     "burn_backend::TensorMetadata::dtype(&tensor), dim, "
     "&burn_backend::TensorMetadata::shape(&indices))"
 )
 EXPECT["q_gather"] = (
-    "expect::gather(&burn_backend::TensorMetadata::shape(&indices), "
+    "output_bytes::gather(&burn_backend::TensorMetadata::shape(&indices), "
     "burn_backend::TensorMetadata::dtype(&tensor))"
 )
 # A block-quantized expand is made anew at its larger shape (blocks do not broadcast as a
 # view), more than its input holds.
 EXPECT["q_expand"] = (
-    "expect::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, "
+    "output_bytes::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, "
     "burn_backend::TensorMetadata::dtype(&tensor))"
 )
 # A quantized tensor is a quarter of the float tensor it is made from (8-bit values) or
 # less, plus its quantization parameters: room for what it is, not for another float tensor.
 EXPECT["quantize_dynamic"] = (
-    "expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme)"
+    "output_bytes::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme)"
 )
 # A transposed convolution's input gradient can outgrow both its inputs (many channels
 # narrowed to few): its shape follows from the weight's, the output gradient's and the options.
 for d in (1, 2, 3):
     EXPECT[f"conv_transpose{d}d_x_backward"] = (
-        "expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), "
+        "output_bytes::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), "
         "&burn_backend::TensorMetadata::shape(&output_grad), "
         "burn_backend::TensorMetadata::dtype(&output_grad), &options)"
     )
@@ -310,8 +310,8 @@ def native(trait, name, generics, params, ret, where):
     out = [f"    fn {name}{generics}({sig})" + (f" -> {selfify(ret)}" if ret else "") + (f" {where}" if where else "") + " {"]
     has_inputs = any(k in ("one", "opt", "vec") for _, _, (k, _) in args)
     binding = "let mut op" if has_inputs else "let op"
-    expect = f".expect({EXPECT[name]})" if name in EXPECT else ""
-    out.append(f'        {binding} = NativeOp::new("{name}", {client}){expect};')
+    output = f".with_output_bytes({EXPECT[name]})" if name in EXPECT else ""
+    out.append(f'        {binding} = NativeOp::new("{name}", {client}){output};')
     for pat, ty, (k, kind) in args:
         if k == "one":
             out.append(f"        let {pat} = op.ir({pat});")
@@ -484,7 +484,7 @@ HAND = {
     "float_transpose": transpose("float", "FloatTensor"),
     "int_transpose": transpose("int", "IntTensor"),
     "bool_transpose": transpose("bool", "BoolTensor"),
-    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
+    "quantize": "    fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {\n        let mut op = NativeOp::new(\"quantize\", tensor.client.clone()).with_output_bytes(output_bytes::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));\n        let tensor = op.ir(tensor);\n        let scales = op.ir(qparams.scales);\n        op.run(|ctx| {\n            let tensor = ctx.float(tensor);\n            let scales = ctx.float(scales);\n            let out = <I as QTensorOps<I>>::quantize(tensor, scheme, QuantizationParametersPrimitive { scales });\n            ctx.quantized_out(out)\n        })\n    }",
     "q_into_data": "    fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {\n        let mut op = NativeOp::new(\"q_into_data\", tensor.tensor.client.clone());\n        // Held until the engine has taken the read (see `native::read`).\n        let held = tensor.clone();\n        let tensor = op.ir(tensor);\n        let data = op.run(|ctx| <I as QTensorOps<I>>::q_into_data(ctx.quantized(tensor)));\n        drop(held);\n        data\n    }",
     "q_device": "    fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self> {\n        tensor.tensor.client.device()\n    }",
     "q_to_device": "    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {\n        crate::backend::native::q_to_device(tensor, device)\n    }",
@@ -497,7 +497,7 @@ HEADER = [
     "#![allow(unused_variables, unused_imports, dead_code, clippy::all)]",
     "",
     "use crate::backend::in_flight;",
-    "use crate::backend::native::{NativeOp, expect, read};",
+    "use crate::backend::native::{NativeOp, output_bytes, read};",
     "use crate::backend::{Swap, SwapChannel};",
     "use burn_backend::ops::*;",
     "use burn_backend::tensor::*;",

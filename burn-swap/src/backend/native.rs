@@ -63,7 +63,7 @@ impl<I: BackendIr> NativeOp<I> {
 
     /// Gives its outputs' size, known from its arguments (an `arange`'s range, a `full`'s
     /// shape, an `unfold`'s kernel): room is made for exactly that before it runs.
-    pub fn expect(mut self, bytes: u64) -> Self {
+    pub fn with_output_bytes(mut self, bytes: u64) -> Self {
         self.expected = Some(bytes);
         self
     }
@@ -231,7 +231,7 @@ pub(crate) fn q_to_device<I: BackendIr>(
 }
 
 /// The outputs' size of the native ops whose size follows from their arguments.
-pub(crate) mod expect {
+pub(crate) mod output_bytes {
     use burn_backend::ops::{ConvTransposeOptions, UnfoldOptions};
     use burn_backend::quantization::QuantScheme;
     use burn_backend::{DType, Shape};
@@ -373,7 +373,7 @@ pub(crate) mod expect {
 
 #[cfg(test)]
 mod tests {
-    use super::expect;
+    use super::output_bytes;
     use burn_backend::ops::ConvTransposeOptions;
     use burn_backend::{DType, Shape};
     use burn_std::BoolStore;
@@ -383,16 +383,16 @@ mod tests {
         let column = Shape::from(vec![64, 1]);
         let row = Shape::from(vec![1, 64]);
         let native = DType::Bool(BoolStore::Native);
-        assert_eq!(expect::broadcast(&[&column, &row], native), 64 * 64);
+        assert_eq!(output_bytes::broadcast(&[&column, &row], native), 64 * 64);
         // CubeCL's u32 bools: four bytes each, twice an f16's width.
         let u32s = DType::Bool(BoolStore::U32);
-        assert_eq!(expect::broadcast(&[&column], u32s), 64 * 4);
+        assert_eq!(output_bytes::broadcast(&[&column], u32s), 64 * 4);
         // A lower-rank operand aligns with the trailing dimensions.
         let bias = Shape::from(vec![8]);
         let x = Shape::from(vec![3, 1, 8]);
-        assert_eq!(expect::broadcast(&[&x, &bias], native), 24);
+        assert_eq!(output_bytes::broadcast(&[&x, &bias], native), 24);
         // No operand (an `any` over a whole tensor): one element.
-        assert_eq!(expect::broadcast(&[], u32s), 4);
+        assert_eq!(output_bytes::broadcast(&[], u32s), 4);
     }
 
     #[test]
@@ -402,7 +402,7 @@ mod tests {
         let grad = Shape::from(vec![2, 4, 16, 16]);
         let options = ConvTransposeOptions::new([2, 2], [1, 1], [1, 1], [1, 1], 1);
         assert_eq!(
-            expect::conv_transpose_x(&weight, &grad, DType::F32, &options),
+            output_bytes::conv_transpose_x(&weight, &grad, DType::F32, &options),
             (2 * 32 * 8 * 8 * 4) as u64
         );
         // Dilation 2, kernel 3, no padding, stride 1: out = in + 4.
@@ -410,7 +410,7 @@ mod tests {
         let grad = Shape::from(vec![1, 1, 14]);
         let options = ConvTransposeOptions::new([1], [0], [0], [2], 1);
         assert_eq!(
-            expect::conv_transpose_x(&weight, &grad, DType::F16, &options),
+            output_bytes::conv_transpose_x(&weight, &grad, DType::F16, &options),
             (6 * 10 * 2) as u64
         );
     }

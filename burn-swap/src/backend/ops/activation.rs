@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;

@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -105,7 +105,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("bool_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
+        let mut op = NativeOp::new("bool_not_equal", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -143,7 +143,7 @@ impl<I: BackendIr> BoolTensorOps<Self> for Swap<I> {
     }
     fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("bool_xor", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
+        let mut op = NativeOp::new("bool_xor", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], burn_backend::TensorMetadata::dtype(&lhs)));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {

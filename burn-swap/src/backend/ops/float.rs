@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -220,7 +220,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
+        let mut op = NativeOp::new("float_not_equal", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -236,7 +236,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
+        let mut op = NativeOp::new("float_not_equal_elem", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
             let lhs = ctx.float(lhs);
@@ -534,7 +534,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_any(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
+        let mut op = NativeOp::new("float_any", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -544,7 +544,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_any_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("float_any_dim", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -554,7 +554,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_all(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
+        let mut op = NativeOp::new("float_all", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -564,7 +564,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_all_dim(tensor: FloatTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("float_all_dim", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -635,7 +635,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_is_nan", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("float_is_nan", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -645,7 +645,7 @@ impl<I: BackendIr> FloatTensorOps<Self> for Swap<I> {
     }
     fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("float_is_inf", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("float_is_inf", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);

@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -101,7 +101,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_not_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_not_equal", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
+        let mut op = NativeOp::new("int_not_equal", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs), &burn_backend::TensorMetadata::shape(&rhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         let rhs = op.ir(rhs);
         op.run(|ctx| {
@@ -117,7 +117,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_not_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
+        let mut op = NativeOp::new("int_not_equal_elem", lhs.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&lhs)], out_dtype.into()));
         let lhs = op.ir(lhs);
         op.run(|ctx| {
             let lhs = ctx.int(lhs);
@@ -263,7 +263,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device)).expect(expect::shape(&shape, dtype.into()));
+        let op = NativeOp::new("int_full", get_client::<SwapChannel<I>>(device)).with_output_bytes(output_bytes::shape(&shape, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_full(shape, fill_value, device, dtype);
             ctx.int_out(out)
@@ -388,7 +388,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_arange_step(range: Range<i64>, step: usize, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, step, dtype.into()));
+        let op = NativeOp::new("int_arange_step", get_client::<SwapChannel<I>>(device)).with_output_bytes(output_bytes::arange(&range, step, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange_step(range, step, device, dtype);
             ctx.int_out(out)
@@ -396,7 +396,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_arange(range: Range<i64>, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
         let _op = in_flight::Op::enter();
-        let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device)).expect(expect::arange(&range, 1, dtype.into()));
+        let op = NativeOp::new("int_arange", get_client::<SwapChannel<I>>(device)).with_output_bytes(output_bytes::arange(&range, 1, dtype.into()));
         op.run(|ctx| {
             let out = <I as IntTensorOps<I>>::int_arange(range, device, dtype);
             ctx.int_out(out)
@@ -404,7 +404,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_any(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_any", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
+        let mut op = NativeOp::new("int_any", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -414,7 +414,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_any_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_any_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("int_any_dim", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -424,7 +424,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_all(tensor: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_all", tensor.client.clone()).expect(expect::broadcast(&[], out_dtype.into()));
+        let mut op = NativeOp::new("int_all", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);
@@ -434,7 +434,7 @@ impl<I: BackendIr> IntTensorOps<Self> for Swap<I> {
     }
     fn int_all_dim(tensor: IntTensor<Self>, dim: usize, out_dtype: BoolDType) -> BoolTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("int_all_dim", tensor.client.clone()).expect(expect::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
+        let mut op = NativeOp::new("int_all_dim", tensor.client.clone()).with_output_bytes(output_bytes::broadcast(&[&burn_backend::TensorMetadata::shape(&tensor)], out_dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.int(tensor);

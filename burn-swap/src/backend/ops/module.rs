@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -124,7 +124,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn conv_transpose1d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<1>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
+        let mut op = NativeOp::new("conv_transpose1d_x_backward", weight.client.clone()).with_output_bytes(output_bytes::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
@@ -168,7 +168,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn conv_transpose2d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<2>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
+        let mut op = NativeOp::new("conv_transpose2d_x_backward", weight.client.clone()).with_output_bytes(output_bytes::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
@@ -212,7 +212,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvTransposeOptions<3>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone()).expect(expect::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
+        let mut op = NativeOp::new("conv_transpose3d_x_backward", weight.client.clone()).with_output_bytes(output_bytes::conv_transpose_x(&burn_backend::TensorMetadata::shape(&weight), &burn_backend::TensorMetadata::shape(&output_grad), burn_backend::TensorMetadata::dtype(&output_grad), &options));
         let weight = op.ir(weight);
         let output_grad = op.ir(output_grad);
         op.run(|ctx| {
@@ -252,7 +252,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn unfold4d(x: FloatTensor<Self>, kernel_size: [usize; 2], options: UnfoldOptions) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("unfold4d", x.client.clone()).expect(expect::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options));
+        let mut op = NativeOp::new("unfold4d", x.client.clone()).with_output_bytes(output_bytes::unfold4d(&burn_backend::TensorMetadata::shape(&x), burn_backend::TensorMetadata::dtype(&x), kernel_size, &options));
         let x = op.ir(x);
         op.run(|ctx| {
             let x = ctx.float(x);
@@ -382,7 +382,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("rfft", signal.client.clone()).expect(expect::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n));
+        let mut op = NativeOp::new("rfft", signal.client.clone()).with_output_bytes(output_bytes::rfft(&burn_backend::TensorMetadata::shape(&signal), burn_backend::TensorMetadata::dtype(&signal), dim, n));
         let signal = op.ir(signal);
         op.run(|ctx| {
             let signal = ctx.float(signal);
@@ -393,7 +393,7 @@ impl<I: BackendIr> ModuleOps<Self> for Swap<I> {
     }
     fn irfft(spectrum_re: FloatTensor<Self>, spectrum_im: FloatTensor<Self>, dim: usize, n: Option<usize>) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("irfft", spectrum_re.client.clone()).expect(expect::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n));
+        let mut op = NativeOp::new("irfft", spectrum_re.client.clone()).with_output_bytes(output_bytes::irfft(&burn_backend::TensorMetadata::shape(&spectrum_re), burn_backend::TensorMetadata::dtype(&spectrum_re), dim, n));
         let spectrum_re = op.ir(spectrum_re);
         let spectrum_im = op.ir(spectrum_im);
         op.run(|ctx| {

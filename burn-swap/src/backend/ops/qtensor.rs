@@ -3,7 +3,7 @@
 #![allow(unused_variables, unused_imports, dead_code, clippy::all)]
 
 use crate::backend::in_flight;
-use crate::backend::native::{NativeOp, expect, read};
+use crate::backend::native::{NativeOp, output_bytes, read};
 use crate::backend::{Swap, SwapChannel};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
@@ -21,7 +21,7 @@ type R<I> = BackendRouter<SwapChannel<I>>;
 impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     fn q_from_data(data: TensorData, device: &Device<Self>) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let op = NativeOp::new("q_from_data", get_client::<SwapChannel<I>>(device)).expect(data.bytes.len() as u64);
+        let op = NativeOp::new("q_from_data", get_client::<SwapChannel<I>>(device)).with_output_bytes(data.bytes.len() as u64);
         op.run(|ctx| {
             let out = <I as QTensorOps<I>>::q_from_data(data, device);
             ctx.quantized_out(out)
@@ -29,7 +29,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("quantize", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
+        let mut op = NativeOp::new("quantize", tensor.client.clone()).with_output_bytes(output_bytes::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         let scales = op.ir(qparams.scales);
         op.run(|ctx| {
@@ -41,7 +41,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn quantize_dynamic(tensor: FloatTensor<Self>, scheme: &QuantScheme) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone()).expect(expect::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
+        let mut op = NativeOp::new("quantize_dynamic", tensor.client.clone()).with_output_bytes(output_bytes::quantized(&burn_backend::TensorMetadata::shape(&tensor), scheme));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.float(tensor);
@@ -51,7 +51,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn dequantize(tensor: QuantizedTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("dequantize", tensor.tensor.client.clone()).expect(expect::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
+        let mut op = NativeOp::new("dequantize", tensor.tensor.client.clone()).with_output_bytes(output_bytes::shape(&burn_backend::TensorMetadata::shape(&tensor), dtype.into()));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -89,7 +89,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone()).expect(expect::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, burn_backend::TensorMetadata::dtype(&tensor)));
+        let mut op = NativeOp::new("q_expand", tensor.tensor.client.clone()).with_output_bytes(output_bytes::quantized_expand(&burn_backend::TensorMetadata::shape(&tensor), &shape, burn_backend::TensorMetadata::dtype(&tensor)));
         let tensor = op.ir(tensor);
         op.run(|ctx| {
             let tensor = ctx.quantized(tensor);
@@ -129,7 +129,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn q_select(tensor: QuantizedTensor<Self>, dim: usize, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("q_select", tensor.tensor.client.clone()).expect(expect::select(&burn_backend::TensorMetadata::shape(&tensor), burn_backend::TensorMetadata::dtype(&tensor), dim, &burn_backend::TensorMetadata::shape(&indices)));
+        let mut op = NativeOp::new("q_select", tensor.tensor.client.clone()).with_output_bytes(output_bytes::select(&burn_backend::TensorMetadata::shape(&tensor), burn_backend::TensorMetadata::dtype(&tensor), dim, &burn_backend::TensorMetadata::shape(&indices)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {
@@ -151,7 +151,7 @@ impl<I: BackendIr> QTensorOps<Self> for Swap<I> {
     }
     fn q_gather(dim: usize, tensor: QuantizedTensor<Self>, indices: IntTensor<Self>) -> QuantizedTensor<Self> {
         let _op = in_flight::Op::enter();
-        let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone()).expect(expect::gather(&burn_backend::TensorMetadata::shape(&indices), burn_backend::TensorMetadata::dtype(&tensor)));
+        let mut op = NativeOp::new("q_gather", tensor.tensor.client.clone()).with_output_bytes(output_bytes::gather(&burn_backend::TensorMetadata::shape(&indices), burn_backend::TensorMetadata::dtype(&tensor)));
         let tensor = op.ir(tensor);
         let indices = op.ir(indices);
         op.run(|ctx| {

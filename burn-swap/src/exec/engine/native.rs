@@ -139,7 +139,7 @@ impl<B: BackendIr> Engine<B> {
 /// grid) are computed; every other native op (activations, norms, sorts, transposes) makes
 /// one output no larger than its largest input. Ops without tensor inputs (`int_arange`,
 /// `int_full`) and `unfold4d` have their outputs' size given by the caller, from the op's
-/// arguments (see `backend::native::NativeOp::expect`).
+/// arguments (see `backend::native::NativeOp::with_output_bytes`).
 fn native_output_bytes(name: &str, inputs: &[TensorIr]) -> u64 {
     let largest = inputs
         .iter()
