@@ -3,6 +3,7 @@
 use core::fmt;
 use serde::{Deserialize, Serialize};
 
+use crate::config::{Compression, EvictionScore, Policy};
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
 pub use crate::exec::{
@@ -22,10 +23,12 @@ pub struct Report {
     pub backend: String,
     /// Whether burn-swap was on.
     pub enabled: bool,
-    /// The policy in force.
-    pub policy: String,
-    /// The eviction score in force.
-    pub eviction: String,
+    /// The policy in force (in JSON its name: `planned`).
+    #[serde(with = "as_text")]
+    pub policy: Policy,
+    /// The eviction score in force (in JSON its name: `dtr`).
+    #[serde(with = "as_text")]
+    pub eviction: EvictionScore,
     /// The budget in bytes, `None` when unlimited.
     pub budget_bytes: Option<u64>,
     /// Bytes resident on the device now (as [`crate::Memory::resident_bytes`]).
@@ -191,8 +194,10 @@ pub struct Report {
     pub planned_offloads: usize,
     /// Recomputations per iteration in the plan in force.
     pub planned_recomputes: usize,
-    /// The compression mode in force (`off`, `on`, `auto`).
-    pub compression: String,
+    /// The compression mode in force (in JSON as `BURN_SWAP_COMPRESS` takes it: `off`, `on`,
+    /// `auto`, `on:0.7`).
+    #[serde(with = "as_text")]
+    pub compression: Compression,
     /// Raw bytes of every offload (what moved before compression).
     pub raw_bytes: u64,
     /// Bytes that offloads moved to host memory (compressed where it paid).
@@ -303,8 +308,8 @@ impl Report {
         Report {
             backend,
             enabled: f.config.enabled,
-            policy: f.config.policy.name().to_string(),
-            eviction: format!("{:?}", f.config.eviction).to_lowercase(),
+            policy: f.config.policy,
+            eviction: f.config.eviction,
             budget_bytes: f.budget,
             host_budget_bytes: f.config.host_budget(),
             resident_bytes: f.books.resident,
@@ -364,7 +369,7 @@ impl Report {
             predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
             planned_offloads: f.planned_offloads,
             planned_recomputes: f.planned_recomputes,
-            compression: f.config.compression.name().to_string(),
+            compression: f.config.compression,
             raw_bytes: c.raw_bytes,
             moved_bytes: c.moved_bytes,
             compression_ratio: if c.moved_bytes == 0 {
@@ -481,7 +486,7 @@ impl Report {
         if self.budget_overshoots > 0 {
             row("budget overshoots", self.budget_overshoots.to_string());
         }
-        if self.compression != "off" {
+        if self.compression != Compression::Off {
             row(
                 "compression",
                 format!(
@@ -649,5 +654,26 @@ impl Report {
                 format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),
             );
         }
+    }
+}
+
+/// Serde of a configuration enum as its text (`planned`, `lru`, `on:0.7`), so that the
+/// report's JSON keeps the strings it has always had while the report holds the enum.
+mod as_text {
+    use core::fmt::Display;
+    use core::str::FromStr;
+
+    pub fn serialize<T: Display, S: serde::Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: serde::Deserializer<'de>,
+    {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }

@@ -51,6 +51,10 @@ fn check(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(json["raw_bytes"].as_u64(), Some(report.raw_bytes));
         assert_eq!(json["moved_bytes"].as_u64(), Some(report.moved_bytes));
+        // The compression in force, as `BURN_SWAP_COMPRESS` takes it, reads back as itself.
+        let back: burn_swap::Report = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(back.compression, report.compression);
+        assert_ne!(report.compression, burn_swap::Compression::Off);
         println!(
             "{what}: {} raw -> {} moved ({:.2}x), {} of {} offloads compressed",
             report.raw_bytes,

@@ -55,11 +55,15 @@ fn bit_identical_train_mlp_at_a_quarter_of_the_peak_reactive_and_planned() {
         assert_eq!(budget, swapped.warm_up_peak.unwrap() / 4);
         assert!(report.peak_bytes <= budget, "{report}");
         assert!(report.offloaded_bytes > 0, "{report}");
-        assert_eq!(report.policy, policy.name());
+        assert_eq!(report.policy, policy);
 
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
         assert_eq!(json["budget_bytes"].as_u64(), Some(budget));
+        // The typed fields keep their JSON strings.
+        assert_eq!(json["policy"].as_str(), Some(policy.name()));
+        assert_eq!(json["eviction"].as_str(), Some("dtr"));
+        assert_eq!(json["compression"].as_str(), Some("off"));
         assert!(json["peak_bytes"].as_u64().unwrap() <= budget);
         assert!(json["offloaded_bytes"].as_u64().unwrap() > 0);
         assert!(json["exposed_wait_seconds"].as_f64().is_some());

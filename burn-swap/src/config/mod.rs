@@ -115,6 +115,12 @@ impl Policy {
     }
 }
 
+impl core::fmt::Display for Policy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl core::str::FromStr for Policy {
     type Err = ParseError;
 
@@ -174,6 +180,12 @@ impl Planner {
     }
 }
 
+impl core::fmt::Display for Planner {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl core::str::FromStr for Planner {
     type Err = ParseError;
 
@@ -207,6 +219,42 @@ pub enum EvictionScore {
     Lru,
     /// Largest first, ties broken by least recently used.
     Largest,
+}
+
+impl EvictionScore {
+    /// Every score.
+    pub const ALL: [EvictionScore; 3] = [
+        EvictionScore::Dtr,
+        EvictionScore::Lru,
+        EvictionScore::Largest,
+    ];
+
+    /// The name used in `BURN_SWAP_EVICTION` and in the report (`dtr`, `lru`, `largest`).
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionScore::Dtr => "dtr",
+            EvictionScore::Lru => "lru",
+            EvictionScore::Largest => "largest",
+        }
+    }
+}
+
+impl core::fmt::Display for EvictionScore {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl core::str::FromStr for EvictionScore {
+    type Err = ParseError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let value = value.trim().to_ascii_lowercase();
+        EvictionScore::ALL
+            .into_iter()
+            .find(|e| e.name() == value)
+            .ok_or_else(|| format!("`{value}`: expected one of `dtr`, `lru`, `largest`").into())
+    }
 }
 
 /// The configuration of burn-swap for one device, built by its constructors and `with_*`
@@ -547,18 +595,13 @@ impl SwapConfig {
             })?;
         }
         if let Some(value) = lookup("BURN_SWAP_EVICTION") {
-            self.eviction = match value.trim().to_ascii_lowercase().as_str() {
-                "dtr" => EvictionScore::Dtr,
-                "lru" => EvictionScore::Lru,
-                "largest" => EvictionScore::Largest,
-                _ => {
-                    return Err(invalid(
-                        "BURN_SWAP_EVICTION",
-                        &value,
-                        "expected one of `dtr`, `lru`, `largest`",
-                    ));
-                }
-            };
+            self.eviction = value.parse().map_err(|_: ParseError| {
+                invalid(
+                    "BURN_SWAP_EVICTION",
+                    &value,
+                    "expected one of `dtr`, `lru`, `largest`",
+                )
+            })?;
         }
         if let Some(value) = lookup("BURN_SWAP_COMPRESS") {
             self.compression = parse_compression(&value)
@@ -680,6 +723,21 @@ impl Compression {
             Compression::Off => "off",
             Compression::On { .. } => "on",
             Compression::Auto { .. } => "auto",
+        }
+    }
+}
+
+/// As `BURN_SWAP_COMPRESS` takes it: `off`, `on`, `auto`, with `:ratio` when the threshold is
+/// not the default (`on:0.7`); parsing it gives the same value back.
+impl core::fmt::Display for Compression {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Compression::On { max_ratio } | Compression::Auto { max_ratio }
+                if max_ratio != Compression::DEFAULT_MAX_RATIO =>
+            {
+                write!(f, "{}:{max_ratio}", self.name())
+            }
+            _ => f.write_str(self.name()),
         }
     }
 }

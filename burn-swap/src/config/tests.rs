@@ -198,3 +198,34 @@ fn a_planner_the_policy_rules_out_is_refused_by_name() {
         "{error}"
     );
 }
+
+#[test]
+fn every_choice_reads_back_from_its_text() {
+    for policy in Policy::ALL {
+        assert_eq!(policy.to_string().parse::<Policy>().unwrap(), policy);
+    }
+    for planner in Planner::ALL {
+        assert_eq!(planner.to_string().parse::<Planner>().unwrap(), planner);
+    }
+    for eviction in EvictionScore::ALL {
+        assert_eq!(
+            eviction.to_string().parse::<EvictionScore>().unwrap(),
+            eviction
+        );
+    }
+    for (compression, text) in [
+        (Compression::Off, "off"),
+        (
+            Compression::On {
+                max_ratio: Compression::DEFAULT_MAX_RATIO,
+            },
+            "on",
+        ),
+        (Compression::On { max_ratio: 0.7 }, "on:0.7"),
+        (Compression::Auto { max_ratio: 0.5 }, "auto:0.5"),
+    ] {
+        assert_eq!(compression.to_string(), text);
+        assert_eq!(text.parse::<Compression>().unwrap(), compression);
+    }
+    assert!("most-recent".parse::<EvictionScore>().is_err());
+}
