@@ -6,12 +6,13 @@
 //! ```
 //!
 //! Options: `--steps N` (20), `--batch N` (256), `--width N` (1024), `--depth N` (4),
-//! `--budget B` (bytes such as `64MiB`, or a fraction such as `0.25` of the counted peak of one
+//! `--lr` (1e-3), `--budget B` (bytes such as `64MiB`, or a fraction such as `0.25` of the counted peak of one
 //! unbudgeted warm-up step, which runs first in every build),
 //! `--policy reactive|planned|offload-only|recompute-only`, `--compress` (zero-value
 //! compression of offloads; `--compress-mode auto|on:0.7` to choose), `--eviction dtr|lru|largest`,
 //! `--report-json PATH`, `--trace-json PATH` (the last complete iteration's trace),
-//! `--device flex|wgpu|cuda` (wgpu and cuda with their features).
+//! `--plot PATH` (its memory timeline, SVG), `--device flex|wgpu|cuda` (wgpu and cuda with
+//! their features): the options `train_gpt` and `train_cnn` take, and the model's.
 
 use std::process::ExitCode;
 
@@ -41,11 +42,12 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(
-        std::env::args().skip(1),
-        MlpOptions::FLAGS,
-        MlpOptions::KNOWN,
-    )?;
+    let known: Vec<&str> = trainers::KNOWN
+        .iter()
+        .chain(MlpOptions::KNOWN)
+        .copied()
+        .collect();
+    let args = Args::parse(std::env::args().skip(1), trainers::FLAGS, &known)?;
     let options = MlpOptions::from_args(&args)?;
     let m = options.model;
     let device = args.value("device").unwrap_or("flex");
@@ -59,7 +61,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         m.depth,
         m.hidden,
         m.batch,
-        options.steps
+        options.run.steps
     );
     let outcome = match device {
         "flex" => train::<On<Flex>>(&options, &FlexDevice)?,
@@ -74,7 +76,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             return Err(burn_swap_suite::cli::unknown_device(other).into());
         }
     };
-    trainers::print_outcome(&outcome, &options.swap);
+    trainers::print_outcome(&outcome, &options.run.swap);
     Ok(())
 }
 
@@ -89,7 +91,7 @@ fn train<B: AutodiffBackend>(
     let warm_up_peak = trainer.warm_up()?;
     // burn-swap, line one: the budget, before the training loop.
     if let Some(peak) = warm_up_peak {
-        burn_swap::configure(device, options.swap.config(peak))?;
+        burn_swap::configure(device, options.run.swap.config(peak))?;
         burn_swap::reset_counters(device);
     }
     trainer.train()?;

@@ -41,9 +41,16 @@ same_loss() {
     echo "$1 and $2: the same last loss ($swapped)"
 }
 
-run mlp-swap swap,wgpu train_mlp --steps 2 --budget 0.25 --report-json "$out/r.json"
-run mlp-plain wgpu train_mlp --steps 2
+# Every trainer takes the shared options: train_mlp with `--plot` (4 steps: a complete
+# iteration traced) and `--lr`, as train_cnn below.
+run mlp-swap swap,wgpu train_mlp --steps 4 --lr 1e-3 --budget 0.25 --report-json "$out/r.json" \
+    --plot "$out/mlp-timeline.svg"
+run mlp-plain wgpu train_mlp --steps 4 --lr 1e-3
 same_loss mlp-swap mlp-plain
+grep -q '<svg' "$out/mlp-timeline.svg" || {
+    echo "run-examples: train_mlp --plot wrote no SVG" >&2
+    exit 1
+}
 python3 - "$out/r.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))

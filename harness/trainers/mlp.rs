@@ -4,7 +4,7 @@ use std::error::Error;
 
 use burn::tensor::backend::AutodiffBackend;
 
-use super::{RunOutcome, SwapOptions, Trainer};
+use super::{RunOptions, RunOutcome, SwapOptions, Trainer};
 use crate::cli::Args;
 use crate::models::{Mlp, MlpConfig};
 use crate::train::init_mlp;
@@ -12,24 +12,20 @@ use crate::train::init_mlp;
 /// The options of `train_mlp`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MlpOptions {
-    /// Steps after the warm-up step.
-    pub steps: usize,
     /// Model and batch sizes.
     pub model: MlpConfig,
-    /// Learning rate of Adam.
-    pub learning_rate: f64,
-    /// burn-swap's options.
-    pub swap: SwapOptions,
-    /// Show a progress bar.
-    pub progress: bool,
+    /// Steps, learning rate, burn-swap's options, progress bar.
+    pub run: RunOptions,
 }
 
 impl MlpOptions {
-    /// The options from the command line: `--steps N` (20), `--batch N` (256), `--width N`
-    /// (1024), `--depth N` (4), and the [`SwapOptions`].
+    /// The valued options beyond the shared ones.
+    pub const KNOWN: &'static [&'static str] = &["width", "depth", "lr"];
+
+    /// The options from the command line: `--width N` (1024), `--depth N` (4), `--batch N`
+    /// (256), `--steps N` (20), `--lr` (1e-3), and the [`SwapOptions`].
     pub fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
         Ok(Self {
-            steps: args.get("steps", 20)?,
             model: MlpConfig {
                 d_in: 256,
                 hidden: args.get("width", 1024)?,
@@ -38,29 +34,14 @@ impl MlpOptions {
                 batch: args.get("batch", 256)?,
                 seed: 17,
             },
-            learning_rate: 1e-3,
-            swap: SwapOptions::from_args(args)?,
-            progress: true,
+            run: RunOptions {
+                steps: args.get("steps", 20)?,
+                learning_rate: args.get("lr", 1e-3)?,
+                swap: SwapOptions::from_args(args)?,
+                progress: true,
+            },
         })
     }
-
-    /// The bare flags `from_args` accepts.
-    pub const FLAGS: &'static [&'static str] = &["compress"];
-
-    /// The valued options `from_args` accepts.
-    pub const KNOWN: &'static [&'static str] = &[
-        "steps",
-        "batch",
-        "width",
-        "depth",
-        "budget",
-        "policy",
-        "compress-mode",
-        "eviction",
-        "report-json",
-        "trace-json",
-        "device",
-    ];
 }
 
 /// The MLP's trainer (see [`super::Trainer`]).
@@ -71,15 +52,13 @@ pub fn trainer<'a, B: AutodiffBackend>(
 ) -> Result<Trainer<'a, B, Mlp<B>>, Box<dyn Error>> {
     let config = options.model;
     let model = init_mlp::<B>(&config, device, 42);
-    let run = super::RunOptions {
-        steps: options.steps,
-        learning_rate: options.learning_rate,
-        swap: options.swap.clone(),
-        progress: options.progress,
-    };
-    Trainer::new(model, &run, device, swap, move |m: &Mlp<B>, step| {
-        m.loss(&config, step, device)
-    })
+    Trainer::new(
+        model,
+        &options.run,
+        device,
+        swap,
+        move |m: &Mlp<B>, step| m.loss(&config, step, device),
+    )
 }
 
 /// Trains an MLP (see [`super::drive`]).

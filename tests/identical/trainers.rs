@@ -10,7 +10,6 @@ use burn_swap_suite::trainers::mlp::{self, MlpOptions};
 
 fn options(swap: SwapOptions) -> MlpOptions {
     MlpOptions {
-        steps: 8,
         // Deep and narrow with a large batch: saved activations dominate the peak, so a
         // quarter of it still holds the largest single op.
         model: MlpConfig {
@@ -21,9 +20,7 @@ fn options(swap: SwapOptions) -> MlpOptions {
             batch: 512,
             seed: 17,
         },
-        learning_rate: 1e-3,
-        swap,
-        progress: false,
+        run: run_options(swap, 8),
     }
 }
 
@@ -88,9 +85,9 @@ fn swap_options_without_swap_are_refused() {
     assert!(err.to_string().contains("need the `swap` feature"));
 }
 
-fn run_options(swap: SwapOptions) -> burn_swap_suite::trainers::RunOptions {
+fn run_options(swap: SwapOptions, steps: usize) -> burn_swap_suite::trainers::RunOptions {
     burn_swap_suite::trainers::RunOptions {
-        steps: 6,
+        steps,
         learning_rate: 1e-3,
         swap,
         progress: false,
@@ -132,7 +129,7 @@ fn bit_identical_train_gpt_at_a_quarter_of_the_peak() {
     both_ways("train_gpt", |swap, on| {
         let options = GptOptions {
             model,
-            run: run_options(swap),
+            run: run_options(swap, 6),
         };
         if on {
             gpt::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap()
@@ -154,7 +151,7 @@ fn bit_identical_train_cnn_at_a_quarter_of_the_peak() {
     both_ways("train_cnn", |swap, on| {
         let options = CnnOptions {
             model,
-            run: run_options(swap),
+            run: run_options(swap, 6),
         };
         if on {
             cnn::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap()
@@ -180,10 +177,13 @@ fn plot_draws_the_memory_timeline() {
             batch: 8,
             ..ResNetConfig::small()
         },
-        run: run_options(SwapOptions {
-            plot: Some(path.clone()),
-            ..quarter()
-        }),
+        run: run_options(
+            SwapOptions {
+                plot: Some(path.clone()),
+                ..quarter()
+            },
+            6,
+        ),
     };
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::restart_trace(&FlexDevice);
