@@ -264,7 +264,7 @@ impl<B: BackendIr> Engine<B> {
 
     fn consume_if_last(&mut self, tensor: &TensorIr) {
         if tensor.status == TensorStatus::ReadWrite {
-            self.release_by_burn(&tensor.id);
+            self.remove_unless_pinned(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
             entry.last_use = self.history.now;
         }
@@ -321,7 +321,7 @@ impl<B: BackendIr> Engine<B> {
             self.consume_if_last(tensor);
             return Some(data);
         }
-        match self.forget(&tensor.id)?.into_state() {
+        match self.remove(&tensor.id)?.into_state() {
             State::Offloaded(copy) => Some(copy.into_data()),
             _ => None,
         }

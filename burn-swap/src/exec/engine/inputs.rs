@@ -232,7 +232,7 @@ impl<B: BackendIr> Engine<B> {
             if status == TensorStatus::ReadWrite {
                 // Kept by the op (read only) because it is shared: released below.
                 if !self.op.shared_reads.contains(&id) {
-                    self.release_by_burn(&id);
+                    self.remove_unless_pinned(&id);
                 }
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;

@@ -1,5 +1,8 @@
-//! Tensors leaving the books: released by Burn, discarded, forgotten, dropped, and what
-//! they held (pins of their recipes, their group) let go.
+//! Tensors leaving the books. One verb, *remove*: [`Engine::remove`] takes a tensor out of
+//! the books; `remove_with_handle` drops its device handle too, `remove_was_on_device` keeps
+//! of the entry only whether the device held it, `remove_unless_pinned` leaves a tensor a
+//! recipe still reads as an orphan, `remove_dropped` is Burn's drop. What a removed tensor
+//! held (its recipe's pins, its group) is released by `release_holdings`.
 
 use burn_ir::{BackendIr, TensorId, TensorStatus};
 
@@ -10,25 +13,25 @@ impl<B: BackendIr> Engine<B> {
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
     #[inline]
-    pub(super) fn release_by_burn(&mut self, id: &TensorId) {
-        if let Some(gone) = self.residency.release(id) {
-            self.let_go(*id, gone.recipe, gone.group);
+    pub(super) fn remove_unless_pinned(&mut self, id: &TensorId) {
+        if let Some(gone) = self.residency.remove_unless_pinned(id) {
+            self.release_holdings(*id, gone.recipe, gone.group);
         }
     }
 
-    /// [`Self::forget`], keeping of the entry only whether the device held it (`None`: it
+    /// [`Self::remove`], keeping of the entry only whether the device held it (`None`: it
     /// was not in the books).
     #[inline]
-    pub(super) fn discard(&mut self, id: &TensorId) -> Option<bool> {
-        let gone = self.residency.discard(id)?;
-        self.let_go(*id, gone.recipe, gone.group);
+    pub(super) fn remove_was_on_device(&mut self, id: &TensorId) -> Option<bool> {
+        let gone = self.residency.remove_parts(id)?;
+        self.release_holdings(*id, gone.recipe, gone.group);
         Some(gone.on_device)
     }
 
     /// What a tensor taken out of the books held: its recipe's inputs are unpinned, its
     /// group lets go of it.
     #[inline]
-    pub(super) fn let_go(
+    pub(super) fn release_holdings(
         &mut self,
         id: TensorId,
         recipe: Option<Box<Recipe>>,
@@ -46,29 +49,31 @@ impl<B: BackendIr> Engine<B> {
 
     /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
     #[inline]
-    pub(super) fn forget(&mut self, id: &TensorId) -> Option<Entry> {
-        let mut entry = self.residency.forget(id)?;
-        self.let_go(*id, entry.recipe.take(), entry.take_group());
+    pub(super) fn remove(&mut self, id: &TensorId) -> Option<Entry> {
+        let mut entry = self.residency.remove(id)?;
+        self.release_holdings(*id, entry.recipe.take(), entry.take_group());
         Some(entry)
     }
 
     /// Removes a tensor from the books and from the device.
-    pub(super) fn release(&mut self, id: TensorId) {
-        if let Some(entry) = self.forget(&id)
+    pub(super) fn remove_with_handle(&mut self, id: TensorId) {
+        if let Some(entry) = self.remove(&id)
             && entry.state().on_device()
         {
             self.handles.remove(&id);
         }
     }
 
-    pub(super) fn drop_tensor(&mut self, id: TensorId) {
+    /// Burn dropped a tensor: it leaves the books and the device, unless a recipe still reads
+    /// it (an orphan then).
+    pub(super) fn remove_dropped(&mut self, id: TensorId) {
         self.pin_for_views(id);
         if self.residency.is_pinned(&id) {
             // A recipe still reads it: it stays, as an orphan.
-            self.release_by_burn(&id);
+            self.remove_unless_pinned(&id);
             return;
         }
-        match self.discard(&id) {
+        match self.remove_was_on_device(&id) {
             // Nothing of it is left on the device.
             Some(false) => {}
             _ => {
@@ -86,9 +91,9 @@ impl<B: BackendIr> Engine<B> {
                 continue;
             }
             if self.residency.is_pinned(&id) {
-                self.release_by_burn(&id);
+                self.remove_unless_pinned(&id);
             } else {
-                self.release(id);
+                self.remove_with_handle(id);
             }
         }
         self.op.inputs.clear();

@@ -374,7 +374,7 @@ impl<B: BackendIr> Engine<B> {
             self.history.recorder.outputs_follow();
             self.record_end(live_before, self.resident());
         }
-        self.drop_tensor(id);
+        self.remove_dropped(id);
         self.op.inputs.clear();
         self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();

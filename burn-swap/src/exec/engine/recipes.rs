@@ -158,7 +158,7 @@ impl<B: BackendIr> Engine<B> {
             // Views that keep their op from it take their recipes now (pinning it again).
             self.pin_for_views(id);
             if !self.residency.is_pinned(&id) {
-                self.release(id);
+                self.remove_with_handle(id);
             }
         }
     }

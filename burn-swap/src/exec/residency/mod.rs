@@ -16,13 +16,13 @@
 //! Evicted ◀── evict (with a recipe)                              else Lost)
 //! ```
 //!
-//! `admit` puts a new tensor in the books as resident; `forget` takes one out in any state.
+//! `admit` puts a new tensor in the books as resident; `remove` takes one out in any state.
 //!
 //! **Buffers, not tensors.** A view (a transposed, sliced, expanded or reshaped tensor) shares
 //! the device buffer of the tensor it was made from. [`Residency::share`] puts tensors that
 //! share a buffer in one *shared buffer*, whose bytes are counted once, for as long as one of
 //! them holds it on the device; each of them counts nothing of its own. A tensor leaves its
-//! shared buffer when it leaves the device (offloaded, evicted, forgotten): a fetch or a
+//! shared buffer when it leaves the device (offloaded, evicted, removed): a fetch or a
 //! recomputation makes it a buffer of its own again, until the engine sees it share one.
 
 mod books;
@@ -39,8 +39,8 @@ pub(crate) use entry::{Entry, Group, Recipe, Remake, State};
 pub(crate) use host_copy::HostCopy;
 pub(crate) use views::ViewBooks;
 
-/// What [`Residency::discard`] leaves of an entry.
-pub(crate) struct Discarded {
+/// What [`Residency::remove_parts`] leaves of an entry.
+pub(crate) struct Removed {
     pub recipe: Option<Box<Recipe>>,
     pub group: Option<Box<Group>>,
     /// Whether the device held its bytes.
@@ -137,7 +137,7 @@ impl Residency {
         self.books.reset_peaks();
     }
 
-    /// A new tensor, resident. Replaces (and forgets) an entry of the same id.
+    /// A new tensor, resident. Replaces (and removes) an entry of the same id.
     #[inline]
     pub fn admit(&mut self, id: TensorId, entry: Entry) {
         debug_assert!(matches!(entry.state, State::Resident));
@@ -154,30 +154,30 @@ impl Residency {
 
     /// Takes a tensor out of the books, whatever its state.
     #[inline]
-    pub fn forget(&mut self, id: &TensorId) -> Option<Entry> {
+    pub fn remove(&mut self, id: &TensorId) -> Option<Entry> {
         let entry = self.entries.remove(id)?;
         self.unbook(&entry);
         self.leave_origin(entry.origin);
         Some(entry)
     }
 
-    /// [`Residency::forget`] for a caller that needs only what the entry leaves behind:
+    /// [`Residency::remove`] for a caller that needs only what the entry leaves behind:
     /// its recipe and group (to let go of) and whether the device held it. The entry is
     /// dropped here rather than moved out through the callers (each move of its 120 bytes is
     /// a copy, on the path of every op that consumes a tensor).
     #[inline]
-    pub fn discard(&mut self, id: &TensorId) -> Option<Discarded> {
-        // Not through `forget`: its return moves the entry once more (measured).
+    pub fn remove_parts(&mut self, id: &TensorId) -> Option<Removed> {
+        // Not through `remove`: its return moves the entry once more (measured).
         let entry = self.entries.remove(id)?;
         Some(self.settle(entry))
     }
 
     /// Takes an entry that left the table off the books, keeping what it leaves behind.
     #[inline]
-    fn settle(&mut self, mut entry: Entry) -> Discarded {
+    fn settle(&mut self, mut entry: Entry) -> Removed {
         self.unbook(&entry);
         self.leave_origin(entry.origin);
-        Discarded {
+        Removed {
             recipe: entry.recipe.take(),
             group: entry.take_group(),
             on_device: entry.state.on_device(),
@@ -186,10 +186,10 @@ impl Residency {
 
     /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan
     /// (`None`), holding no buffer of the unwrapped run (which would have dropped it); any
-    /// other leaves them as [`Residency::discard`] takes it. One lookup, on the path of every
+    /// other leaves them as [`Residency::remove_parts`] takes it. One lookup, on the path of every
     /// op that consumes a tensor.
     #[inline]
-    pub fn release(&mut self, id: &TensorId) -> Option<Discarded> {
+    pub fn remove_unless_pinned(&mut self, id: &TensorId) -> Option<Removed> {
         match self.entries.entry(*id) {
             hashbrown::hash_map::Entry::Occupied(slot) if slot.get().pins > 0 => {
                 let entry = slot.into_mut();

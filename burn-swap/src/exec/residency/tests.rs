@@ -35,13 +35,13 @@ fn check(r: &Residency) -> Books {
 }
 
 #[test]
-fn admit_and_forget_keep_the_books() {
+fn admit_and_remove_keep_the_books() {
     let mut r = three();
     assert_eq!(check(&r).resident, 2400);
-    assert_eq!(r.forget(&id(2)).map(|e| e.bytes()), Some(800));
+    assert_eq!(r.remove(&id(2)).map(|e| e.bytes()), Some(800));
     let books = check(&r);
     assert_eq!((books.resident, books.peak), (1600, 2400));
-    assert!(r.forget(&id(2)).is_none());
+    assert!(r.remove(&id(2)).is_none());
 }
 
 #[test]
@@ -95,12 +95,12 @@ fn cancelled_offload_stays_resident() {
 }
 
 #[test]
-fn forgetting_a_tensor_in_flight_takes_it_off_every_count() {
+fn removing_a_tensor_in_flight_takes_it_off_every_count() {
     let mut r = three();
     r.begin_offload(&id(1));
     r.complete_offload(&id(2), copy(10)).ok();
-    r.forget(&id(1));
-    r.forget(&id(2));
+    r.remove(&id(1));
+    r.remove(&id(2));
     let books = check(&r);
     assert_eq!((books.resident, books.host, books.offloading), (1200, 0, 0));
 }
@@ -189,14 +189,14 @@ fn a_view_sharing_a_buffer_costs_no_bytes_and_holds_the_buffer() {
     assert_eq!(r.buffer(buffer).map(|s| s.holders), Some(2));
     assert_eq!(r.counted(r.get(&id(4)).unwrap()), 1200);
     // Burn lets go of the source: the view still holds the whole buffer.
-    r.forget(&id(3));
+    r.remove(&id(3));
     assert_eq!(check(&r).resident, 2400);
     // A view of the view, made when its source is gone, joins the buffer by its key.
     r.admit(id(6), Entry::new(Dims::from_slice(&[30]), DType::F32, 2));
     assert_eq!(r.share(&id(6), None, 7, 1200), -120);
     assert_eq!(r.buffer(buffer).map(|s| s.holders), Some(2));
-    r.forget(&id(6));
-    r.forget(&id(4));
+    r.remove(&id(6));
+    r.remove(&id(4));
     assert_eq!(check(&r).resident, 1200);
     assert!(!r.any_shared());
 }
@@ -252,7 +252,7 @@ fn a_view_whose_source_is_gone_counts_its_whole_buffer() {
     r.admit(id(4), Entry::new(Dims::from_slice(&[10]), DType::F32, 1));
     assert_eq!(r.share(&id(4), None, 9, 4000), 4000 - 40);
     assert_eq!(check(&r).resident, 2400 + 4000);
-    r.forget(&id(4));
+    r.remove(&id(4));
     assert_eq!(check(&r).resident, 2400);
 }
 
@@ -271,7 +271,7 @@ fn sharing_needs_both_tensors_resident() {
 #[test]
 fn peaks_restart_from_the_current_values() {
     let mut r = three();
-    r.forget(&id(3));
+    r.remove(&id(3));
     r.note_peak(5000);
     assert_eq!(check(&r).peak, 5000);
     r.reset_peaks();
@@ -293,7 +293,7 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     // view is booked): it shares what 2 shared, as its entry says when it is admitted, and
     // no new buffer of the unwrapped run starts with it.
     let origin = r.origin_of(&id(2));
-    r.forget(&id(2));
+    r.remove(&id(2));
     let view = Entry::new(Dims::from_slice(&[200]), DType::F32, 1).in_origin(origin);
     r.admit_view(id(4), view, None, 9, 400);
     assert_eq!(r.origin_of(&id(4)), origin);
@@ -302,7 +302,7 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     // unwrapped run.
     r.pin(&id(4));
     assert!(
-        r.release(&id(4)).is_none(),
+        r.remove_unless_pinned(&id(4)).is_none(),
         "pinned: it stays, as an orphan"
     );
     assert!(r.get(&id(4)).is_some_and(|e| e.orphan));
