@@ -1,78 +1,58 @@
-//! Trains a GPT-2-style decoder on the shipped corpus (`data/corpus.txt`, bytewise tokens) with Adam, on
-//! `Autodiff<B>`, or, with the cargo feature `swap`, on `Autodiff<Swap<B>>` under a memory
-//! budget; `B` is Flex (`--device flex`, the default) or CUDA (`--device cuda`, with the
-//! `cuda` feature).
+//! Trains a GPT-2-style decoder on the shipped corpus (`data/corpus.txt`, bytewise tokens)
+//! with Adam, on `Autodiff<B>`, or, with the cargo feature `swap`, on `Autodiff<Swap<B>>`
+//! under a memory budget; `B` is Flex (`--device flex`, the default), CubeCL's wgpu or CUDA.
 //!
 //! ```text
 //! cargo run --release --example train_gpt --features swap -- --steps 5 --budget 0.25
 //! ```
 //!
-//! Options: `--preset small|gpt2-small`, `--layers`, `--heads`, `--d-model`, `--seq`, `--batch`, `--steps N`, `--lr`, `--budget B` (bytes, or a fraction of the
-//! counted peak of one unbudgeted warm-up step), `--policy`, `--compress`,
-//! `--compress-mode`, `--eviction`, `--report-json PATH`, `--trace-json PATH`.
+//! Options: the model's, `--preset small|gpt2-small`, then `--layers`, `--heads`, `--d-model`,
+//! `--seq`; and those every trainer takes (README): `--steps N` (20), `--batch N`, `--lr` (1e-3),
+//! `--budget B` (bytes such as `64MiB`, or a fraction such as `0.25` of the counted peak of one
+//! unbudgeted warm-up step, which runs first in every build), `--policy
+//! reactive|planned|offload-only|recompute-only`, `--compress` (zero-value compression of offloads;
+//! `--compress-mode auto|on:0.7` to choose), `--eviction dtr|lru|largest`, `--report-json PATH`,
+//! `--trace-json PATH` (the last complete iteration's trace), `--plot PATH` (its memory timeline,
+//! SVG), `--device flex|wgpu|cuda` (wgpu and cuda with their features). The parsing, the device and
+//! the printing are `trainers::main`'s; this file is the model's training run.
 
+use std::error::Error;
 use std::process::ExitCode;
 
-use burn::backend::flex::FlexDevice;
-use burn::backend::{Autodiff, Flex};
+use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
-use burn_swap_suite::cli::Args;
 use burn_swap_suite::trainers::gpt::{self, GptOptions};
-use burn_swap_suite::trainers::{self as trainers, RunOutcome};
+use burn_swap_suite::trainers::{self, Example, RunOutcome};
 
+// The one type that changes (over the inner backend `B` that `--device` picks).
 #[cfg(feature = "swap")]
 type On<B> = Autodiff<burn_swap::Swap<B>>;
 #[cfg(not(feature = "swap"))]
 type On<B> = Autodiff<B>;
 
-fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("train_gpt: {error}");
-            ExitCode::FAILURE
-        }
+struct TrainGpt;
+
+impl Example for TrainGpt {
+    const NAME: &'static str = "train_gpt";
+    type Options = GptOptions;
+
+    fn train<I: burn_ir::BackendIr>(
+        options: &GptOptions,
+        device: &I::Device,
+    ) -> Result<RunOutcome, Box<dyn Error>> {
+        train::<On<I>>(options, device)
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let known: Vec<&str> = trainers::KNOWN
-        .iter()
-        .chain(GptOptions::KNOWN)
-        .copied()
-        .collect();
-    let args = Args::parse(std::env::args().skip(1), trainers::FLAGS, &known)?;
-    let options = GptOptions::from_args(&args)?;
-    let swap = cfg!(feature = "swap");
-    let device = args.value("device").unwrap_or("flex");
-    println!(
-        "train_gpt on {device}{}: {:?}, 1 warm-up step + {} steps",
-        if swap { " under burn-swap" } else { "" },
-        options.model,
-        options.run.steps
-    );
-    let outcome: RunOutcome = match device {
-        "flex" => train::<On<Flex>>(&options, &FlexDevice)?,
-        #[cfg(feature = "wgpu")]
-        "wgpu" => train::<On<burn_swap::unstable::CubeWgpu>>(
-            &options,
-            &cubecl::wgpu::WgpuDevice::DefaultDevice,
-        )?,
-        #[cfg(feature = "cuda")]
-        "cuda" => train::<On<burn::backend::Cuda>>(&options, &Default::default())?,
-        other => {
-            return Err(burn_swap_suite::cli::unknown_device(other).into());
-        }
-    };
-    trainers::print_outcome(&outcome, &options.run.swap);
-    Ok(())
+fn main() -> ExitCode {
+    trainers::main::<TrainGpt>()
 }
 
 /// The training run, with burn-swap's two lines around the loop.
 fn train<B: AutodiffBackend>(
     options: &GptOptions,
     device: &B::Device,
-) -> Result<RunOutcome, Box<dyn std::error::Error>> {
+) -> Result<RunOutcome, Box<dyn Error>> {
     let swap = cfg!(feature = "swap");
     let mut trainer = gpt::trainer::<B>(options, device, swap)?;
     // One step with no budget: a fractional `--budget` is a fraction of its counted peak.

@@ -43,6 +43,22 @@ impl CnnOptions {
     }
 }
 
+impl super::TrainerOptions for CnnOptions {
+    const KNOWN: &'static [&'static str] = CnnOptions::KNOWN;
+
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+        CnnOptions::from_args(args)
+    }
+
+    fn run_options(&self) -> &RunOptions {
+        &self.run
+    }
+
+    fn describe(&self) -> String {
+        format!("{:?}", self.model)
+    }
+}
+
 /// The CNN's trainer (see [`super::Trainer`]).
 pub fn trainer<'a, B: AutodiffBackend>(
     options: &CnnOptions,

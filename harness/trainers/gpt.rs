@@ -61,6 +61,22 @@ impl GptOptions {
     }
 }
 
+impl super::TrainerOptions for GptOptions {
+    const KNOWN: &'static [&'static str] = GptOptions::KNOWN;
+
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+        GptOptions::from_args(args)
+    }
+
+    fn run_options(&self) -> &RunOptions {
+        &self.run
+    }
+
+    fn describe(&self) -> String {
+        format!("{:?}", self.model)
+    }
+}
+
 /// The decoder's trainer (see [`super::Trainer`]).
 pub fn trainer<'a, B: AutodiffBackend>(
     options: &GptOptions,

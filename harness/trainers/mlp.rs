@@ -44,6 +44,25 @@ impl MlpOptions {
     }
 }
 
+impl super::TrainerOptions for MlpOptions {
+    const KNOWN: &'static [&'static str] = MlpOptions::KNOWN;
+
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+        MlpOptions::from_args(args)
+    }
+
+    fn run_options(&self) -> &RunOptions {
+        &self.run
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} hidden layers of {}, batch {}",
+            self.model.depth, self.model.hidden, self.model.batch
+        )
+    }
+}
+
 /// The MLP's trainer (see [`super::Trainer`]).
 pub fn trainer<'a, B: AutodiffBackend>(
     options: &MlpOptions,

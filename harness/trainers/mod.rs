@@ -160,6 +160,79 @@ pub const KNOWN: &[&str] = &[
     "device",
 ];
 
+/// A trainer's options, as the shared [`main`] reads them: the shared ones ([`KNOWN`],
+/// [`FLAGS`]) and its model's.
+pub trait TrainerOptions: Sized {
+    /// The valued options beyond the shared ones.
+    const KNOWN: &'static [&'static str];
+    /// The options from the command line.
+    fn from_args(args: &crate::cli::Args) -> Result<Self, crate::cli::ArgError>;
+    /// Steps, learning rate, burn-swap's options, progress bar.
+    fn run_options(&self) -> &RunOptions;
+    /// The model and batch, for the first line a trainer prints.
+    fn describe(&self) -> String;
+}
+
+/// What an example trainer writes itself: its name, its options, and its training run with
+/// burn-swap's two lines (`configure` before the loop, `report` after it), on the autodiff
+/// backend the example's `swap` feature picks over the inner backend `I`. [`main`] does the
+/// rest.
+pub trait Example {
+    /// The program's name (`train_cnn`), for its messages.
+    const NAME: &'static str;
+    /// Its options.
+    type Options: TrainerOptions;
+    /// Trains on the inner backend `I` (Flex, CubeCL's wgpu, CUDA) as `--device` picks it.
+    fn train<I: burn_ir::BackendIr>(
+        options: &Self::Options,
+        device: &I::Device,
+    ) -> Result<RunOutcome, Box<dyn Error>>;
+}
+
+/// The `main` every example trainer shares: every trainer takes the shared options and its
+/// model's, `--device flex|wgpu|cuda` (wgpu and cuda with their features) picks the inner
+/// backend, and the outcome is printed; an error is printed with the program's name.
+pub fn main<E: Example>() -> std::process::ExitCode {
+    match run_example::<E>() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}: {error}", E::NAME);
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_example<E: Example>() -> Result<(), Box<dyn Error>> {
+    let known: Vec<&str> = KNOWN.iter().chain(E::Options::KNOWN).copied().collect();
+    let args = crate::cli::Args::parse(std::env::args().skip(1), FLAGS, &known)?;
+    let options = E::Options::from_args(&args)?;
+    let device = args.value("device").unwrap_or("flex");
+    println!(
+        "{} on {device}{}: {}, 1 warm-up step + {} steps",
+        E::NAME,
+        if cfg!(feature = "swap") {
+            " under burn-swap"
+        } else {
+            ""
+        },
+        options.describe(),
+        options.run_options().steps
+    );
+    let outcome = match device {
+        "flex" => E::train::<burn::backend::Flex>(&options, &burn::backend::flex::FlexDevice)?,
+        #[cfg(feature = "wgpu")]
+        "wgpu" => E::train::<burn_swap::unstable::CubeWgpu>(
+            &options,
+            &cubecl::wgpu::WgpuDevice::DefaultDevice,
+        )?,
+        #[cfg(feature = "cuda")]
+        "cuda" => E::train::<burn::backend::Cuda>(&options, &Default::default())?,
+        other => return Err(crate::cli::unknown_device(other).into()),
+    };
+    print_outcome(&outcome, &options.run_options().swap);
+    Ok(())
+}
+
 /// A model's loss at a step.
 type LossOf<'a, B, M> = Box<dyn Fn(&M, usize) -> Tensor<B, 1> + 'a>;
 
