@@ -47,7 +47,10 @@ def main(argv):
             continue
         budget = float(r["budget_fraction"]) * peak
         measured = int(r["peak_bytes"])
-        if measured > budget * (1 + 1e-4):
+        # The fraction is printed to four decimals: the budget may be up to half a unit of
+        # the last one (5e-5 of the peak) above what it reads, whatever the fraction's size
+        # (a relative bound failed the smallest-budget rows, at fractions near 0.1).
+        if measured > (float(r["budget_fraction"]) + 5e-5) * peak:
             problems.append(f"{what}: counted peak {measured} B over the budget {budget:.0f} B")
         checked += 1
     if problems:
