@@ -6,6 +6,7 @@ use super::model::{IterationPeak, OpEvents, Trace};
 use super::signature;
 use burn_backend::DType;
 use burn_ir::{TensorId, TensorIr, TensorStatus};
+use core::cell::Cell;
 use core::hash::Hasher;
 use hashbrown::HashMap;
 use std::ops::Range;
@@ -182,6 +183,9 @@ pub(crate) struct Recorder {
     /// (another sequence length, a GAN's other step) is taken up again as soon as one
     /// iteration of it matched the one before, without waiting for the next analysis.
     recalled: Vec<Recalled>,
+    /// The content of the last complete iteration, with its global range: read several
+    /// times at each iteration end (the plan's key, its judgement), hashed once.
+    content: Cell<Option<(Range<u64>, u64)>>,
 }
 
 /// Periods of earlier schedules watched while the schedule in force does not hold.
@@ -255,6 +259,7 @@ impl Recorder {
             lean: false,
             full_until: 0,
             recalled: Vec::new(),
+            content: Cell::new(None),
         }
     }
 
@@ -444,6 +449,14 @@ impl Recorder {
     /// iteration is complete.
     pub(crate) fn schedule_content(&self) -> Option<u64> {
         let (_, _, range) = self.last_complete()?;
+        // The ops of a complete iteration never change: its content is hashed once.
+        if let Some((hashed, content)) = self.content.take() {
+            let same = hashed == range;
+            self.content.set(Some((hashed, content)));
+            if same {
+                return Some(content);
+            }
+        }
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
         let movable = self.kinds.movable();
         let mut hasher = signature::FxHasher::default();
@@ -455,7 +468,9 @@ impl Recorder {
                 hasher.write_u64(op.signature);
             }
         }
-        Some(hasher.finish())
+        let content = hasher.finish();
+        self.content.set(Some((range, content)));
+        Some(content)
     }
 
     /// The detected period, if any.
