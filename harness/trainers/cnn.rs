@@ -17,13 +17,13 @@ pub struct CnnOptions {
     pub run: RunOptions,
 }
 
-impl CnnOptions {
+impl super::TrainerOptions for CnnOptions {
     /// The valued options beyond the shared ones.
-    pub const KNOWN: &'static [&'static str] = &["width", "blocks", "size", "lr"];
+    const KNOWN: &'static [&'static str] = &["width", "blocks", "size", "lr"];
 
     /// The options from the command line: `--width` (16), `--blocks` (4), `--size` (32),
     /// `--batch` (16), `--steps N` (20), `--lr` (1e-3), and the [`SwapOptions`].
-    pub fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
         let small = ResNetConfig::small();
         Ok(Self {
             model: ResNetConfig {
@@ -40,14 +40,6 @@ impl CnnOptions {
                 progress: true,
             },
         })
-    }
-}
-
-impl super::TrainerOptions for CnnOptions {
-    const KNOWN: &'static [&'static str] = CnnOptions::KNOWN;
-
-    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
-        CnnOptions::from_args(args)
     }
 
     fn run_options(&self) -> &RunOptions {

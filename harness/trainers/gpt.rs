@@ -17,15 +17,14 @@ pub struct GptOptions {
     pub run: RunOptions,
 }
 
-impl GptOptions {
+impl super::TrainerOptions for GptOptions {
     /// The valued options beyond the shared ones.
-    pub const KNOWN: &'static [&'static str] =
-        &["layers", "heads", "d-model", "seq", "preset", "lr"];
+    const KNOWN: &'static [&'static str] = &["layers", "heads", "d-model", "seq", "preset", "lr"];
 
     /// The options from the command line: `--preset small|gpt2-small` (small), then
     /// `--layers`, `--heads`, `--d-model`, `--seq`, `--batch` override it; `--steps N` (20),
     /// `--lr` (1e-3), and the [`SwapOptions`].
-    pub fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
         let preset = match args.value("preset").unwrap_or("small") {
             "small" => GptConfig::small(),
             "gpt2-small" => GptConfig::gpt2_small(),
@@ -58,14 +57,6 @@ impl GptOptions {
                 progress: true,
             },
         })
-    }
-}
-
-impl super::TrainerOptions for GptOptions {
-    const KNOWN: &'static [&'static str] = GptOptions::KNOWN;
-
-    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
-        GptOptions::from_args(args)
     }
 
     fn run_options(&self) -> &RunOptions {

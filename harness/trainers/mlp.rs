@@ -18,13 +18,13 @@ pub struct MlpOptions {
     pub run: RunOptions,
 }
 
-impl MlpOptions {
+impl super::TrainerOptions for MlpOptions {
     /// The valued options beyond the shared ones.
-    pub const KNOWN: &'static [&'static str] = &["width", "depth", "lr"];
+    const KNOWN: &'static [&'static str] = &["width", "depth", "lr"];
 
     /// The options from the command line: `--width N` (1024), `--depth N` (4), `--batch N`
     /// (256), `--steps N` (20), `--lr` (1e-3), and the [`SwapOptions`].
-    pub fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
+    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
         Ok(Self {
             model: MlpConfig {
                 d_in: 256,
@@ -41,14 +41,6 @@ impl MlpOptions {
                 progress: true,
             },
         })
-    }
-}
-
-impl super::TrainerOptions for MlpOptions {
-    const KNOWN: &'static [&'static str] = MlpOptions::KNOWN;
-
-    fn from_args(args: &Args) -> Result<Self, crate::cli::ArgError> {
-        MlpOptions::from_args(args)
     }
 
     fn run_options(&self) -> &RunOptions {
