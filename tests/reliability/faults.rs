@@ -160,7 +160,7 @@ fn soak(steps: usize, per_million: u64) {
         .collect();
     println!("{steps} steps per run: faults survived per hook: {by_hook:?}");
     // Every hook but the pinned pool's: Flex reads into no pinned memory
-    // (`suite/tests/cube.rs` injects it on wgpu).
+    // (`tests/budget/cube.rs` injects it on wgpu).
     for (name, n) in &by_hook {
         assert!(
             *n > 0 || *name == Hook::PinnedPool.name(),

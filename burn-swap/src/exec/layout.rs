@@ -120,7 +120,7 @@ fn probe_primitive<T: 'static>(tensor: &T) -> Option<Probe> {
         });
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if let Some((dense, buffer, buffer_bytes)) = super::cube::probe(tensor) {
+    if let Some((dense, buffer, buffer_bytes)) = super::cubecl_fast_path::probe(tensor) {
         return Some(Probe {
             dense,
             buffer,
@@ -208,7 +208,7 @@ fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
         return Some((from_flex(dense)?, kept));
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if let Some((dense, meta, whole, from)) = super::cube::storage(tensor) {
+    if let Some((dense, meta, whole, from)) = super::cubecl_fast_path::storage(tensor) {
         let kept = Kept {
             layout: KeptLayout::Cube(meta),
             whole,
@@ -244,7 +244,7 @@ fn relay<T: 'static>(tensor: T, layout: KeptLayout) -> T {
             Err(tensor) => tensor,
         },
         #[cfg(any(feature = "cuda", feature = "wgpu"))]
-        KeptLayout::Cube(meta) => super::cube::restore(tensor, meta),
+        KeptLayout::Cube(meta) => super::cubecl_fast_path::restore(tensor, meta),
     }
 }
 
@@ -288,7 +288,7 @@ pub(crate) fn teller<B: BackendIr>() -> Teller {
         return Teller::Flex;
     }
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if super::cube::is_cube::<B::FloatTensorPrimitive>() {
+    if super::cubecl_fast_path::is_cube::<B::FloatTensorPrimitive>() {
         return Teller::Cube;
     }
     Teller::None

@@ -6,13 +6,13 @@
 
 pub(crate) mod counters;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-pub(crate) mod cube;
+pub(crate) mod cubecl_fast_path;
 mod dims;
 pub(crate) mod engine;
 pub mod faults;
-mod host;
-mod host_pool;
+mod host_buffer_pool;
 mod interpreter;
+mod link_probe;
 pub(crate) use interpreter::fresh_id;
 mod layout;
 mod meter;
@@ -98,7 +98,7 @@ pub use pools::{StreamRole, StreamUsage};
 /// budget given as a fraction of device memory is refused there with a typed error.
 pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Option<u64> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return cube::total_memory::<B>(device);
+    return cubecl_fast_path::total_memory::<B>(device);
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     {
         let _ = device;
@@ -109,7 +109,7 @@ pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Opt
 /// The CUDA ordinal of `device`, when the inner backend is Burn's CUDA backend.
 #[cfg(feature = "cuda")]
 pub(crate) fn cuda_ordinal<B: burn_backend::Backend>(device: &B::Device) -> Option<usize> {
-    cube::cuda_ordinal::<B>(device)
+    cubecl_fast_path::cuda_ordinal::<B>(device)
 }
 
 /// The bandwidth of the link from `device` to CUDA device `peer` (a 64 MiB peer copy) and
@@ -132,17 +132,17 @@ pub(crate) fn measure_peer<B: burn_backend::Backend>(
 /// elsewhere).
 pub(crate) fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    let _ = cube::allocator_cleanup::<B>(device);
+    let _ = cubecl_fast_path::allocator_cleanup::<B>(device);
     let _ = device;
 }
 
 /// The inner allocator's figures for the calling thread's stream on `device`, when the
-/// backend is a CubeCL one (see [`cube`]); `None` otherwise.
+/// backend is a CubeCL one (see [`cubecl_fast_path`]); `None` otherwise.
 pub(crate) fn allocator_usage<B: burn_backend::Backend>(
     device: &B::Device,
 ) -> Option<AllocatorUsage> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return cube::allocator_usage::<B>(device);
+    return cubecl_fast_path::allocator_usage::<B>(device);
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     {
         let _ = device;

@@ -334,10 +334,10 @@ fn on_stream<T>(stream: u64, f: impl FnOnce() -> Option<T>) -> Option<T> {
     StreamId { value: stream }.executes(f)
 }
 
-/// Whether CubeCL takes the switch to exact-size allocation (see `cube::exact_allocations_taken`).
+/// Whether CubeCL takes the switch to exact-size allocation (see `cubecl_fast_path::exact_allocations_taken`).
 fn exact_taken() -> bool {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cube::exact_allocations_taken();
+    return super::cubecl_fast_path::exact_allocations_taken();
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     false
 }
@@ -345,7 +345,7 @@ fn exact_taken() -> bool {
 /// The number of pool sets per device CubeCL keeps (1 where there is no CubeCL runtime).
 fn pool_sets() -> u64 {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cube::pool_sets();
+    return super::cubecl_fast_path::pool_sets();
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     1
 }
@@ -360,7 +360,7 @@ fn clean<B: Backend>(device: &B::Device) {
 
 fn set_exact<B: Backend>(device: &B::Device, exact: bool) -> Option<()> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cube::set_exact_allocations::<B>(device, exact);
+    return super::cubecl_fast_path::set_exact_allocations::<B>(device, exact);
     #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
     {
         let _ = (device, exact);

@@ -36,7 +36,7 @@
 //! | 000, CN114860461B (USTC) | peer offload: advisor, memory manager, transmitter, the four tensor states | [`advisor`], `exec::peers`, `exec::transfer`, `exec::residency` |
 //! | 001 (Alipay) | the segment plan evolved by a genetic algorithm | [`segments`] |
 //! | 002, CN115016937A (NUDT) | zero-value compression before a tensor leaves | [`compression`], `codec` |
-//! | 003, CN114035968B (OneFlow) | cross-stream waits | [`waits`], `exec::cube` |
+//! | 003, CN114035968B (OneFlow) | cross-stream waits | [`waits`], `exec::cubecl_fast_path` |
 //! | 004 (Zhejiang University) | the profiled iteration, checkpoint selection, the reference-count simulation | [`profile`], [`checkpoint`], [`simulate`] |
 
 pub mod advisor;

@@ -330,7 +330,7 @@ pub enum KernelError {
     TooLarge(usize),
     /// A kernel argument longer than its buffer (a bug of ours: refused, not launched).
     #[error(transparent)]
-    Overrun(crate::gpu::cube::Overrun),
+    Overrun(crate::gpu::cubecl_calls::Overrun),
     /// A buffer could not be read back.
     #[error("reading a device buffer failed: {0}")]
     Read(String),
@@ -338,7 +338,7 @@ pub enum KernelError {
 
 /// `words` words of `handle` as a kernel argument (checked against the buffer's size).
 fn arg<R: Runtime>(handle: &Handle, words: usize) -> Result<ArrayArg<R>, KernelError> {
-    crate::gpu::cube::words(handle, words).map_err(KernelError::Overrun)
+    crate::gpu::cubecl_calls::words(handle, words).map_err(KernelError::Overrun)
 }
 
 /// Words of a buffer holding `bytes` bytes.

@@ -7,7 +7,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::Runtime;
 
 use super::{PeerCopy, PeerPool, PieceData};
-use crate::exec::cube::{as_cube, as_device, into_primitive};
+use crate::exec::cubecl_fast_path::{as_cube, as_device, into_primitive};
 use crate::exec::transfer_error::TransferError;
 
 /// A piece of an offloaded tensor in a peer device's memory, allocated by that device's own

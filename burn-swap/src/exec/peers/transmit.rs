@@ -264,7 +264,7 @@ impl PeerPool {
                 pace(start, slot.len(), self.specs[piece.peer].bandwidth);
                 read
             }
-            // A device piece is brought back by the device route (see `cube::peer_receive`,
+            // A device piece is brought back by the device route (see `cubecl_fast_path::peer_receive`,
             // `peers::receive_backend`); here, through the host, unpaced.
             #[cfg(feature = "cuda")]
             PieceData::Device(d) => {

@@ -22,7 +22,7 @@ fn device_route<B: BackendIr>(
 ) -> Option<Result<B::Handle, TransferError>> {
     #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let HostCopy::Compressed(c) = copy {
-        return crate::exec::cube::decompress_fetch::<B>(c, device)
+        return crate::exec::cubecl_fast_path::decompress_fetch::<B>(c, device)
             .map(|result| result.map(B::float_tensor_handle));
     }
     if let HostCopy::Peers(p) = copy

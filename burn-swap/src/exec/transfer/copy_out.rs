@@ -12,7 +12,7 @@ use super::host_resident::copy_host_resident;
 use crate::codec;
 use crate::config::Compression;
 use crate::exec::faults::{self, Hook};
-use crate::exec::host_pool::HostPool;
+use crate::exec::host_buffer_pool::HostPool;
 use crate::exec::peers::PeerPool;
 use crate::exec::residency::HostCopy;
 use crate::plan::compression::{self, Decision, Policy};
@@ -154,8 +154,12 @@ pub(crate) fn copy_out<B: BackendIr>(
             handle: handle.clone(),
             shape: shape.clone(),
         });
-        let on_device =
-            crate::exec::cube::compress_offload::<B>(&tensor, &shape, dtype, compression);
+        let on_device = crate::exec::cubecl_fast_path::compress_offload::<B>(
+            &tensor,
+            &shape,
+            dtype,
+            compression,
+        );
         drop(tensor);
         if let Some(result) = on_device {
             return match result? {

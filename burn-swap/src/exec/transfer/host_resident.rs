@@ -4,7 +4,7 @@
 use burn_backend::{DType, Shape, TensorData};
 use burn_ir::{BackendIr, TensorHandle};
 
-use crate::exec::host_pool::HostPool;
+use crate::exec::host_buffer_pool::HostPool;
 
 /// A Flex tensor that is its whole buffer in order, borrowed; `None` for another backend's
 /// tensor or a view.

@@ -25,7 +25,7 @@ use burn_backend::{DType, Shape};
 use burn_ir::{BackendIr, TensorId};
 
 use super::faults::{self, Hook};
-use super::host_pool::HostPool;
+use super::host_buffer_pool::HostPool;
 use super::peers::PeerPool;
 use super::pools::{Worker, WorkerPools};
 use super::residency::HostCopy;

@@ -5,7 +5,7 @@
 //! `unsafe fn` whose `# Safety` section says what its caller must hold; [`peer`] and
 //! [`pinned`] are safe APIs over them, and the only code outside this folder that touches
 //! CUDA memory goes through them. The backend types by name (`Swap<Cuda>`) are in
-//! `crate::cuda`; the executor's CubeCL fast path (`exec::cube`) reaches CUDA through CubeCL
+//! `crate::cuda`; the executor's CubeCL fast path (`exec::cubecl_fast_path`) reaches CUDA through CubeCL
 //! and these APIs only.
 
 pub mod peer;

@@ -185,7 +185,7 @@ pub(crate) fn set_exact_allocations<B: Backend>(device: &B::Device, exact: bool)
         cubecl::MemoryAllocationMode::Auto
     };
     each_runtime!(|R| as_device::<R, _>(device)
-        .map(|d| crate::gpu::cube::set_allocation_mode(&R::client(d), mode)))
+        .map(|d| crate::gpu::cubecl_calls::set_allocation_mode(&R::client(d), mode)))
 }
 
 /// Whether CubeCL takes a stream's switch to exact-size allocation: not when its

@@ -8,7 +8,7 @@ use burn_backend::TensorData;
 use burn_ir::{BackendIr, TensorIr, TensorStatus};
 
 use super::Engine;
-use crate::exec::host;
+use crate::exec::link_probe;
 use crate::exec::transfer::{self, Done};
 use crate::plan::compression;
 use crate::plan::profile::{self, CopySample, Links, OnThread};
@@ -47,17 +47,16 @@ impl<B: BackendIr> Engine<B> {
                     // The same copies on the op thread, for the planner to weigh against the
                     // hand-over (none when they cannot be measured: every copy goes to a
                     // worker then).
-                    links.on_thread =
-                        host::measure_links(&mut self.handles, &sizes)
-                            .ok()
-                            .map(|here| OnThread {
-                                handover_seconds,
-                                to_host: here.to_host,
-                                to_device: here.to_device,
-                            });
+                    links.on_thread = link_probe::measure_links(&mut self.handles, &sizes)
+                        .ok()
+                        .map(|here| OnThread {
+                            handover_seconds,
+                            to_host: here.to_host,
+                            to_device: here.to_device,
+                        });
                     Ok(links)
                 }
-                None => host::measure_links(&mut self.handles, &sizes),
+                None => link_probe::measure_links(&mut self.handles, &sizes),
             };
             match measured {
                 Ok(links) => {
