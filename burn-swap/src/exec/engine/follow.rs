@@ -271,8 +271,10 @@ impl<B: BackendIr> Engine<B> {
             None
         };
         let start = Instant::now();
-        let (Some(content), Some(trace)) =
-            (self.plan_content(budget), self.history.recorder.trace())
+        // The op's thread copies the iterations the trace reads; the trace is derived where
+        // the plan is made.
+        let (Some(content), Some(excerpt)) =
+            (self.plan_content(budget), self.history.recorder.excerpt())
         else {
             return;
         };
@@ -282,6 +284,7 @@ impl<B: BackendIr> Engine<B> {
             content,
             self.settings.config.background_planning,
             move || {
+                let trace = excerpt.trace();
                 let profile = crate::plan::profile::Profile::new(&trace, links);
                 crate::plan::build(&trace, &profile, budget, choice)
             },

@@ -343,6 +343,7 @@ impl Recorder {
     }
 
     /// The dtype of a logged tensor, by its index.
+    #[cfg(test)]
     fn dtype_of(&self, t: &TensorRef) -> DType {
         self.dtypes[t.dtype as usize]
     }

@@ -82,6 +82,35 @@ fn long_runs_stay_bounded_and_keep_their_schedule() {
     assert!(peaks.windows(2).all(|w| w[0].iteration < w[1].iteration));
 }
 
+/// A plan's trace, derived on the planner's thread from an excerpt the op's thread copied
+/// off the log, is the recorder's own: after the window was compacted (the log no longer
+/// starts at op 0), with the tensor carried across the boundary linked to the iteration
+/// before, in full and lean recording.
+#[test]
+fn an_excerpt_derives_the_recorders_own_trace() {
+    for lean in [false, true] {
+        let mut r = Recorder::with_window(256);
+        r.set_lean(lean);
+        let mut id = 0;
+        let mut compared = 0;
+        for k in 0..200 {
+            for i in 0..20 {
+                op(&mut r, &mut id, i, 4 + i as usize);
+            }
+            if k % 25 != 24 {
+                continue;
+            }
+            let excerpt = r.excerpt().expect("a complete iteration");
+            let want = r.trace().expect("a complete iteration");
+            assert!(want.tensors.iter().any(|t| t.wraps_to.is_some()));
+            assert_eq!(excerpt.trace(), want, "after iteration {k}, lean {lean}");
+            compared += 1;
+        }
+        assert_eq!(compared, 8);
+        assert!(r.base > 0, "the window was compacted");
+    }
+}
+
 #[test]
 fn a_stream_that_stops_repeating_stays_bounded() {
     let mut r = Recorder::with_window(256);
