@@ -158,12 +158,20 @@ pub fn choose_victims(
     if total < deficit {
         return None;
     }
-    candidates.sort_by(|a, b| {
-        let (sa, sb) = (score(a, now, policy, link), score(b, now, policy, link));
-        sb.partial_cmp(&sa)
+    // Each score once (a comparison sort would compute two per comparison), then the
+    // candidates in the order of their scores.
+    let mut scored: Vec<((f64, f64), Candidate)> = candidates
+        .iter()
+        .map(|c| (score(c, now, policy, link), *c))
+        .collect();
+    scored.sort_by(|(sa, a), (sb, b)| {
+        sb.partial_cmp(sa)
             .unwrap_or(core::cmp::Ordering::Equal)
             .then(a.key.cmp(&b.key))
     });
+    for (slot, (_, c)) in candidates.iter_mut().zip(scored) {
+        *slot = c;
+    }
     let mut freed = 0;
     for (i, c) in candidates.iter().enumerate() {
         freed += c.bytes;
