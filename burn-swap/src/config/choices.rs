@@ -59,6 +59,18 @@ impl Policy {
     }
 }
 
+/// The choice among `all` whose name is `value` (trimmed and lowercased by the caller), or
+/// an error naming `value` and every choice, in `all`'s order.
+fn named<T: Copy>(value: &str, all: &[T], name: fn(T) -> &'static str) -> Result<T, ParseError> {
+    all.iter()
+        .copied()
+        .find(|&c| name(c) == value)
+        .ok_or_else(|| {
+            let names: Vec<String> = all.iter().map(|&c| format!("`{}`", name(c))).collect();
+            format!("`{value}`: expected one of {}", names.join(", ")).into()
+        })
+}
+
 impl core::fmt::Display for Policy {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
@@ -70,16 +82,7 @@ impl core::str::FromStr for Policy {
 
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         let value = value.trim().to_ascii_lowercase().replace('_', "-");
-        Policy::ALL
-            .into_iter()
-            .find(|p| p.name() == value)
-            .ok_or_else(|| {
-                format!(
-                    "`{value}`: expected one of `reactive`, `planned`, `offload-only`, \
-                     `recompute-only`"
-                )
-                .into()
-            })
+        named(&value, &Policy::ALL, Policy::name)
     }
 }
 
@@ -135,16 +138,7 @@ impl core::str::FromStr for Planner {
 
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         let value = value.trim().to_ascii_lowercase();
-        Planner::ALL
-            .into_iter()
-            .find(|p| p.name() == value)
-            .ok_or_else(|| {
-                format!(
-                    "`{value}`: expected one of `cheapest`, `combined`, `checkpoints`, \
-                     `segments`"
-                )
-                .into()
-            })
+        named(&value, &Planner::ALL, Planner::name)
     }
 }
 
@@ -194,10 +188,7 @@ impl core::str::FromStr for EvictionScore {
 
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         let value = value.trim().to_ascii_lowercase();
-        EvictionScore::ALL
-            .into_iter()
-            .find(|e| e.name() == value)
-            .ok_or_else(|| format!("`{value}`: expected one of `dtr`, `lru`, `largest`").into())
+        named(&value, &EvictionScore::ALL, EvictionScore::name)
     }
 }
 
