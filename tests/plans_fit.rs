@@ -21,9 +21,21 @@ type B = Autodiff<Swap<Flex>>;
 /// periodic iteration does not know what the previous one carried over), then followed.
 const STEPS: usize = 10;
 
+/// How the peak measured under a plan is held to the plan's prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Accuracy {
+    /// Within 2% either way (the README's figure): the links are the ones measured here.
+    Close,
+    /// Never above it, and equal at half the peak: with the links pinned slower than this
+    /// machine copies, an offload's device copy that the plan holds until some op is gone
+    /// sooner (the engine sees its copy done at the next op's start), which only lowers the
+    /// peak; at half the conv net's peak no copy is held at the peak op.
+    Bound,
+}
+
 /// Checks `workload` at half, a third and a quarter of its peak; the fallback may move at
 /// most `fallback_share` of the offloaded bytes while a plan is followed.
-fn check_steered(workload: Workload, fallback_share: f64) {
+fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
     let device = FlexDevice;
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
@@ -87,16 +99,21 @@ fn check_steered(workload: Workload, fallback_share: f64) {
             report.offloaded_bytes
         );
         let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
+        let close = match accuracy {
+            Accuracy::Close => error <= 0.02,
+            Accuracy::Bound if fraction == 0.5 => measured == predicted,
+            Accuracy::Bound => measured <= predicted,
+        };
         assert!(
-            error <= 0.02,
-            "{name} at {fraction}: {measured} vs {predicted}\n{report}"
+            close,
+            "{name} at {fraction}: {measured} vs {predicted} ({accuracy:?})\n{report}"
         );
     }
 }
 
 /// [`check_steered`] where the plan alone keeps the budget: the fallback moves nothing.
 fn check(workload: Workload) {
-    check_steered(workload, 0.0);
+    check_steered(workload, 0.0, Accuracy::Close);
 }
 
 #[test]
@@ -116,7 +133,11 @@ fn plans_fit_and_predict_the_measured_peak() {
 fn plans_fit_on_models_with_views() {
     let _guard = burn_swap_suite::swap_device_lock();
     check(Workload::BnCnn(BnCnnConfig::small()));
-    check_steered(Workload::Lstm(LstmNetConfig::small()), 0.20);
+    check_steered(
+        Workload::Lstm(LstmNetConfig::small()),
+        0.20,
+        Accuracy::Close,
+    );
 }
 
 /// A residual CNN whose quarter of the peak is reached only when some tensors leave for the
@@ -453,14 +474,14 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     }
 }
 
-/// The conv net's plan at half its peak with the copy links pinned (8 us a copy, 28 GB/s to
-/// the host, no on-thread figures): deterministic where the measured links made it a flake.
-/// Known mismatch (book: *When plans are made*, Left out): the plan predicts 488,356 B and
-/// every iteration under it measures 455,588 B, one 32 KiB activation less; with the links
-/// of some runs (a measured on-thread copy of 4.5 us, for one) the prediction is exact.
+/// The conv net's plans with the copy links pinned (8 us a copy, 28 GB/s to the host, no
+/// on-thread figures): plans that do not depend on how fast this machine copied when its
+/// links were measured. Flex copies 64 KiB faster than that, so the prediction is a bound
+/// ([`Accuracy::Bound`]), met exactly at half the peak, where the peak op is a native
+/// `relu_backward` (traced with its inputs and output at once; it was traced with what was
+/// left after it consumed its inputs, 32 KiB under the prediction).
 #[test]
-#[ignore = "known simulator/executor mismatch of one activation on the conv net; run with --ignored to reproduce"]
-fn the_conv_net_plan_predicts_its_peak_with_pinned_links() {
+fn the_conv_net_plan_bounds_its_peak_with_pinned_links() {
     use burn_swap::unstable::plan::profile::Links;
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::unstable::set_links(Some(Links {
@@ -468,7 +489,13 @@ fn the_conv_net_plan_predicts_its_peak_with_pinned_links() {
         to_device: copy_samples(7.2e-6, 1e15),
         on_thread: None,
     }));
-    let result = std::panic::catch_unwind(|| check(Workload::ConvNet(ConvNetConfig::small())));
+    let result = std::panic::catch_unwind(|| {
+        check_steered(
+            Workload::ConvNet(ConvNetConfig::small()),
+            0.0,
+            Accuracy::Bound,
+        )
+    });
     burn_swap::unstable::set_links(None);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);

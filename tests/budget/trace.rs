@@ -108,6 +108,39 @@ fn hand_built_graph_has_exact_indices() {
     assert_eq!(back, trace);
 }
 
+/// An op that runs natively on the inner backend (here `relu_backward`, which consumes both
+/// its inputs) is traced with the bytes resident while it ran, its inputs and output at once,
+/// as the counted peak has them: not with what was left after it consumed its inputs (the
+/// trace's per-iteration peaks, which plans are checked against, read these).
+#[test]
+fn a_native_op_is_traced_with_its_inputs_and_output_at_once() {
+    use burn::tensor::TensorPrimitive;
+    use burn::tensor::ops::ActivationOps;
+    let device = FlexDevice;
+    let _guard = burn_swap_suite::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let output = Tensor::<S, 1>::from_data([1.0f32; 256], &device);
+    let grad = Tensor::<S, 1>::from_data([2.0f32; 256], &device);
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    let input_grad = S::relu_backward(
+        output.into_primitive().tensor(),
+        grad.into_primitive().tensor(),
+    );
+    let input_grad = Tensor::<S, 1>::from_primitive(TensorPrimitive::Float(input_grad));
+    let report = burn_swap::report(&device).unwrap();
+    let trace = burn_swap::unstable::trace_window(&device).unwrap();
+    drop(input_grad);
+    let op = trace
+        .ops
+        .iter()
+        .find(|o| o.kind == "relu_backward")
+        .unwrap_or_else(|| panic!("no relu_backward in {:?}", trace.ops));
+    // Two inputs and one output of 1 KiB each.
+    assert_eq!(op.resident_bytes, 3 * 1024, "{op:?}");
+    assert_eq!(report.peak_bytes, 3 * 1024, "{report}");
+}
+
 #[test]
 fn period_is_the_iteration_length_despite_a_different_first_iteration() {
     let device = FlexDevice;

@@ -206,7 +206,7 @@ impl<B: BackendIr> Engine<B> {
             status: TensorStatus::NotInit,
             dtype,
         };
-        self.record_named("Arrive", &[], std::slice::from_ref(&out));
+        self.record_named("Arrive", &[], std::slice::from_ref(&out), None);
         self.op.inputs.clear();
         self.op.out_ids.clear();
         self.op.out_ids.push(out.id);
@@ -217,7 +217,7 @@ impl<B: BackendIr> Engine<B> {
     /// Takes a tensor's handle out for a move to another device.
     pub fn take_handle(&mut self, tensor: &TensorIr) -> Result<B::Handle, SwapError> {
         self.ensure_resident(tensor)?;
-        self.record_named("Depart", std::slice::from_ref(tensor), &[]);
+        self.record_named("Depart", std::slice::from_ref(tensor), &[], None);
         let handle = self.take_for_read(tensor);
         self.op.out_ids.clear();
         self.finish_op();
@@ -273,7 +273,7 @@ impl<B: BackendIr> Engine<B> {
     /// Reads a tensor's data. An offloaded tensor is served from the host store without
     /// coming back to the device.
     pub fn read(&mut self, tensor: TensorIr) -> DynFut<Result<TensorData, ExecutionError>> {
-        self.record_named("Read", std::slice::from_ref(&tensor), &[]);
+        self.record_named("Read", std::slice::from_ref(&tensor), &[], None);
         self.op.out_ids.clear();
         let future: DynFut<Result<TensorData, ExecutionError>> =
             if let Some(data) = self.read_offloaded(&tensor) {

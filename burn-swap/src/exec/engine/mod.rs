@@ -453,8 +453,16 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Records an op that did not come as IR (reads, moves, native ops).
-    fn record_named(&mut self, name: &'static str, inputs: &[TensorIr], outputs: &[TensorIr]) {
+    /// Records an op that did not come as IR (reads, moves, native ops) with the bytes
+    /// resident while it ran: `during` when the caller counted them (a native op's inputs
+    /// and outputs at once, before what it consumed left), else the books' resident bytes.
+    fn record_named(
+        &mut self,
+        name: &'static str,
+        inputs: &[TensorIr],
+        outputs: &[TensorIr],
+        during: Option<u64>,
+    ) {
         if !self.tracing() {
             return;
         }
@@ -469,6 +477,9 @@ impl<B: BackendIr> Engine<B> {
         for t in outputs {
             self.history.recorder.output(t, bytes_of(&t.shape, t.dtype));
         }
-        self.record_end(books.resident + books.host, books.resident);
+        self.record_end(
+            books.resident + books.host,
+            during.unwrap_or(books.resident),
+        );
     }
 }

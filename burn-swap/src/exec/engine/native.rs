@@ -113,7 +113,7 @@ impl<B: BackendIr> Engine<B> {
         }
         // The peak says what was on the device, budget or not.
         self.residency.note_peak(during);
-        self.record_named(name, inputs, outputs);
+        self.record_named(name, inputs, outputs, Some(during));
         if let (Some(nanos), true) = (nanos, self.tracing()) {
             self.history.recorder.set_last_nanos(nanos);
         }
