@@ -62,10 +62,10 @@ where
     Row {
         name: name.to_string(),
         seconds,
-        exposed_ms: report
-            .as_ref()
-            .map_or(0.0, |r| r.exposed_wait_seconds * 1e3 / timed as f64),
-        peak: report.as_ref().map_or(0, |r| r.peak_bytes),
+        exposed_ms: report.as_ref().map_or(0.0, |r| {
+            r.transfers.exposed_wait_seconds * 1e3 / timed as f64
+        }),
+        peak: report.as_ref().map_or(0, |r| r.memory.peak_bytes),
         budget: report.as_ref().and_then(|r| r.budget_bytes),
     }
 }
@@ -77,7 +77,7 @@ fn policies(c: &mut Criterion) {
         "policies/unbudgeted",
         Some(SwapConfig::default()),
     );
-    let peak = burn_swap::report(&FlexDevice).unwrap().peak_bytes;
+    let peak = burn_swap::report(&FlexDevice).unwrap().memory.peak_bytes;
     let mut rows = vec![bench_backend::<Autodiff<Flex>>(c, "policies/flex", None)];
     for fraction in [0.5, 0.25] {
         let budget = (peak as f64 * fraction) as u64;

@@ -115,13 +115,13 @@ pub struct Row {
     pub faults_per_step: Option<f64>,
     /// `exposed_per_step` by cause (`burn_swap::ExposedWait`), in seconds per step.
     pub exposed_by_cause: burn_swap::ExposedWait,
-    /// The planner whose plan was followed (`Report::plan_chosen`): `keep-all`,
+    /// The planner whose plan was followed (`report.plan.plan_chosen`): `keep-all`,
     /// `combined`, `offload-only`, ...; `none fits` when a plan was made and none fit,
     /// `declined` when the planned policy kept the fallback because its plan did not pay
-    /// (`Report::plan_declined`), `None` when no plan was made (a reactive policy, or no
+    /// (`report.plan.plan_declined`), `None` when no plan was made (a reactive policy, or no
     /// budget).
     pub plan: Option<String>,
-    /// The followed plan's simulated counted peak (`Report::predicted_peak_bytes`), to set
+    /// The followed plan's simulated counted peak (`report.plan.predicted_peak_bytes`), to set
     /// beside the measured `peak_bytes`.
     pub predicted_peak_bytes: Option<u64>,
     /// The followed plan's predicted exposed transfer time per step, in seconds, to set
@@ -152,7 +152,7 @@ pub struct Plan {
     /// The policies under burn-swap.
     pub policies: Vec<Policy>,
     /// Whether to run every policy also at the smallest budget the unbudgeted run's report
-    /// names (`Report::minimum_budget_bytes`).
+    /// names (`report.workload.minimum_budget_bytes`).
     pub minimum: bool,
     /// The memory cap of the max-batch search, as a fraction of the unwrapped peak.
     pub cap_fraction: f64,
@@ -249,7 +249,9 @@ fn counted_figures<I: BackendIr>(
     } else {
         step_times::<Autodiff<Swap<I>>>(workload, device, steps);
     }
-    burn_swap::report(device).map_or((0, 0), |r| (r.peak_bytes, r.minimum_budget_bytes))
+    burn_swap::report(device).map_or((0, 0), |r| {
+        (r.memory.peak_bytes, r.workload.minimum_budget_bytes)
+    })
 }
 
 /// Runs the plan on the inner backend `I` (Flex, or CUDA); the caller holds the device for
@@ -456,7 +458,7 @@ fn budgeted_row(
     let sum = |f: &dyn Fn(&burn_swap::Report) -> f64| runs.iter().map(|(_, r)| f(r)).sum::<f64>();
     let faults: Option<Vec<f64>> = runs.iter().map(|(s, _)| s.faults_per_step).collect();
     let last = &runs[runs.len() - 1].1;
-    let highest = runs.iter().map(|(_, r)| r.peak_bytes).max();
+    let highest = runs.iter().map(|(_, r)| r.memory.peak_bytes).max();
     Row {
         config,
         budget_fraction: Some(fraction),
@@ -465,34 +467,40 @@ fn budgeted_row(
         time_ratio: Some(step / unwrapped),
         peak_bytes: highest,
         memory_ratio: highest.map(|p| p as f64 / peak as f64),
-        offloaded_per_step: (sum(&|r| r.offloaded_bytes as f64) / n) as u64,
-        fetched_per_step: (sum(&|r| r.fetched_bytes as f64) / n) as u64,
-        exposed_per_step: sum(&|r| r.exposed_wait_seconds) / n,
+        offloaded_per_step: (sum(&|r| r.transfers.offloaded_bytes as f64) / n) as u64,
+        fetched_per_step: (sum(&|r| r.transfers.fetched_bytes as f64) / n) as u64,
+        exposed_per_step: sum(&|r| r.transfers.exposed_wait_seconds) / n,
         faults_per_step: faults.map(|f| f.iter().sum::<f64>() / f.len() as f64),
         exposed_by_cause: burn_swap::ExposedWait {
-            fetch_seconds: sum(&|r| r.exposed_wait.fetch_seconds) / n,
-            prefetch_seconds: sum(&|r| r.exposed_wait.prefetch_seconds) / n,
-            room_seconds: sum(&|r| r.exposed_wait.room_seconds) / n,
-            offload_seconds: sum(&|r| r.exposed_wait.offload_seconds) / n,
+            fetch_seconds: sum(&|r| r.transfers.exposed_wait.fetch_seconds) / n,
+            prefetch_seconds: sum(&|r| r.transfers.exposed_wait.prefetch_seconds) / n,
+            room_seconds: sum(&|r| r.transfers.exposed_wait.room_seconds) / n,
+            offload_seconds: sum(&|r| r.transfers.exposed_wait.offload_seconds) / n,
         },
-        plan: match (&last.plan_chosen, last.plan_choices.is_empty()) {
+        plan: match (&last.plan.plan_chosen, last.plan.plan_choices.is_empty()) {
             (Some(name), _) => Some(name.clone()),
-            (None, _) if last.plan_declined => Some("declined".into()),
+            (None, _) if last.plan.plan_declined => Some("declined".into()),
             (None, false) => Some("none fits".into()),
             (None, true) => None,
         },
-        predicted_peak_bytes: last.plan_chosen.as_ref().and(last.predicted_peak_bytes),
-        predicted_exposed_per_step: last
+        predicted_peak_bytes: last
+            .plan
             .plan_chosen
             .as_ref()
-            .and(last.predicted_exposed_seconds),
+            .and(last.plan.predicted_peak_bytes),
+        predicted_exposed_per_step: last
+            .plan
+            .plan_chosen
+            .as_ref()
+            .and(last.plan.predicted_exposed_seconds),
         reserved_bytes: runs
             .iter()
-            .filter_map(|(_, r)| r.allocator_peak.map(|a| a.reserved))
+            .filter_map(|(_, r)| r.device.allocator_peak.map(|a| a.reserved))
             .max(),
         cleanups_per_step: last
+            .device
             .allocator_peak
-            .map(|_| sum(&|r| r.allocator_cleanups as f64) / n),
+            .map(|_| sum(&|r| r.device.allocator_cleanups as f64) / n),
         error: None,
     }
 }
@@ -761,7 +769,7 @@ mod tests {
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         let moved: u64 = runs
             .iter()
-            .map(|r| r.as_ref().unwrap().1.offloaded_bytes)
+            .map(|r| r.as_ref().unwrap().1.transfers.offloaded_bytes)
             .sum();
         assert!(moved > 0, "nothing moved at a third of the peak");
         let row = budgeted_row("reactive".into(), 1.0 / 3.0, runs.clone(), &plan, 2.0, peak);

@@ -185,7 +185,7 @@ where
         burn_swap::restart_trace(device);
         burn_swap::reset_counters(device);
         let unbudgeted = model.train::<Swapped<I>>(device, check.steps);
-        let peak = burn_swap::report(device).map_or(0, |r| r.peak_bytes);
+        let peak = burn_swap::report(device).map_or(0, |r| r.memory.peak_bytes);
         let (identical, loss_gap, pass) = judge(&unbudgeted);
         rows.push(Row {
             model: model.name(),
@@ -232,12 +232,17 @@ where
                     spread,
                     pass,
                     budget: Some(budget),
-                    counted_peak: report.peak_bytes,
-                    allocator: report.allocator_peak,
-                    moves: (report.offloads, report.fetches, report.recomputes),
-                    device_compressed: report.device_compressed_offloads,
-                    exposed_wait_ms: report.exposed_wait_seconds * 1e3 / check.steps as f64,
-                    peers: report.peers.clone(),
+                    counted_peak: report.memory.peak_bytes,
+                    allocator: report.device.allocator_peak,
+                    moves: (
+                        report.transfers.offloads,
+                        report.transfers.fetches,
+                        report.transfers.recomputes,
+                    ),
+                    device_compressed: report.compression.device_compressed_offloads,
+                    exposed_wait_ms: report.transfers.exposed_wait_seconds * 1e3
+                        / check.steps as f64,
+                    peers: report.device.peers.clone(),
                 });
             }
         }
@@ -307,9 +312,9 @@ pub fn assert_budgeted_run(
         "{what}: losses\n{report}"
     );
     assert_eq!(swapped, plain, "{what}: parameters");
-    assert!(report.peak_bytes <= budget, "{what}\n{report}");
+    assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
     assert!(
-        report.offloads > 0 && report.fetches > 0,
+        report.transfers.offloads > 0 && report.transfers.fetches > 0,
         "{what}\n{report}"
     );
 }
@@ -450,10 +455,13 @@ where
     let report = burn_swap::report(device).expect("the device ran under Swap");
     burn_swap::configure(device, SwapConfig::default()).expect("the default configuration");
     assert_eq!(swapped, plain);
-    assert!(report.peak_bytes <= VIEWS_BUDGET, "{report}");
-    assert!(report.offloads > 0 && report.recomputes == 0, "{report}");
+    assert!(report.memory.peak_bytes <= VIEWS_BUDGET, "{report}");
     assert!(
-        report.whole_buffer_offloads > 0,
+        report.transfers.offloads > 0 && report.transfers.recomputes == 0,
+        "{report}"
+    );
+    assert!(
+        report.transfers.whole_buffer_offloads > 0,
         "the shared buffer of two views left whole: {report:?}"
     );
 }
@@ -476,14 +484,14 @@ pub fn every_policy(
     burn_swap::reset_counters(&device);
     plain.assert_same(&swapped(), &format!("{name} unbudgeted"));
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let peak = unbudgeted.peak_bytes;
-    let minimum = unbudgeted.minimum_budget_bytes;
+    let peak = unbudgeted.memory.peak_bytes;
+    let minimum = unbudgeted.workload.minimum_budget_bytes;
     eprintln!(
         "{name}: peak {peak}, largest op {}, minimum budget {minimum} ({:.1}% of the peak)",
-        unbudgeted.largest_op_bytes,
+        unbudgeted.workload.largest_op_bytes,
         100.0 * minimum as f64 / peak as f64
     );
-    assert!(peak > 0 && minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
+    assert!(peak > 0 && minimum >= unbudgeted.workload.largest_op_bytes && minimum <= peak);
     for policy in Policy::ALL {
         let budgets = [
             ("half", peak / 2),
@@ -514,12 +522,12 @@ pub fn every_policy(
                 let outcome = outcome.unwrap_or_else(|_| panic!("{what}: failed\n{report}"));
                 plain.assert_same(&outcome, &what);
                 assert!(
-                    report.peak_bytes <= budget,
+                    report.memory.peak_bytes <= budget,
                     "{what}: counted peak {} over the budget\n{report}",
-                    report.peak_bytes
+                    report.memory.peak_bytes
                 );
                 assert!(
-                    report.offloads + report.recomputes > 0,
+                    report.transfers.offloads + report.transfers.recomputes > 0,
                     "{what}: nothing left the device\n{report}"
                 );
             }

@@ -41,7 +41,7 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     workload.train::<B>(&device, 3);
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     for fraction in [0.5, 0.33, 0.25] {
         let budget = (peak as f64 * fraction) as u64;
         // Planned on the op thread: the plan is followed from the same iteration in every
@@ -58,9 +58,11 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         let name = workload.name();
         let predicted = report
+            .plan
             .predicted_peak_bytes
             .unwrap_or_else(|| panic!("{name} at {fraction}: no plan\n{report}"));
         let measured = report
+            .workload
             .iteration_peaks
             .last()
             .map(|p| p.peak_bytes)
@@ -71,13 +73,13 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
              {} B moved by the fallback under the plan",
             fraction * 100.0,
             100.0 * (measured as f64 / predicted as f64 - 1.0),
-            report.planned_offloads,
-            report.planned_recomputes,
-            report.planned_iterations,
-            report.fallback_bytes_under_plan
+            report.plan.planned_offloads,
+            report.plan.planned_recomputes,
+            report.plan.planned_iterations,
+            report.plan.fallback_bytes_under_plan
         );
         assert!(
-            report.peak_bytes <= budget,
+            report.memory.peak_bytes <= budget,
             "{name} at {fraction}\n{report}"
         );
         assert!(
@@ -85,18 +87,18 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
             "{name} at {fraction}: the plan does not fit\n{report}"
         );
         assert!(
-            report.planned_iterations > 0,
+            report.plan.planned_iterations > 0,
             "{name} at {fraction}: no iteration ended under the plan\n{report}"
         );
         // The plan steers: from each plan's first full iteration on, the fallback moves at
         // most `fallback_share` of the bytes that left the device (without the plan's steps
         // it moves half or more).
         assert!(
-            report.fallback_bytes_under_plan as f64
-                <= fallback_share * report.offloaded_bytes as f64,
+            report.plan.fallback_bytes_under_plan as f64
+                <= fallback_share * report.transfers.offloaded_bytes as f64,
             "{name} at {fraction}: the fallback made room under the plan: {} of {} B\n{report}",
-            report.fallback_bytes_under_plan,
-            report.offloaded_bytes
+            report.plan.fallback_bytes_under_plan,
+            report.transfers.offloaded_bytes
         );
         let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
         let close = match accuracy {
@@ -185,12 +187,12 @@ fn the_plan_in_force_is_made_for_the_schedule_in_force() {
     let mut planned = 0;
     train_loop(model, 8, 1e-3, loss, |step, _| {
         let report = burn_swap::report(&device).unwrap();
-        periods.push(report.period);
-        if let Some(p) = report.planned_period {
+        periods.push(report.workload.period);
+        if let Some(p) = report.plan.planned_period {
             planned += 1;
             assert_eq!(
                 Some(p),
-                report.period,
+                report.workload.period,
                 "step {step}: a plan for another schedule is in force\n{report}"
             );
         }
@@ -213,7 +215,7 @@ fn planned_copies_on_the_op_thread_change_no_value() {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     workload.train::<B>(&device, 3);
-    let budget = burn_swap::report(&device).unwrap().peak_bytes / 3;
+    let budget = burn_swap::report(&device).unwrap().memory.peak_bytes / 3;
     for handover in [1.0, 0.0] {
         burn_swap::unstable::set_handover_seconds(Some(handover));
         let config = SwapConfig::budget_bytes(budget)
@@ -228,12 +230,13 @@ fn planned_copies_on_the_op_thread_change_no_value() {
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         let what = format!("hand-over {handover} s");
         plain.assert_same(&swapped, &what);
-        assert!(report.peak_bytes <= budget, "{what}\n{report}");
-        assert!(report.planned_offloads > 0, "{what}\n{report}");
+        assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
+        assert!(report.plan.planned_offloads > 0, "{what}\n{report}");
         let chosen = report
+            .plan
             .plan_choices
             .iter()
-            .find(|c| Some(&c.planner) == report.plan_chosen.as_ref())
+            .find(|c| Some(&c.planner) == report.plan.plan_chosen.as_ref())
             .unwrap_or_else(|| panic!("{what}: no plan chosen\n{report}"));
         // A dear hand-over: every planned copy is made on the op thread (its time exposed,
         // none handed over). A free one: only where the copies' time on the op thread is
@@ -241,10 +244,10 @@ fn planned_copies_on_the_op_thread_change_no_value() {
         println!(
             "{what}: {} planned offloads, predicted exposed {:.3} ms, hand-over {:.3} ms, \
              offloads on the op's path {:.3} ms",
-            report.planned_offloads,
+            report.plan.planned_offloads,
             chosen.exposed_seconds * 1e3,
             chosen.handover_seconds * 1e3,
-            report.exposed_wait.offload_seconds * 1e3
+            report.transfers.exposed_wait.offload_seconds * 1e3
         );
         if handover > 0.0 {
             assert_eq!(chosen.handover_seconds, 0.0, "{what}\n{report}");
@@ -293,7 +296,7 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
         burn_swap::restart_trace(&device);
         burn_swap::reset_counters(&device);
         workload.train::<B>(&device, 3);
-        let budget = burn_swap::report(&device).unwrap().peak_bytes / 2;
+        let budget = burn_swap::report(&device).unwrap().memory.peak_bytes / 2;
         burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
         burn_swap::restart_trace(&device);
         burn_swap::reset_counters(&device);
@@ -304,25 +307,26 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
         println!(
             "{name}: {} plans made, {} reused, {} planned iterations, planner {:.1} ms, op \
              threads {:.2} ms, takeovers {:?}",
-            report.plans,
-            report.plans_reused,
-            report.planned_iterations,
-            report.planning_seconds * 1e3,
-            report.planning_op_thread_seconds * 1e3,
+            report.plan.plans,
+            report.plan.plans_reused,
+            report.plan.planned_iterations,
+            report.plan.planning_seconds * 1e3,
+            report.plan.planning_op_thread_seconds * 1e3,
             report
+                .plan
                 .plan_takeovers
                 .iter()
                 .map(|t| (t.period, t.reused, t.waited_iterations))
                 .collect::<Vec<_>>()
         );
-        assert!(report.peak_bytes <= budget, "{name}\n{report}");
-        if report.plans > schedules + 1 {
+        assert!(report.memory.peak_bytes <= budget, "{name}\n{report}");
+        if report.plan.plans > schedules + 1 {
             failures.push(format!(
                 "{name}: {} plans for {schedules} schedules",
-                report.plans
+                report.plan.plans
             ));
         }
-        if report.plans == 0 {
+        if report.plan.plans == 0 {
             failures.push(format!("{name}: no plan made"));
         }
         if name == "bucketed" {
@@ -342,22 +346,22 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
             println!(
                 "{name}, planned on the op's thread: {} plans made, {} reused, {} planned \
                  iterations",
-                report.plans, report.plans_reused, report.planned_iterations
+                report.plan.plans, report.plan.plans_reused, report.plan.planned_iterations
             );
-            assert!(report.peak_bytes <= budget, "{name}\n{report}");
-            if report.plans > schedules + 1 || report.plans_reused == 0 {
+            assert!(report.memory.peak_bytes <= budget, "{name}\n{report}");
+            if report.plan.plans > schedules + 1 || report.plan.plans_reused == 0 {
                 failures.push(format!(
                     "{name} planned on the op's thread: {} plans for {schedules} schedules, {} \
                      reused",
-                    report.plans, report.plans_reused
+                    report.plan.plans, report.plan.plans_reused
                 ));
             }
         }
-        if report.planning_op_thread_seconds >= report.planning_seconds {
+        if report.plan.planning_op_thread_seconds >= report.plan.planning_seconds {
             failures.push(format!(
                 "{name}: {:.2} ms planning on the op threads, {:.2} ms in the planner",
-                report.planning_op_thread_seconds * 1e3,
-                report.planning_seconds * 1e3
+                report.plan.planning_op_thread_seconds * 1e3,
+                report.plan.planning_seconds * 1e3
             ));
         }
     }
@@ -408,7 +412,7 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     workload.train::<B>(&device, 3);
-    let budget = burn_swap::report(&device).unwrap().peak_bytes / 2;
+    let budget = burn_swap::report(&device).unwrap().memory.peak_bytes / 2;
     // (links, transfer jitter in µs, planner, whether the plan is judged by what it cost)
     let cases = [
         (1e6, 0, Planner::Segments, false),
@@ -434,40 +438,45 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
             let what =
                 format!("links {bytes_per_second:e} B/s, jitter {jitter} us, judged {judged}");
             plain.assert_same(&swapped, &what);
-            assert!(report.peak_bytes <= budget, "{what}\n{report}");
+            assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
             println!(
                 "{what}: {} plans, {} declined {:?}, {} planned iterations",
-                report.plans,
-                report.plans_declined,
+                report.plan.plans,
+                report.plan.plans_declined,
                 report
+                    .plan
                     .plan_declines
                     .iter()
                     .map(|d| (d.plan_seconds * 1e3, d.measured, d.fallback_seconds * 1e3))
                     .collect::<Vec<_>>(),
-                report.planned_iterations
+                report.plan.planned_iterations
             );
             if !judged {
-                assert_eq!(report.plans_declined, 0, "{what}\n{report}");
+                assert_eq!(report.plan.plans_declined, 0, "{what}\n{report}");
                 assert!(
-                    report.planned_iterations > 0 && report.predicted_peak_bytes.is_some(),
+                    report.plan.planned_iterations > 0
+                        && report.plan.predicted_peak_bytes.is_some(),
                     "{what}: the plan was not followed to the end\n{report}"
                 );
                 continue;
             }
-            assert!(report.plans_declined >= 1, "{what}: not declined\n{report}");
-            let decline = report.plan_declines[0];
+            assert!(
+                report.plan.plans_declined >= 1,
+                "{what}: not declined\n{report}"
+            );
+            let decline = report.plan.plan_declines[0];
             assert_eq!(decline.measured, measured, "{what}\n{report}");
             assert!(
                 decline.plan_seconds > decline.fallback_seconds,
                 "{what}\n{report}"
             );
-            assert!(report.plan_declined, "{what}\n{report}");
-            assert_eq!(report.predicted_peak_bytes, None, "{what}\n{report}");
+            assert!(report.plan.plan_declined, "{what}\n{report}");
+            assert_eq!(report.plan.predicted_peak_bytes, None, "{what}\n{report}");
             // Declined when ready: never followed; by what it cost: after the first
             // iteration and the two it was judged by.
             let most = if measured { 3 } else { 0 };
             assert!(
-                report.planned_iterations <= most,
+                report.plan.planned_iterations <= most,
                 "{what}: followed after its decline\n{report}"
             );
         }

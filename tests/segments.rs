@@ -83,7 +83,7 @@ fn training_follows_a_segment_plan_bit_for_bit() {
         let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
             workload.train::<Autodiff<Swap<Flex>>>(&device, steps)
         });
-        let budget = (unbudgeted.peak_bytes as f64 * fraction) as u64;
+        let budget = (unbudgeted.memory.peak_bytes as f64 * fraction) as u64;
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
             .with_planner(Planner::Segments)
@@ -96,16 +96,21 @@ fn training_follows_a_segment_plan_bit_for_bit() {
         let what = format!("{name} at {fraction} under the segment plan");
         assert_budgeted_run(&what, &plain, &swapped, &report, budget);
         assert_eq!(
-            report.plan_chosen.as_deref(),
+            report.plan.plan_chosen.as_deref(),
             Some("segments"),
             "{what}: not the plan in force\n{report}"
         );
         assert!(
-            report.plan_choices.iter().all(|c| c.planner == "segments"),
+            report
+                .plan
+                .plan_choices
+                .iter()
+                .all(|c| c.planner == "segments"),
             "{what}: other planners judged\n{report}"
         );
-        let predicted = report.predicted_peak_bytes.expect("a plan");
+        let predicted = report.plan.predicted_peak_bytes.expect("a plan");
         let measured = report
+            .workload
             .iteration_peaks
             .last()
             .expect("an iteration")
@@ -114,15 +119,15 @@ fn training_follows_a_segment_plan_bit_for_bit() {
             "{what} ({budget} B): predicted {predicted} B, measured {measured} B ({:+.1}%), \
              {} offloads planned, {} planned iterations, {} B moved by the fallback under it",
             100.0 * (measured as f64 / predicted as f64 - 1.0),
-            report.planned_offloads,
-            report.planned_iterations,
-            report.fallback_bytes_under_plan
+            report.plan.planned_offloads,
+            report.plan.planned_iterations,
+            report.plan.fallback_bytes_under_plan
         );
         assert!(
-            report.planned_iterations > 0 && report.planned_offloads > 0,
+            report.plan.planned_iterations > 0 && report.plan.planned_offloads > 0,
             "{what}\n{report}"
         );
-        assert_eq!(report.fallback_bytes_under_plan, 0, "{what}\n{report}");
+        assert_eq!(report.plan.fallback_bytes_under_plan, 0, "{what}\n{report}");
         assert!(
             (measured as f64 - predicted as f64).abs() <= 0.02 * predicted as f64,
             "{what}: measured {measured} B, predicted {predicted} B\n{report}"

@@ -31,6 +31,36 @@ pub struct Report {
     pub eviction: EvictionScore,
     /// The budget in bytes, `None` when unlimited.
     pub budget_bytes: Option<u64>,
+    /// The budget's bytes: resident on the device and held on the host, and their peaks.
+    #[serde(flatten)]
+    pub memory: MemoryReport,
+    /// What left the device and came back: offloads, fetches, recomputations, and the time
+    /// the ops waited on them.
+    #[serde(flatten)]
+    pub transfers: TransferReport,
+    /// What compression did to the offloads.
+    #[serde(flatten)]
+    pub compression: CompressionReport,
+    /// The plans: how many were made, reused, declined and followed, what the one in force
+    /// predicts, and the candidates it was chosen from.
+    #[serde(flatten)]
+    pub plan: PlanReport,
+    /// The device under the swap layer: its inner allocator's figures and memory, and the
+    /// peers.
+    #[serde(flatten)]
+    pub device: DeviceReport,
+    /// The workload as burn-swap saw it: ops, the smallest budget it runs under, its period
+    /// and its iterations' peaks.
+    #[serde(flatten)]
+    pub workload: WorkloadReport,
+}
+
+/// The budget's bytes: resident on the device and held on the host, and their peaks.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MemoryReport {
     /// Bytes resident on the device now (as [`crate::Memory::resident_bytes`]).
     pub resident_bytes: u64,
     /// Highest resident bytes while any op ran (its inputs and outputs included).
@@ -50,6 +80,20 @@ pub struct Report {
     /// The bound on the host store (`SwapConfig::host_budget`), if any.
     #[serde(default)]
     pub host_budget_bytes: Option<u64>,
+    /// Ops whose outputs turned out larger than the room made for them before they ran (a
+    /// native op whose output size is not known beforehand): room was made right after, but
+    /// the device held more than the budget for the length of the op. A failure to fix;
+    /// 0 for every op burn-swap predicts.
+    pub budget_overshoots: u64,
+}
+
+/// What left the device and came back: offloads, fetches, recomputations, and the time
+/// the ops waited on them.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TransferReport {
     /// Offloads to host.
     pub offloads: u64,
     /// Bytes offloaded to host.
@@ -73,21 +117,6 @@ pub struct Report {
     /// made again over it. Counted in `offloads` once each.
     #[serde(default)]
     pub whole_buffer_offloads: u64,
-    /// Ops whose outputs turned out larger than the room made for them before they ran (a
-    /// native op whose output size is not known beforehand): room was made right after, but
-    /// the device held more than the budget for the length of the op. A failure to fix;
-    /// 0 for every op burn-swap predicts.
-    pub budget_overshoots: u64,
-    /// Ops run, drops and reads included.
-    pub ops: u64,
-    /// The largest working set of one op (its inputs and outputs): the smallest budget under
-    /// which this workload can run.
-    pub largest_op_bytes: u64,
-    /// The smallest budget the ops since the counters were reset could have run under: for
-    /// each op, its inputs and outputs plus the resident bytes that could not have left while
-    /// it ran (strided views without a way back), the largest of these. A run of the same
-    /// workload under this budget fits (tested); `largest_op_bytes` alone may not.
-    pub minimum_budget_bytes: u64,
     /// Tensors dropped by the plan to be recomputed.
     pub evictions: u64,
     /// Tensors recomputed (by replaying their producing op) before a use.
@@ -109,25 +138,47 @@ pub struct Report {
     /// right either way: an op that finds its input still in flight waits for it itself.
     #[serde(default)]
     pub unawaited_prefetch_reads: u64,
-    /// The device's total memory, when the backend can tell it (CUDA).
-    pub device_memory_bytes: Option<u64>,
+}
 
-    /// The inner allocator's figures now (CubeCL backends: every stream burn-swap uses on the
-    /// device added up); `None` on backends without them.
-    pub allocator: Option<AllocatorUsage>,
-    /// The highest allocator figures, sampled after every op and transfer. Unlike
-    /// `peak_bytes` (what burn-swap counts), these include the allocator's padding, its
-    /// free pages and buffers outside burn-swap's books.
-    pub allocator_peak: Option<AllocatorUsage>,
-    /// The streams burn-swap runs device work on (the op threads', the send and receive
-    /// workers'), each with the allocator's figures of its pools as last read; a stream whose
-    /// pools are another's (`shared`) is not added again to `allocator`.
-    #[serde(default)]
-    pub allocator_streams: Vec<StreamUsage>,
-    /// Times every stream's idle buffers and free pages were given back because the
-    /// allocator reserved more than the budget.
-    #[serde(default)]
-    pub allocator_cleanups: u64,
+/// What compression did to the offloads.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CompressionReport {
+    /// The compression mode in force (in JSON as `BURN_SWAP_COMPRESS` takes it: `off`, `on`,
+    /// `auto`, `on:0.7`).
+    #[serde(with = "as_text")]
+    #[serde(rename = "compression")]
+    pub mode: Compression,
+    /// Raw bytes of every offload (what moved before compression).
+    pub raw_bytes: u64,
+    /// Bytes that offloads moved to host memory (compressed where it paid).
+    pub moved_bytes: u64,
+    /// `raw_bytes / moved_bytes` (1 without compression).
+    #[serde(rename = "compression_ratio")]
+    pub ratio: f64,
+    /// Offloads that were compressed.
+    pub compressed_offloads: u64,
+    /// Offloads compressed by the device's kernels before the copy (CubeCL backends).
+    pub device_compressed_offloads: u64,
+    /// Fetches decompressed by the device's kernels after the copy (CubeCL backends).
+    pub device_decompressed_fetches: u64,
+    /// Seconds spent compressing and decompressing (on workers or on the op's path).
+    pub codec_seconds: f64,
+    /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
+    /// largest raw bytes first, at most 32.
+    #[serde(rename = "compression_by_tensor")]
+    pub by_tensor: Vec<CompressionStat>,
+}
+
+/// The plans: how many were made, reused, declined and followed, what the one in force
+/// predicts, and the candidates it was chosen from.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PlanReport {
     /// Plans made (one per profiled schedule, under a planned policy).
     pub plans: u64,
     /// Iterations of the training loop that ended under a plan followed since its schedule
@@ -194,33 +245,58 @@ pub struct Report {
     pub planned_offloads: usize,
     /// Recomputations per iteration in the plan in force.
     pub planned_recomputes: usize,
-    /// The compression mode in force (in JSON as `BURN_SWAP_COMPRESS` takes it: `off`, `on`,
-    /// `auto`, `on:0.7`).
-    #[serde(with = "as_text")]
-    pub compression: Compression,
-    /// Raw bytes of every offload (what moved before compression).
-    pub raw_bytes: u64,
-    /// Bytes that offloads moved to host memory (compressed where it paid).
-    pub moved_bytes: u64,
-    /// `raw_bytes / moved_bytes` (1 without compression).
-    pub compression_ratio: f64,
-    /// Offloads that were compressed.
-    pub compressed_offloads: u64,
-    /// Offloads compressed by the device's kernels before the copy (CubeCL backends).
-    pub device_compressed_offloads: u64,
-    /// Fetches decompressed by the device's kernels after the copy (CubeCL backends).
-    pub device_decompressed_fetches: u64,
-    /// Seconds spent compressing and decompressing (on workers or on the op's path).
-    pub codec_seconds: f64,
-    /// Per tensor shape and dtype, the offloads, raw and moved bytes (with compression on),
-    /// largest raw bytes first, at most 32.
-    pub compression_by_tensor: Vec<CompressionStat>,
+}
+
+/// The device under the swap layer: its inner allocator's figures and memory, and the
+/// peers.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DeviceReport {
+    /// The device's total memory, when the backend can tell it (CUDA).
+    pub device_memory_bytes: Option<u64>,
+    /// The inner allocator's figures now (CubeCL backends: every stream burn-swap uses on the
+    /// device added up); `None` on backends without them.
+    pub allocator: Option<AllocatorUsage>,
+    /// The highest allocator figures, sampled after every op and transfer. Unlike
+    /// `peak_bytes` (what burn-swap counts), these include the allocator's padding, its
+    /// free pages and buffers outside burn-swap's books.
+    pub allocator_peak: Option<AllocatorUsage>,
+    /// The streams burn-swap runs device work on (the op threads', the send and receive
+    /// workers'), each with the allocator's figures of its pools as last read; a stream whose
+    /// pools are another's (`shared`) is not added again to `allocator`.
+    #[serde(default)]
+    pub allocator_streams: Vec<StreamUsage>,
+    /// Times every stream's idle buffers and free pages were given back because the
+    /// allocator reserved more than the budget.
+    #[serde(default)]
+    pub allocator_cleanups: u64,
     /// Per peer (empty without peers): capacity, bytes held, sent and fetched, and
     /// the achieved bandwidth of its link.
     pub peers: Vec<PeerStat>,
     /// Offloads that put some or all of their bytes on the host because the peers had no
     /// room for them.
     pub peer_fallbacks: u64,
+}
+
+/// The workload as burn-swap saw it: ops, the smallest budget it runs under, its period
+/// and its iterations' peaks.
+///
+/// Part of [`Report`]; its fields' JSON keys are the report's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct WorkloadReport {
+    /// Ops run, drops and reads included.
+    pub ops: u64,
+    /// The largest working set of one op (its inputs and outputs): the smallest budget under
+    /// which this workload can run.
+    pub largest_op_bytes: u64,
+    /// The smallest budget the ops since the counters were reset could have run under: for
+    /// each op, its inputs and outputs plus the resident bytes that could not have left while
+    /// it ran (strided views without a way back), the largest of these. A run of the same
+    /// workload under this budget fits (tested); `largest_op_bytes` alone may not.
+    pub minimum_budget_bytes: u64,
     /// The training loop's period in ops, once detected.
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
@@ -237,7 +313,7 @@ pub struct Memory {
     pub peak_bytes: u64,
     /// Bytes offloaded to host memory.
     pub host_bytes: u64,
-    /// Of `host_bytes`, those in pinned host memory (see [`Report::pinned_host_bytes`]).
+    /// Of `host_bytes`, those in pinned host memory (see [`MemoryReport::pinned_host_bytes`]).
     #[serde(default)]
     pub pinned_host_bytes: u64,
     /// The budget in force, `None` when unlimited.
@@ -245,7 +321,7 @@ pub struct Memory {
 }
 
 /// Where the ops' exposed wait went (the parts add up to
-/// [`Report::exposed_wait_seconds`]): what a plan that predicts its transfers hidden but
+/// [`TransferReport::exposed_wait_seconds`]): what a plan that predicts its transfers hidden but
 /// waits anyway got wrong.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExposedWait {
@@ -311,81 +387,93 @@ impl Report {
             policy: f.config.policy,
             eviction: f.config.eviction,
             budget_bytes: f.budget,
-            host_budget_bytes: f.config.host_budget(),
-            resident_bytes: f.books.resident,
-            peak_bytes: f.books.peak,
-            host_bytes: f.books.host,
-            peak_host_bytes: f.books.peak_host,
-            pinned_host_bytes: f.books.pinned,
-            peak_pinned_host_bytes: f.books.peak_pinned,
-            offloads: c.offloads,
-            offloaded_bytes: c.offloaded_bytes,
-            offload_seconds: seconds(c.offload_nanos),
-            fetches: c.fetches,
-            fetched_bytes: c.fetched_bytes,
-            fetch_seconds: seconds(c.fetch_nanos),
-            failed_offloads: c.failed_offloads,
-            failed_fetches: c.failed_fetches,
-            whole_buffer_offloads: c.whole_buffer_offloads,
-            budget_overshoots: c.budget_overshoots,
-            ops: c.ops,
-            largest_op_bytes: c.largest_op,
-            minimum_budget_bytes: c.minimum_budget,
-            evictions: c.evictions,
-            recomputes: c.recomputes,
-            recompute_seconds: seconds(c.recompute_nanos),
-            exposed_wait_seconds: seconds(c.exposed_wait_nanos()),
-            exposed_wait: ExposedWait {
-                fetch_seconds: seconds(c.exposed_by_cause[Wait::Fetch as usize]),
-                prefetch_seconds: seconds(c.exposed_by_cause[Wait::Prefetch as usize]),
-                room_seconds: seconds(c.exposed_by_cause[Wait::Room as usize]),
-                offload_seconds: seconds(c.exposed_by_cause[Wait::Offload as usize]),
+            memory: MemoryReport {
+                host_budget_bytes: f.config.host_budget(),
+                resident_bytes: f.books.resident,
+                peak_bytes: f.books.peak,
+                host_bytes: f.books.host,
+                peak_host_bytes: f.books.peak_host,
+                pinned_host_bytes: f.books.pinned,
+                peak_pinned_host_bytes: f.books.peak_pinned,
+                budget_overshoots: c.budget_overshoots,
             },
-            planned_waits: c.planned_waits,
-            unawaited_prefetch_reads: c.unawaited_prefetch_reads,
-            device_memory_bytes: f.device_memory,
-            allocator: c.allocator,
-            allocator_peak: c.allocator_peak,
-            allocator_streams: f.streams.clone(),
-            allocator_cleanups: f.allocator_cleanups,
-            plans: c.plans,
-            planned_iterations: c.planned_iterations,
-            fallback_bytes_under_plan: c.fallback_bytes_under_plan,
-            planning_seconds: seconds(c.planning_nanos),
-            planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
-            plans_reused: c.plans_reused,
-            plan_takeovers: c.plan_takeovers.clone(),
-            plans_declined: c.plans_declined,
-            plan_declines: c.plan_declines.clone(),
-            plan_declined: c.plan_declined,
-            predicted_peak_bytes: c.predicted_peak,
-            predicted_pool_bytes: c.predicted_pool,
-            planned_period: c.planned_period,
-            plan_chosen: c
-                .plan_chosen
-                .and_then(|i| c.plan_choices.get(i))
-                .map(|choice| choice.planner.clone()),
-            plan_choices: c.plan_choices.clone(),
-            predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
-            planned_offloads: f.planned_offloads,
-            planned_recomputes: f.planned_recomputes,
-            compression: f.config.compression,
-            raw_bytes: c.raw_bytes,
-            moved_bytes: c.moved_bytes,
-            compression_ratio: if c.moved_bytes == 0 {
-                1.0
-            } else {
-                c.raw_bytes as f64 / c.moved_bytes as f64
+            transfers: TransferReport {
+                offloads: c.offloads,
+                offloaded_bytes: c.offloaded_bytes,
+                offload_seconds: seconds(c.offload_nanos),
+                fetches: c.fetches,
+                fetched_bytes: c.fetched_bytes,
+                fetch_seconds: seconds(c.fetch_nanos),
+                failed_offloads: c.failed_offloads,
+                failed_fetches: c.failed_fetches,
+                whole_buffer_offloads: c.whole_buffer_offloads,
+                evictions: c.evictions,
+                recomputes: c.recomputes,
+                recompute_seconds: seconds(c.recompute_nanos),
+                exposed_wait_seconds: seconds(c.exposed_wait_nanos()),
+                exposed_wait: ExposedWait {
+                    fetch_seconds: seconds(c.exposed_by_cause[Wait::Fetch as usize]),
+                    prefetch_seconds: seconds(c.exposed_by_cause[Wait::Prefetch as usize]),
+                    room_seconds: seconds(c.exposed_by_cause[Wait::Room as usize]),
+                    offload_seconds: seconds(c.exposed_by_cause[Wait::Offload as usize]),
+                },
+                planned_waits: c.planned_waits,
+                unawaited_prefetch_reads: c.unawaited_prefetch_reads,
             },
-            compressed_offloads: c.compressed_offloads,
-            device_compressed_offloads: c.device_compressed,
-            device_decompressed_fetches: c.device_decompressed,
-            codec_seconds: seconds(c.codec_nanos),
-            compression_by_tensor: compression_by_tensor(c),
-            peers: f.peers,
-            peer_fallbacks: f.peer_fallbacks,
-            period: f.period,
-            iteration_peaks: f.iteration_peaks,
+            compression: CompressionReport {
+                mode: f.config.compression,
+                raw_bytes: c.raw_bytes,
+                moved_bytes: c.moved_bytes,
+                ratio: if c.moved_bytes == 0 {
+                    1.0
+                } else {
+                    c.raw_bytes as f64 / c.moved_bytes as f64
+                },
+                compressed_offloads: c.compressed_offloads,
+                device_compressed_offloads: c.device_compressed,
+                device_decompressed_fetches: c.device_decompressed,
+                codec_seconds: seconds(c.codec_nanos),
+                by_tensor: compression_by_tensor(c),
+            },
+            plan: PlanReport {
+                plans: c.plans,
+                planned_iterations: c.planned_iterations,
+                fallback_bytes_under_plan: c.fallback_bytes_under_plan,
+                planning_seconds: seconds(c.planning_nanos),
+                planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
+                plans_reused: c.plans_reused,
+                plan_takeovers: c.plan_takeovers.clone(),
+                plans_declined: c.plans_declined,
+                plan_declines: c.plan_declines.clone(),
+                plan_declined: c.plan_declined,
+                predicted_peak_bytes: c.predicted_peak,
+                predicted_pool_bytes: c.predicted_pool,
+                planned_period: c.planned_period,
+                plan_chosen: c
+                    .plan_chosen
+                    .and_then(|i| c.plan_choices.get(i))
+                    .map(|choice| choice.planner.clone()),
+                plan_choices: c.plan_choices.clone(),
+                predicted_exposed_seconds: c.predicted_exposed_nanos.map(seconds),
+                planned_offloads: f.planned_offloads,
+                planned_recomputes: f.planned_recomputes,
+            },
+            device: DeviceReport {
+                device_memory_bytes: f.device_memory,
+                allocator: c.allocator,
+                allocator_peak: c.allocator_peak,
+                allocator_streams: f.streams.clone(),
+                allocator_cleanups: f.allocator_cleanups,
+                peers: f.peers,
+                peer_fallbacks: f.peer_fallbacks,
+            },
+            workload: WorkloadReport {
+                ops: c.ops,
+                largest_op_bytes: c.largest_op,
+                minimum_budget_bytes: c.minimum_budget,
+                period: f.period,
+                iteration_peaks: f.iteration_peaks,
+            },
         }
     }
 
@@ -447,13 +535,17 @@ impl Report {
         row("enabled", self.enabled.to_string());
         row("policy", format!("{} / {}", self.policy, self.eviction));
         row("budget", budget);
-        row("peak resident", format_bytes(self.peak_bytes));
-        row("resident now", format_bytes(self.resident_bytes));
+        row("peak resident", format_bytes(self.memory.peak_bytes));
+        row("resident now", format_bytes(self.memory.resident_bytes));
         let host_budget = self
+            .memory
             .host_budget_bytes
             .map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
-        let pinned = if self.peak_pinned_host_bytes > 0 {
-            format!(" ({} pinned)", format_bytes(self.peak_pinned_host_bytes))
+        let pinned = if self.memory.peak_pinned_host_bytes > 0 {
+            format!(
+                " ({} pinned)",
+                format_bytes(self.memory.peak_pinned_host_bytes)
+            )
         } else {
             String::new()
         };
@@ -461,7 +553,7 @@ impl Report {
             "peak on host",
             format!(
                 "{}{host_budget}{pinned}",
-                format_bytes(self.peak_host_bytes)
+                format_bytes(self.memory.peak_host_bytes)
             ),
         );
     }
@@ -470,37 +562,49 @@ impl Report {
     fn transfer_rows(&self, rows: &mut Rows) {
         let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
         let moved = |n: u64, bytes: u64| format!("{n} ({})", format_bytes(bytes));
-        row("offloads", moved(self.offloads, self.offloaded_bytes));
-        row("fetches", moved(self.fetches, self.fetched_bytes));
+        row(
+            "offloads",
+            moved(self.transfers.offloads, self.transfers.offloaded_bytes),
+        );
+        row(
+            "fetches",
+            moved(self.transfers.fetches, self.transfers.fetched_bytes),
+        );
         row(
             "transfer time",
             format!(
                 "{:.3} s out, {:.3} s in",
-                self.offload_seconds, self.fetch_seconds
+                self.transfers.offload_seconds, self.transfers.fetch_seconds
             ),
         );
         row(
             "failed transfers",
-            format!("{} out, {} in", self.failed_offloads, self.failed_fetches),
+            format!(
+                "{} out, {} in",
+                self.transfers.failed_offloads, self.transfers.failed_fetches
+            ),
         );
-        if self.budget_overshoots > 0 {
-            row("budget overshoots", self.budget_overshoots.to_string());
+        if self.memory.budget_overshoots > 0 {
+            row(
+                "budget overshoots",
+                self.memory.budget_overshoots.to_string(),
+            );
         }
-        if self.compression != Compression::Off {
+        if self.compression.mode != Compression::Off {
             row(
                 "compression",
                 format!(
                     "{} -> {} ({:.2}x)",
-                    format_bytes(self.raw_bytes),
-                    format_bytes(self.moved_bytes),
-                    self.compression_ratio
+                    format_bytes(self.compression.raw_bytes),
+                    format_bytes(self.compression.moved_bytes),
+                    self.compression.ratio
                 ),
             );
             row(
                 "compressed",
                 format!(
                     "{} offloads, codec {:.3} s",
-                    self.compressed_offloads, self.codec_seconds
+                    self.compression.compressed_offloads, self.compression.codec_seconds
                 ),
             );
         }
@@ -508,16 +612,18 @@ impl Report {
             "recomputes",
             format!(
                 "{} ({:.3} s), {} evicted",
-                self.recomputes, self.recompute_seconds, self.evictions
+                self.transfers.recomputes,
+                self.transfers.recompute_seconds,
+                self.transfers.evictions
             ),
         );
-        let w = &self.exposed_wait;
+        let w = &self.transfers.exposed_wait;
         row(
             "exposed wait",
             format!(
                 "{:.3} s (fetches on the op's path {:.3} s, fetches still in flight {:.3} s, \
                  offloads in flight {:.3} s, offloads on the op's path {:.3} s)",
-                self.exposed_wait_seconds,
+                self.transfers.exposed_wait_seconds,
                 w.fetch_seconds,
                 w.prefetch_seconds,
                 w.room_seconds,
@@ -529,13 +635,13 @@ impl Report {
     /// The plan followed and the candidates it was chosen from: the predicted time of each
     /// that fits (the chosen one marked), the smallest budget of each that does not.
     fn plan_rows(&self, rows: &mut Rows) {
-        if let Some(last) = self.plan_declines.last() {
+        if let Some(last) = self.plan.plan_declines.last() {
             rows.push((
                 "declined".into(),
                 format!(
                     "{} plans; the latest {:.2} ms {} vs the fallback's {:.2} ms per \
                      iteration",
-                    self.plans_declined,
+                    self.plan.plans_declined,
                     last.plan_seconds * 1e3,
                     if last.measured {
                         "measured"
@@ -546,7 +652,7 @@ impl Report {
                 ),
             ));
         }
-        let Some(predicted) = self.predicted_peak_bytes else {
+        let Some(predicted) = self.plan.predicted_peak_bytes else {
             return;
         };
         let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
@@ -554,10 +660,10 @@ impl Report {
             "plan",
             format!(
                 "{} off + {} rec, {:.1} ms planning ({:.1} ms of it on the op thread)",
-                self.planned_offloads,
-                self.planned_recomputes,
-                self.planning_seconds * 1e3,
-                self.planning_op_thread_seconds * 1e3
+                self.plan.planned_offloads,
+                self.plan.planned_recomputes,
+                self.plan.planning_seconds * 1e3,
+                self.plan.planning_op_thread_seconds * 1e3
             ),
         );
         row(
@@ -565,21 +671,22 @@ impl Report {
             format!(
                 "{} iterations of {} plans made, {} kept plans reused; the fallback made room \
                  of {} under them",
-                self.planned_iterations,
-                self.plans,
-                self.plans_reused,
-                format_bytes(self.fallback_bytes_under_plan)
+                self.plan.planned_iterations,
+                self.plan.plans,
+                self.plan.plans_reused,
+                format_bytes(self.plan.fallback_bytes_under_plan)
             ),
         );
         let pool = self
+            .plan
             .predicted_pool_bytes
             .map_or(String::new(), |p| format!(" (pool {})", format_bytes(p)));
         row(
             "predicted peak",
             format!("{}{pool}", format_bytes(predicted)),
         );
-        for choice in &self.plan_choices {
-            let chosen = self.plan_chosen.as_deref() == Some(choice.planner.as_str());
+        for choice in &self.plan.plan_choices {
+            let chosen = self.plan.plan_chosen.as_deref() == Some(choice.planner.as_str());
             let verdict = if choice.fits {
                 format!("{:.2} ms/iter", choice.seconds() * 1e3)
             } else {
@@ -593,7 +700,7 @@ impl Report {
     /// The allocator, the device, the peers, and the workload's figures.
     fn device_rows(&self, rows: &mut Rows) {
         let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
-        if let Some(peak) = self.allocator_peak {
+        if let Some(peak) = self.device.allocator_peak {
             row(
                 "allocator peak",
                 format!(
@@ -603,7 +710,7 @@ impl Report {
                 ),
             );
         }
-        for s in &self.allocator_streams {
+        for s in &self.device.allocator_streams {
             row(
                 &format!("  {:?} stream {}", s.role, s.stream),
                 format!(
@@ -620,13 +727,16 @@ impl Report {
                 ),
             );
         }
-        if self.allocator_cleanups > 0 {
-            row("allocator cleanups", self.allocator_cleanups.to_string());
+        if self.device.allocator_cleanups > 0 {
+            row(
+                "allocator cleanups",
+                self.device.allocator_cleanups.to_string(),
+            );
         }
-        if let Some(total) = self.device_memory_bytes {
+        if let Some(total) = self.device.device_memory_bytes {
             row("device memory", format_bytes(total));
         }
-        for peer in &self.peers {
+        for peer in &self.device.peers {
             row(
                 &peer.name,
                 format!(
@@ -636,19 +746,23 @@ impl Report {
                 ),
             );
         }
-        if !self.peers.is_empty() {
-            row("peer fallbacks", self.peer_fallbacks.to_string());
+        if !self.device.peers.is_empty() {
+            row("peer fallbacks", self.device.peer_fallbacks.to_string());
         }
-        row("ops", self.ops.to_string());
-        row("largest op", format_bytes(self.largest_op_bytes));
-        row("minimum budget", format_bytes(self.minimum_budget_bytes));
+        row("ops", self.workload.ops.to_string());
+        row("largest op", format_bytes(self.workload.largest_op_bytes));
+        row(
+            "minimum budget",
+            format_bytes(self.workload.minimum_budget_bytes),
+        );
         row(
             "period",
-            self.period
+            self.workload
+                .period
                 .map(|p| format!("{p} ops"))
                 .unwrap_or_else(|| "not detected".into()),
         );
-        if let Some(last) = self.iteration_peaks.last() {
+        if let Some(last) = self.workload.iteration_peaks.last() {
             row(
                 "last iter. peak",
                 format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),

@@ -77,7 +77,7 @@ pub type CubeWgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32
 /// The inner backend's allocator figures for `device`, as seen from the calling thread's
 /// stream, for backends that have them (Burn's CubeCL backends: CUDA with the `cuda`
 /// feature, wgpu with `wgpu`); `None` otherwise. For a run of the plain backend on one
-/// thread this is the whole device; under [`crate::Swap`], [`crate::Report::allocator`] adds
+/// thread this is the whole device; under [`crate::Swap`], [`crate::DeviceReport::allocator`] adds
 /// up every stream burn-swap uses.
 pub fn allocator_usage<B: burn_backend::Backend>(
     device: &B::Device,

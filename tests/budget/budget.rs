@@ -31,16 +31,17 @@ fn budget_never_exceeded_after_lowering_it() {
         assert_eq!(doubled, vec![2.0 * i as f32; 256]);
     }
     let report = burn_swap::report(&device).unwrap();
-    assert!(report.peak_bytes <= 3 * 1024, "{report}");
-    assert!(report.fetches > 0);
+    assert!(report.memory.peak_bytes <= 3 * 1024, "{report}");
+    assert!(report.transfers.fetches > 0);
     // The exposed wait by cause adds up to the whole; these fetches were made on the ops'
     // path (nothing fetched ahead without a plan).
-    let w = report.exposed_wait;
+    let w = report.transfers.exposed_wait;
     let parts = w.fetch_seconds + w.prefetch_seconds + w.room_seconds + w.offload_seconds;
     assert!(
-        (parts - report.exposed_wait_seconds).abs() <= 1e-9 * report.exposed_wait_seconds.max(1.0),
+        (parts - report.transfers.exposed_wait_seconds).abs()
+            <= 1e-9 * report.transfers.exposed_wait_seconds.max(1.0),
         "{w:?} against {}",
-        report.exposed_wait_seconds
+        report.transfers.exposed_wait_seconds
     );
     assert!(w.fetch_seconds > 0.0, "{w:?}");
     drop(tensors);

@@ -38,11 +38,15 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
     burn_swap::reset_counters(&device);
     assert_eq!(train(true), plain, "{name} unbudgeted");
     let report = burn_swap::report(&device).unwrap();
-    let peak = report.peak_bytes;
+    let peak = report.memory.peak_bytes;
     let allocator = report
+        .device
         .allocator_peak
         .expect("the allocator's peak on CubeCL");
-    assert!(allocator.in_use >= report.resident_bytes, "{report:?}");
+    assert!(
+        allocator.in_use >= report.memory.resident_bytes,
+        "{report:?}"
+    );
 
     for (policy, fraction) in [(Policy::Planned, 0.5), (Policy::OffloadOnly, 0.25)] {
         let budget = (peak as f64 * fraction) as u64;
@@ -54,16 +58,17 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
             .with_plans_judged(false);
         let (swapped, report) = run_configured(&device, config, || train(true));
         assert_budgeted_run(&what, &plain, &swapped, &report, budget);
-        assert!(report.allocator_peak.is_some(), "{what}");
+        assert!(report.device.allocator_peak.is_some(), "{what}");
         if compression != Compression::Off {
             assert!(
-                report.compressed_offloads > 0,
+                report.compression.compressed_offloads > 0,
                 "{what}: nothing compressed\n{report}"
             );
             // Every compressed planned offload ran the device kernels, and came back through
             // them (the reactive fallback's offloads on the op's thread use the CPU codec).
             assert!(
-                report.device_compressed_offloads > 0 && report.device_decompressed_fetches > 0,
+                report.compression.device_compressed_offloads > 0
+                    && report.compression.device_decompressed_fetches > 0,
                 "{what}: the device codec did not run\n{report:?}"
             );
         }
@@ -131,7 +136,7 @@ fn a_backend_write_that_fails_after_taking_the_bytes_loses_nothing() {
     let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
         train_mlp::<Swapped>(&config, &device, STEPS)
     });
-    let budget = unbudgeted.peak_bytes / 3;
+    let budget = unbudgeted.memory.peak_bytes / 3;
     for policy in [Policy::Reactive, Policy::OffloadOnly] {
         let what = format!(
             "{} at 1/3, one backend write in four failing",
@@ -158,14 +163,14 @@ fn a_backend_write_that_fails_after_taking_the_bytes_loses_nothing() {
         );
         // Every failed write left its tensor offloaded and was counted, but for a prefetch
         // whose tensor Burn dropped while it was in flight (on the receive worker only).
-        let counted = report.failed_fetches;
+        let counted = report.transfers.failed_fetches;
         match policy {
             Policy::Reactive => assert_eq!(counted, writes, "{what}\n{report}"),
             _ => assert!(counted > 0 && counted <= writes, "{what}\n{report}"),
         }
         assert!(
-            report.peak_pinned_host_bytes > 0
-                && report.peak_pinned_host_bytes <= report.peak_host_bytes,
+            report.memory.peak_pinned_host_bytes > 0
+                && report.memory.peak_pinned_host_bytes <= report.memory.peak_host_bytes,
             "{what}: pinned host bytes\n{report:?}"
         );
         let memory = burn_swap::memory(&device).unwrap();
@@ -313,7 +318,7 @@ fn two_devices_keep_budgets_of_their_own() {
     assert_eq!(both(true), plain, "unbudgeted");
     let peaks = devices
         .each_ref()
-        .map(|device| burn_swap::report(device).unwrap().peak_bytes);
+        .map(|device| burn_swap::report(device).unwrap().memory.peak_bytes);
 
     let budgets = [peaks[0] / 2, peaks[1] / 4];
     for (device, budget) in devices.iter().zip(budgets) {
@@ -335,10 +340,10 @@ fn two_devices_keep_budgets_of_their_own() {
         if i == 1 {
             let half = burn_swap::report(&devices[0]).unwrap();
             assert!(
-                report.peak_bytes < half.peak_bytes,
+                report.memory.peak_bytes < half.memory.peak_bytes,
                 "the quarter-budget device peaks lower: {} vs {}",
-                report.peak_bytes,
-                half.peak_bytes
+                report.memory.peak_bytes,
+                half.memory.peak_bytes
             );
         }
     }
@@ -376,7 +381,7 @@ fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]
         .reserved;
     let (unbudgeted, report) = run_configured(&device, SwapConfig::default(), || train(true));
     assert_eq!(unbudgeted, plain, "{name} unbudgeted");
-    let peak = report.peak_bytes;
+    let peak = report.memory.peak_bytes;
     for &fraction in fractions {
         let budget = (peak as f64 * fraction) as u64;
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -386,16 +391,17 @@ fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]
         let what = format!("{name} at {fraction} ({budget} bytes)");
         assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
         assert_eq!(swapped, plain, "{what}: parameters");
-        assert!(report.peak_bytes <= budget, "{what}\n{report}");
+        assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
         let reserved = report
+            .device
             .allocator_peak
             .expect("the allocator's figures")
             .reserved;
-        let slack = report.largest_op_bytes + budget / 10;
+        let slack = report.workload.largest_op_bytes + budget / 10;
         println!(
             "{what}: reserved peak {reserved}, slack {slack}, unwrapped reserved \
              {plain_reserved}, cleanups {}",
-            report.allocator_cleanups
+            report.device.allocator_cleanups
         );
         assert!(
             reserved <= budget + slack,

@@ -40,10 +40,10 @@ fn under_budget<T: PartialEq + std::fmt::Debug>(
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     assert_eq!(got, plain(&device));
     assert!(
-        report.peak_bytes <= budget,
+        report.memory.peak_bytes <= budget,
         "peak over the budget\n{report}"
     );
-    assert_eq!(report.budget_overshoots, 0, "{report}");
+    assert_eq!(report.memory.budget_overshoots, 0, "{report}");
     report
 }
 
@@ -64,7 +64,7 @@ fn arange_makes_room_for_its_output_before_it_runs() {
         out
     }
     let report = under_budget(1024, 10, run::<Flex>, run::<S>);
-    assert!(report.offloads > 0, "{report}");
+    assert!(report.transfers.offloads > 0, "{report}");
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn a_transposed_convolution_narrowing_channels_makes_room_for_its_input_gradient
         out
     }
     let report = under_budget(1800, 10, run::<Flex>, run::<S>);
-    assert!(report.offloads > 0, "{report}");
+    assert!(report.transfers.offloads > 0, "{report}");
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn a_broadcast_comparison_makes_room_for_its_output() {
         out
     }
     let report = under_budget(9000, 100, run::<Flex>, run::<S>);
-    assert!(report.offloads > 0, "{report}");
+    assert!(report.transfers.offloads > 0, "{report}");
 }
 
 #[test]
@@ -220,6 +220,6 @@ fn meshgrid_like_views_run_under_a_budget_just_above_their_largest_op() {
     let report = burn_swap::report(&device).unwrap();
     drop(_guard);
     assert_eq!(unbudgeted, run::<Flex>(&device));
-    let smallest = report.largest_op_bytes;
+    let smallest = report.workload.largest_op_bytes;
     under_budget(smallest + 1024, 4, run::<Flex>, run::<S>);
 }

@@ -33,7 +33,7 @@ fn run_with_peers(
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     assert_eq!(&train(), plain, "{name} unbudgeted");
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     let budget = (peak as f64 * fraction) as u64;
     let config = SwapConfig::budget_bytes(budget)
         .with_policy(policy)
@@ -56,9 +56,10 @@ fn ample(bandwidths: &[f64]) -> Vec<PeerSpec> {
 
 /// The bytes each peer received, as fractions of all sent to peers.
 fn shares(report: &Report) -> Vec<f64> {
-    let total: u64 = report.peers.iter().map(|p| p.sent_bytes).sum();
+    let total: u64 = report.device.peers.iter().map(|p| p.sent_bytes).sum();
     assert!(total > 0, "nothing went to the peers\n{report}");
     report
+        .device
         .peers
         .iter()
         .map(|p| p.sent_bytes as f64 / total as f64)
@@ -92,9 +93,9 @@ fn mlp_splits_across_two_three_and_four_peers_by_bandwidth() {
                 "{bandwidths:?}: share {got:.4} for {b} GB/s\n{report}"
             );
         }
-        assert_eq!(report.peer_fallbacks, 0, "{report}");
+        assert_eq!(report.device.peer_fallbacks, 0, "{report}");
         // Everything sent came back or is still held (the peers' books add up).
-        for p in &report.peers {
+        for p in &report.device.peers {
             assert!(
                 p.bandwidth > 0.0 && p.bandwidth <= 1.05 * total * GB,
                 "{report}"
@@ -122,9 +123,9 @@ fn full_peers_fall_back_to_the_host_without_loss() {
         peers,
         Compression::Off,
     );
-    assert!(report.peer_fallbacks > 0, "{report}");
-    assert!(report.peak_host_bytes > 0, "{report}");
-    for p in &report.peers {
+    assert!(report.device.peer_fallbacks > 0, "{report}");
+    assert!(report.memory.peak_host_bytes > 0, "{report}");
+    for p in &report.device.peers {
         assert!(p.peak_held_bytes <= p.capacity_bytes, "{report}");
         assert!(p.sent_bytes > 0, "{report}");
     }
@@ -144,7 +145,10 @@ fn transformer_over_peers_is_bit_identical() {
         ample(&[50.0, 25.0, 25.0]),
         Compression::Off,
     );
-    assert!(report.peers.iter().all(|p| p.sent_bytes > 0), "{report}");
+    assert!(
+        report.device.peers.iter().all(|p| p.sent_bytes > 0),
+        "{report}"
+    );
 }
 
 /// The codec chosen before the split: ReLU activations travel to the peers compressed, and
@@ -163,12 +167,15 @@ fn convnet_over_peers_with_compression_moves_fewer_bytes() {
         ample(&[40.0, 20.0]),
         Compression::On { max_ratio: 0.9 },
     );
-    assert!(report.compressed_offloads > 0, "{report}");
-    assert!(report.moved_bytes < report.raw_bytes, "{report}");
+    assert!(report.compression.compressed_offloads > 0, "{report}");
+    assert!(
+        report.compression.moved_bytes < report.compression.raw_bytes,
+        "{report}"
+    );
     // The peers took compressed bytes: fewer than the raw bytes offloaded (their count also
     // has the link measurement's and undone offloads' pieces, which the offload counts lack).
-    let sent: u64 = report.peers.iter().map(|p| p.sent_bytes).sum();
-    assert!(sent > 0 && sent < report.raw_bytes, "{report}");
+    let sent: u64 = report.device.peers.iter().map(|p| p.sent_bytes).sum();
+    assert!(sent > 0 && sent < report.compression.raw_bytes, "{report}");
 }
 
 /// Device peers on a backend without cudarc take the generic route: the tensor sliced on
@@ -190,7 +197,10 @@ fn device_peers_take_the_to_device_route_on_other_backends() {
     );
     let s = shares(&report);
     assert!((s[0] - 0.5).abs() < 0.01, "{s:?}\n{report}");
-    assert!(report.peers.iter().all(|p| p.fetched_bytes > 0), "{report}");
+    assert!(
+        report.device.peers.iter().all(|p| p.fetched_bytes > 0),
+        "{report}"
+    );
 }
 
 #[test]
@@ -232,5 +242,5 @@ fn bad_peer_configurations_are_typed_errors() {
         );
     }
     // The refused configurations left the one in force.
-    assert!(burn_swap::report(&device).unwrap().peers.is_empty());
+    assert!(burn_swap::report(&device).unwrap().device.peers.is_empty());
 }

@@ -138,7 +138,7 @@ fn a_native_op_is_traced_with_its_inputs_and_output_at_once() {
         .unwrap_or_else(|| panic!("no relu_backward in {:?}", trace.ops));
     // Two inputs and one output of 1 KiB each.
     assert_eq!(op.resident_bytes, 3 * 1024, "{op:?}");
-    assert_eq!(report.peak_bytes, 3 * 1024, "{report}");
+    assert_eq!(report.memory.peak_bytes, 3 * 1024, "{report}");
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn period_is_the_iteration_length_despite_a_different_first_iteration() {
         1e-3,
         |m: &burn_swap_suite::models::Mlp<Autodiff<S>>, step| m.loss(&config, step, &device),
         |step, _| {
-            ops_after_step.push(burn_swap::report(&device).unwrap().ops);
+            ops_after_step.push(burn_swap::report(&device).unwrap().workload.ops);
             if step >= steps - 2 {
                 traces.push(burn_swap::trace(&device).expect("a trace after several steps"));
             }
@@ -200,8 +200,8 @@ fn period_is_the_iteration_length_despite_a_different_first_iteration() {
         }
     }
     let report = burn_swap::report(&device).unwrap();
-    assert_eq!(report.period, Some(true_period as usize));
-    assert!(!report.iteration_peaks.is_empty());
+    assert_eq!(report.workload.period, Some(true_period as usize));
+    assert!(!report.workload.iteration_peaks.is_empty());
 
     // The loop has ended: the model and Adam's state were dropped, a run of drops that
     // breaks the period. The last complete iteration is still the one before it.
@@ -238,7 +238,7 @@ fn train_with_extra_ops(
             loss
         },
         |step, _| {
-            ops_after_step.push(burn_swap::report(&device).unwrap().ops);
+            ops_after_step.push(burn_swap::report(&device).unwrap().workload.ops);
             if step >= 2 {
                 iterations.push(burn_swap::trace(&device).map(|t| (t.period, t.iteration)));
             }
@@ -258,7 +258,7 @@ fn a_one_off_insertion_keeps_the_step_period() {
         "step 7 is longer: {lengths:?}"
     );
     let report = burn_swap::report(&FlexDevice).unwrap();
-    assert_eq!(report.period, Some(step_period as usize));
+    assert_eq!(report.workload.period, Some(step_period as usize));
     // The trace stays available through the insertion, and the numbering moves on.
     let numbers: Vec<u64> = iterations.iter().flatten().map(|(_, k)| *k).collect();
     assert!(
@@ -277,5 +277,5 @@ fn work_recurring_every_few_steps_makes_the_period_span_them() {
     let (lengths, _) = train_with_extra_ops(16, |step| step % 5 == 4);
     let five_steps: u64 = lengths[lengths.len() - 5..].iter().sum();
     let report = burn_swap::report(&FlexDevice).unwrap();
-    assert_eq!(report.period, Some(five_steps as usize));
+    assert_eq!(report.workload.period, Some(five_steps as usize));
 }

@@ -30,7 +30,7 @@ fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Progra
     let trace = burn_swap::trace(&device).expect("the iteration repeats");
     let mut profile = burn_swap::unstable::profile(&device).unwrap();
     profile.links = Some(burn_swap::unstable::plan::profile::Links::instant());
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     let program = burn_swap::unstable::plan::build(
         &trace,
         &profile,
@@ -165,7 +165,7 @@ fn worker_links() -> burn_swap::unstable::plan::profile::Links {
 /// The executor waits where the analysis says: under a plan whose prefetches run on the
 /// receive worker, with every transfer's completion held back up to 500 µs at random (so
 /// that fetches land early, late, and in any order), no op reads a planned prefetch before
-/// the wait the analysis placed for it (`Report::unawaited_prefetch_reads`), some of those
+/// the wait the analysis placed for it (`report.transfers.unawaited_prefetch_reads`), some of those
 /// waits find the fetch still in flight, and training stays bit-identical. Checked to fail
 /// with the analysis' waits left out of the program (`plan::compile` without
 /// `fetch_waits`): every planned prefetch is then read unawaited (the op's own wait keeps
@@ -188,7 +188,7 @@ fn the_executor_waits_where_the_analysis_says() {
         let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
             workload.train::<B>(&device, steps)
         });
-        let budget = (unbudgeted.peak_bytes as f64 * fraction) as u64;
+        let budget = (unbudgeted.memory.peak_bytes as f64 * fraction) as u64;
         // Every plan followed: the jitter makes the planned copies late, so that a judged
         // plan is declined for what its waits cost (`plan::payoff`).
         let config = SwapConfig::budget_bytes(budget)
@@ -210,22 +210,22 @@ fn the_executor_waits_where_the_analysis_says() {
         println!(
             "{what}: {} planned offloads, {} planned iterations, {} waits found the fetch in \
              flight, {} unawaited reads",
-            report.planned_offloads,
-            report.planned_iterations,
-            report.planned_waits,
-            report.unawaited_prefetch_reads
+            report.plan.planned_offloads,
+            report.plan.planned_iterations,
+            report.transfers.planned_waits,
+            report.transfers.unawaited_prefetch_reads
         );
         assert_budgeted_run(&what, &plain, &swapped, &report, budget);
         assert!(
-            report.planned_iterations > 0 && report.planned_offloads > 0,
+            report.plan.planned_iterations > 0 && report.plan.planned_offloads > 0,
             "{what}: no plan with offloads followed\n{report}"
         );
         assert!(
-            report.planned_waits > 0,
+            report.transfers.planned_waits > 0,
             "{what}: no planned fetch was still in flight at its wait\n{report}"
         );
         assert_eq!(
-            report.unawaited_prefetch_reads, 0,
+            report.transfers.unawaited_prefetch_reads, 0,
             "{what}: ops read planned prefetches before the analysis' wait\n{report}"
         );
     }

@@ -26,7 +26,7 @@ fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
     burn_swap::reset_counters(&device);
     let unbudgeted = train();
     plain.assert_same(&unbudgeted, &format!("{name} unbudgeted"));
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     assert!(peak > 0);
 
     let mut runs = vec![(Policy::Reactive, 1.0)];
@@ -50,25 +50,25 @@ fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         let report = burn_swap::report(&device).unwrap();
         plain.assert_same(&swapped, &what);
         assert!(
-            report.peak_bytes <= budget,
+            report.memory.peak_bytes <= budget,
             "{what}: counted peak {} over budget {budget}",
-            report.peak_bytes
+            report.memory.peak_bytes
         );
         if fraction < 0.5 {
             assert!(
-                report.offloads + report.recomputes > 0,
+                report.transfers.offloads + report.transfers.recomputes > 0,
                 "{what}: nothing left the device"
             );
         }
         if policy.planned() {
-            assert!(report.plans > 0, "{what}: no plan was made\n{report}");
+            assert!(report.plan.plans > 0, "{what}: no plan was made\n{report}");
         }
         if policy == Policy::OffloadOnly {
             // (Strided views may still leave by recomputation on the reactive path.)
-            assert_eq!(report.planned_recomputes, 0, "{what}");
+            assert_eq!(report.plan.planned_recomputes, 0, "{what}");
         }
         if policy == Policy::RecomputeOnly {
-            assert_eq!(report.planned_offloads, 0, "{what}");
+            assert_eq!(report.plan.planned_offloads, 0, "{what}");
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -134,7 +134,7 @@ fn bit_identical_when_the_last_batch_is_shorter() {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     plain.assert_same(&train(&device), "short tail unbudgeted");
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     for policy in [Policy::Planned, Policy::Reactive] {
         let budget = peak / 4;
         burn_swap::configure(
@@ -149,9 +149,9 @@ fn bit_identical_when_the_last_batch_is_shorter() {
         let swapped = train(&device);
         let report = burn_swap::report(&device).unwrap();
         plain.assert_same(&swapped, &format!("short tail, {}", policy.name()));
-        assert!(report.peak_bytes <= budget, "{report}");
+        assert!(report.memory.peak_bytes <= budget, "{report}");
         if policy == Policy::Planned {
-            assert!(report.plans > 0, "{report}");
+            assert!(report.plan.plans > 0, "{report}");
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();

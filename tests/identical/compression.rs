@@ -17,7 +17,7 @@ fn check(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     let _ = train();
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     for policy in [Policy::Reactive, Policy::Planned] {
         let budget = peak / 4;
         let config = SwapConfig::budget_bytes(budget)
@@ -39,29 +39,62 @@ fn check(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         for (a, b) in plain.params.iter().zip(&swapped.params) {
             assert_eq!(&a.bytes[..], &b.bytes[..], "{what}: parameters differ");
         }
-        assert!(report.peak_bytes <= budget, "{what}\n{report}");
-        assert!(report.compressed_offloads > 0, "{what}\n{report}");
+        assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
         assert!(
-            report.moved_bytes < report.raw_bytes,
-            "{what}: moved {} of {} raw bytes",
-            report.moved_bytes,
-            report.raw_bytes
+            report.compression.compressed_offloads > 0,
+            "{what}\n{report}"
         );
-        assert!(!report.compression_by_tensor.is_empty());
+        assert!(
+            report.compression.moved_bytes < report.compression.raw_bytes,
+            "{what}: moved {} of {} raw bytes",
+            report.compression.moved_bytes,
+            report.compression.raw_bytes
+        );
+        assert!(!report.compression.by_tensor.is_empty());
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(json["raw_bytes"].as_u64(), Some(report.raw_bytes));
-        assert_eq!(json["moved_bytes"].as_u64(), Some(report.moved_bytes));
-        // The compression in force, as `BURN_SWAP_COMPRESS` takes it, reads back as itself.
+        assert_eq!(
+            json["raw_bytes"].as_u64(),
+            Some(report.compression.raw_bytes)
+        );
+        assert_eq!(
+            json["moved_bytes"].as_u64(),
+            Some(report.compression.moved_bytes)
+        );
+        // The report reads back as itself, its parts flattened into one JSON object (the
+        // seconds to within serde_json's float parsing), the compression in force as
+        // `BURN_SWAP_COMPRESS` takes it.
         let back: burn_swap::Report = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(back.compression, report.compression);
-        assert_ne!(report.compression, burn_swap::Compression::Off);
+        assert_eq!(back.memory, report.memory);
+        assert_eq!(back.workload, report.workload);
+        assert_eq!(back.device, report.device);
+        assert_eq!(back.transfers.offloads, report.transfers.offloads);
+        let moves = |r: &burn_swap::Report| -> Vec<(Vec<usize>, u64, u64)> {
+            let stats = &r.compression.by_tensor;
+            stats
+                .iter()
+                .map(|s| (s.shape.clone(), s.raw_bytes, s.moved_bytes))
+                .collect()
+        };
+        assert_eq!(moves(&back), moves(&report));
+        assert_eq!(back.plan.plans, report.plan.plans);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+        assert!(close(
+            back.compression.codec_seconds,
+            report.compression.codec_seconds
+        ));
+        assert!(close(
+            back.transfers.offload_seconds,
+            report.transfers.offload_seconds
+        ));
+        assert_eq!(json["compression"].as_str(), Some("on"), "{json}");
+        assert_ne!(report.compression.mode, burn_swap::Compression::Off);
         println!(
             "{what}: {} raw -> {} moved ({:.2}x), {} of {} offloads compressed",
-            report.raw_bytes,
-            report.moved_bytes,
-            report.compression_ratio,
-            report.compressed_offloads,
-            report.offloads
+            report.compression.raw_bytes,
+            report.compression.moved_bytes,
+            report.compression.ratio,
+            report.compression.compressed_offloads,
+            report.transfers.offloads
         );
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();

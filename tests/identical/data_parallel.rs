@@ -111,7 +111,7 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     for (rank, (want, got)) in expected.iter().zip(&unbudgeted).enumerate() {
         want.assert_same(got, &format!("no budget, worker {rank}"));
     }
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
 
     for (policy, fraction) in [
         (Policy::Reactive, 2),
@@ -133,11 +133,11 @@ fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
         eprintln!(
             "{policy:?} at 1/{fraction}: unbudgeted peak {peak} B, budget {budget} B, peak {} B, {} offloads, \
              {} recomputes",
-            report.peak_bytes, report.offloads, report.recomputes
+            report.memory.peak_bytes, report.transfers.offloads, report.transfers.recomputes
         );
-        assert!(report.peak_bytes <= budget, "{policy:?}: {report}");
+        assert!(report.memory.peak_bytes <= budget, "{policy:?}: {report}");
         assert!(
-            report.offloads + report.recomputes > 0,
+            report.transfers.offloads + report.transfers.recomputes > 0,
             "{policy:?}: {report}"
         );
     }

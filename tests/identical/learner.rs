@@ -273,7 +273,7 @@ fn the_planned_policy_plans_under_the_learner_threads() {
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     run_with::<Swapped>(30);
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     let config = SwapConfig::budget_bytes(peak / 4)
         .with_policy(Policy::Planned)
         .with_background_planning(false)
@@ -285,10 +285,13 @@ fn the_planned_policy_plans_under_the_learner_threads() {
     let report = burn_swap::report(&device).unwrap();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     assert!(
-        report.plans > 0 && report.planned_iterations > 0,
+        report.plan.plans > 0 && report.plan.planned_iterations > 0,
         "no plan was followed\n{report}"
     );
-    assert!(report.peak_bytes <= peak / 4, "over the budget\n{report}");
+    assert!(
+        report.memory.peak_bytes <= peak / 4,
+        "over the budget\n{report}"
+    );
 }
 
 /// The data loader's worker threads upload their batches (`from_data`) while the training
@@ -301,7 +304,7 @@ fn data_loader_workers_upload_under_the_budget() {
     let _guard = burn_swap_suite::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     run_loading::<Swapped>(12, 3);
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     for policy in Policy::ALL {
         for budget in [peak / 2, peak / 4] {
             let config = SwapConfig::budget_bytes(budget).with_policy(policy);
@@ -312,11 +315,11 @@ fn data_loader_workers_upload_under_the_budget() {
             let report = burn_swap::report(&device).unwrap();
             let what = format!("{} at {budget} of {peak} bytes", policy.name());
             assert!(
-                report.peak_bytes <= budget,
+                report.memory.peak_bytes <= budget,
                 "{what}: over the budget\n{report}"
             );
             assert!(
-                report.offloads + report.recomputes > 0,
+                report.transfers.offloads + report.transfers.recomputes > 0,
                 "{what}: nothing moved"
             );
             for data in &outcome.params[..outcome.params.len() - 1] {

@@ -356,10 +356,10 @@ fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice)
     burn_swap::reset_counters(&device);
     same(name, expected.clone(), swapped(&device));
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let tight_budget = unbudgeted.minimum_budget_bytes;
-    assert!(tight_budget >= unbudgeted.largest_op_bytes);
+    let tight_budget = unbudgeted.workload.minimum_budget_bytes;
+    assert!(tight_budget >= unbudgeted.workload.largest_op_bytes);
     assert!(
-        unbudgeted.peak_bytes > tight_budget,
+        unbudgeted.memory.peak_bytes > tight_budget,
         "{name}: nothing to offload"
     );
 
@@ -370,12 +370,12 @@ fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice)
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     same(&format!("{name} under {tight_budget} B"), expected, result);
     assert!(
-        report.peak_bytes <= tight_budget,
+        report.memory.peak_bytes <= tight_budget,
         "{name}: peak {} over budget\n{report}",
-        report.peak_bytes
+        report.memory.peak_bytes
     );
     assert!(
-        report.offloads > 0,
+        report.transfers.offloads > 0,
         "{name}: the tight budget forced no offload"
     );
 }

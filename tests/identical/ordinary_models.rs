@@ -473,7 +473,7 @@ fn transposed_convolution_generator_trains_at_a_quarter_of_its_peak() {
     // Every weight gradient (a strided view of a buffer of its own) can leave: nothing but
     // the largest op sets the minimum.
     assert_eq!(
-        report.minimum_budget_bytes, report.largest_op_bytes,
+        report.workload.minimum_budget_bytes, report.workload.largest_op_bytes,
         "{report}"
     );
 }

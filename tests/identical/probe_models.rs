@@ -1117,7 +1117,7 @@ fn batches_whose_shapes_change_between_steps() {
     // steps so that its plan is made before the shape changes.)
     let device = burn::backend::flex::FlexDevice;
     let _guard = burn_swap_suite::swap_device_lock();
-    let budget = unbudgeted.peak_bytes / 4;
+    let budget = unbudgeted.memory.peak_bytes / 4;
     burn_swap::configure(
         &device,
         burn_swap::SwapConfig::budget_bytes(budget).with_background_planning(false),
@@ -1131,8 +1131,8 @@ fn batches_whose_shapes_change_between_steps() {
     );
     let report = burn_swap::report(&device).unwrap();
     burn_swap::configure(&device, burn_swap::SwapConfig::default()).unwrap();
-    assert!(report.plans > 0, "no plan was made\n{report}");
-    assert!(report.peak_bytes <= budget, "{report}");
+    assert!(report.plan.plans > 0, "no plan was made\n{report}");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
 }
 
 /// A student and its mean teacher (an exponential moving average of the student's weights,

@@ -52,8 +52,8 @@ fn quantized_ops_run_through_swap_bit_for_bit() {
         assert_eq!(data.bytes[..], plain_data.bytes[..], "budget {budget:?}");
         assert_eq!(data.dtype, plain_data.dtype);
         if let Some(budget) = budget {
-            assert!(report.peak_bytes <= budget, "{report}");
-            assert!(report.offloads > 0, "{report}");
+            assert!(report.memory.peak_bytes <= budget, "{report}");
+            assert!(report.transfers.offloads > 0, "{report}");
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -130,9 +130,9 @@ fn makes_room_beside_floats(
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     assert_eq!(swapped.bytes[..], plain.bytes[..]);
     assert_eq!(swapped.dtype, plain.dtype);
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert_eq!(report.budget_overshoots, 0, "{report}");
-    assert!(report.offloads > 0, "{report}");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
+    assert_eq!(report.memory.budget_overshoots, 0, "{report}");
+    assert!(report.transfers.offloads > 0, "{report}");
 }
 
 /// A quantized select that picks rows more than once makes more than its input holds (64
@@ -235,9 +235,9 @@ fn quantized_weights_leave_and_come_back_bit_for_bit() {
                     assert_eq!(got.bytes[..], want.bytes[..], "{what}");
                     assert_eq!(got.dtype, want.dtype, "{what}");
                 }
-                assert!(report.peak_bytes <= budget, "{what}\n{report}");
-                assert_eq!(report.budget_overshoots, 0, "{what}\n{report}");
-                assert!(report.fetches > 0, "{what}\n{report}");
+                assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
+                assert_eq!(report.memory.budget_overshoots, 0, "{what}\n{report}");
+                assert!(report.transfers.fetches > 0, "{what}\n{report}");
             }
         }
     }

@@ -315,12 +315,15 @@ fn check_with(
     let before = burn_swap::memory(&device).map_or(0, |m| m.resident_bytes);
     prop_assert_eq!(&swapped(), &plain, "unbudgeted");
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let (minimum, peak) = (unbudgeted.minimum_budget_bytes, unbudgeted.peak_bytes);
-    prop_assert!(minimum >= unbudgeted.largest_op_bytes && minimum <= peak);
+    let (minimum, peak) = (
+        unbudgeted.workload.minimum_budget_bytes,
+        unbudgeted.memory.peak_bytes,
+    );
+    prop_assert!(minimum >= unbudgeted.workload.largest_op_bytes && minimum <= peak);
     // What the unbudgeted run left behind (Burn's autodiff may keep a tensor of a graph
     // alive past its backward pass) is on the device before the budgeted run starts, and
     // may share a buffer with a view no budget can move: the budget makes room for it.
-    let left = unbudgeted.resident_bytes;
+    let left = unbudgeted.memory.resident_bytes;
     let budget = minimum + left + ((peak - minimum) as f64 * fraction) as u64;
     let policy = Policy::ALL[policy];
     // Recomputation pins its recipes' inputs on top of the minimum (see the book).
@@ -353,7 +356,7 @@ fn check_with(
     })?;
     prop_assert_eq!(&swapped, &plain, "{} at {} bytes", policy.name(), budget);
     prop_assert!(
-        report.peak_bytes <= budget,
+        report.memory.peak_bytes <= budget,
         "peak over the budget\n{}",
         report
     );
@@ -363,7 +366,8 @@ fn check_with(
         // Something had to leave for the run to stay under its peak (a tensor evicted and
         // never needed again is neither fetched nor recomputed).
         prop_assert!(
-            report.offloads + report.recomputes + report.evictions > 0,
+            report.transfers.offloads + report.transfers.recomputes + report.transfers.evictions
+                > 0,
             "{}",
             report
         );

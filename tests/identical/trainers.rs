@@ -50,8 +50,8 @@ fn bit_identical_train_mlp_at_a_quarter_of_the_peak_reactive_and_planned() {
         let report = swapped.report.unwrap();
         let budget = report.budget_bytes.unwrap();
         assert_eq!(budget, swapped.warm_up_peak.unwrap() / 4);
-        assert!(report.peak_bytes <= budget, "{report}");
-        assert!(report.offloaded_bytes > 0, "{report}");
+        assert!(report.memory.peak_bytes <= budget, "{report}");
+        assert!(report.transfers.offloaded_bytes > 0, "{report}");
         assert_eq!(report.policy, policy);
 
         let json: serde_json::Value =
@@ -111,10 +111,13 @@ fn both_ways(name: &str, run: impl Fn(SwapOptions, bool) -> burn_swap_suite::tra
     assert_eq!(bits(&plain.losses), bits(&swapped.losses), "{name}");
     let report = swapped.report.unwrap();
     assert!(
-        report.peak_bytes <= report.budget_bytes.unwrap(),
+        report.memory.peak_bytes <= report.budget_bytes.unwrap(),
         "{name}\n{report}"
     );
-    assert!(report.offloads + report.recomputes > 0, "{name}\n{report}");
+    assert!(
+        report.transfers.offloads + report.transfers.recomputes > 0,
+        "{name}\n{report}"
+    );
     burn_swap::configure(&FlexDevice, burn_swap::SwapConfig::default()).unwrap();
 }
 

@@ -55,7 +55,7 @@ fn a_view_costs_no_bytes_of_its_own() {
     );
     let report = burn_swap::report(&device).unwrap();
     assert_eq!(
-        report.peak_bytes, with_x,
+        report.memory.peak_bytes, with_x,
         "not even for an instant\n{report}"
     );
     // Burn lets go of x: its views still hold its whole buffer.
@@ -118,10 +118,16 @@ fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
     <S as Backend>::seed(&device, 7);
     assert_eq!(program::<S>(&device), plain);
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let (peak, minimum) = (unbudgeted.peak_bytes, unbudgeted.minimum_budget_bytes);
+    let (peak, minimum) = (
+        unbudgeted.memory.peak_bytes,
+        unbudgeted.workload.minimum_budget_bytes,
+    );
     // Every view and its source can leave: the smallest budget is the largest op's own
     // bytes, and the run trains under it.
-    assert_eq!(minimum, unbudgeted.largest_op_bytes, "{unbudgeted}");
+    assert_eq!(
+        minimum, unbudgeted.workload.largest_op_bytes,
+        "{unbudgeted}"
+    );
     assert!(minimum < peak, "{unbudgeted}");
     for budget in [(peak + minimum) / 2, minimum] {
         burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
@@ -131,9 +137,12 @@ fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
         let report = burn_swap::report(&device).unwrap();
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         assert_eq!(got, plain, "at {budget} of {peak} bytes");
-        assert!(report.peak_bytes <= budget, "{report}");
-        assert_eq!(report.budget_overshoots, 0, "{report}");
-        assert!(report.offloads + report.evictions > 0, "{report}");
+        assert!(report.memory.peak_bytes <= budget, "{report}");
+        assert_eq!(report.memory.budget_overshoots, 0, "{report}");
+        assert!(
+            report.transfers.offloads + report.transfers.evictions > 0,
+            "{report}"
+        );
     }
 }
 
@@ -170,17 +179,17 @@ fn a_recomputed_view_can_leave_again() {
     burn_swap::reset_counters(&device);
     assert_eq!(run::<S>(&device), plain);
     let unbudgeted = burn_swap::report(&device).unwrap();
-    let budget = unbudgeted.minimum_budget_bytes;
-    assert!(budget < unbudgeted.peak_bytes, "{unbudgeted}");
+    let budget = unbudgeted.workload.minimum_budget_bytes;
+    assert!(budget < unbudgeted.memory.peak_bytes, "{unbudgeted}");
     burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
     burn_swap::reset_counters(&device);
     let got = run::<S>(&device);
     let report = burn_swap::report(&device).unwrap();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     assert_eq!(got, plain);
-    assert!(report.peak_bytes <= budget, "{report}");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
     assert!(
-        report.recomputes >= 2,
+        report.transfers.recomputes >= 2,
         "the view left more than once\n{report}"
     );
 }
@@ -243,8 +252,8 @@ fn a_buffer_that_left_whole_loses_nothing_when_its_holders_are_dropped_away() {
         let report = burn_swap::report(&device).unwrap();
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         assert_eq!(swapped, plain, "dropping the first view: {drop_first}");
-        assert!(report.peak_bytes <= budget, "{report}");
-        assert_eq!(report.whole_buffer_offloads, 1, "{report:?}");
+        assert!(report.memory.peak_bytes <= budget, "{report}");
+        assert_eq!(report.transfers.whole_buffer_offloads, 1, "{report:?}");
         let memory = burn_swap::memory(&device).unwrap();
         assert_eq!(
             (memory.resident_bytes, memory.host_bytes),

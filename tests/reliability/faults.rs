@@ -28,7 +28,7 @@ fn plain_and_peak(workload: &Workload, steps: usize) -> (Outcome, u64) {
     let (_, report) = run_configured(&device, SwapConfig::default(), || {
         workload.train::<Swapped>(&device, steps)
     });
-    (plain, report.peak_bytes)
+    (plain, report.memory.peak_bytes)
 }
 
 /// Writes back that fail leave the tensor offloaded with its copy whole: the next use
@@ -58,7 +58,10 @@ fn a_failed_fetch_keeps_the_tensor() {
             let injected = faults::injected(Hook::Upload) - before;
             assert_budgeted_run(&what, &plain, &swapped, &report, budget);
             assert!(injected > 0, "{what}: no fault injected");
-            assert_eq!(report.failed_fetches, injected, "{what}\n{report}");
+            assert_eq!(
+                report.transfers.failed_fetches, injected,
+                "{what}\n{report}"
+            );
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -140,7 +143,7 @@ fn soak(steps: usize, per_million: u64) {
             faults::clear();
             assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}\n{report}");
             assert_eq!(swapped, plain, "{what}: parameters");
-            assert!(report.peak_bytes <= budget, "{what}\n{report}");
+            assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
             // The run's tensors are gone with its model: nothing stays on either side.
             let memory = burn_swap::memory(&device).unwrap();
             assert_eq!(
@@ -211,7 +214,7 @@ fn a_panic_mid_step_keeps_the_books_and_the_training() {
     let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
         Workload::Mlp(MlpConfig::small()).train::<Swapped>(&device, 2)
     });
-    let budget = unbudgeted.peak_bytes / 3;
+    let budget = unbudgeted.memory.peak_bytes / 3;
     for policy in [Policy::Reactive, Policy::Planned] {
         let what = format!("{} at 1/3", policy.name());
         burn_swap::configure(
@@ -225,8 +228,11 @@ fn a_panic_mid_step_keeps_the_books_and_the_training() {
         let report = burn_swap::report(&device).unwrap();
         assert_eq!(swapped.0, plain.0, "{what}: losses\n{report}");
         assert!(swapped.1 == plain.1, "{what}: parameters");
-        assert!(report.peak_bytes <= budget, "{what}\n{report}");
-        assert!(report.offloads + report.recomputes > 0, "{what}\n{report}");
+        assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
+        assert!(
+            report.transfers.offloads + report.transfers.recomputes > 0,
+            "{what}\n{report}"
+        );
         let memory = burn_swap::memory(&device).unwrap();
         assert_eq!(
             (memory.resident_bytes, memory.host_bytes),
@@ -253,7 +259,7 @@ fn the_host_budget_holds_and_a_full_host_is_a_typed_error() {
     let (_, free) = run_configured(&device, config.clone(), || {
         workload.train::<Swapped>(&device, steps)
     });
-    let needed = free.peak_host_bytes;
+    let needed = free.memory.peak_host_bytes;
 
     // Below what the run took freely: it trains bit for bit within both budgets, or (when
     // what could leave otherwise ran out: the free run's host peak varies with how the
@@ -270,8 +276,8 @@ fn the_host_budget_holds_and_a_full_host_is_a_typed_error() {
     match run {
         Ok((swapped, report)) => {
             assert_budgeted_run("host budget 90%", &plain, &swapped, &report, budget);
-            assert!(report.peak_host_bytes <= host_budget, "{report}");
-            assert_eq!(report.host_budget_bytes, Some(host_budget));
+            assert!(report.memory.peak_host_bytes <= host_budget, "{report}");
+            assert_eq!(report.memory.host_budget_bytes, Some(host_budget));
         }
         Err(payload) => match payload.downcast_ref::<burn_swap::SwapError>() {
             Some(burn_swap::SwapError::HostFull { host, .. }) => {

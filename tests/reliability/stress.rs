@@ -24,7 +24,7 @@ fn stress(name: &str, plain: Outcome, train: impl Fn() -> Outcome, compression: 
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
     assert_eq!(train(), plain, "{name} unbudgeted");
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     for policy in [Policy::Planned, Policy::OffloadOnly, Policy::Reactive] {
         for fraction in [0.5, 0.25] {
             let budget = (peak as f64 * fraction) as u64;

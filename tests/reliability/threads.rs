@@ -48,8 +48,8 @@ fn concurrent_ops_under_a_budget_keep_values() {
     }
     let report = burn_swap::report(&device).unwrap();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert!(report.peak_bytes <= budget, "{report}");
-    assert!(report.offloads > 0, "{report}");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
+    assert!(report.transfers.offloads > 0, "{report}");
 }
 
 /// One device, four threads at once under a budget: a model trains on one; another
@@ -76,7 +76,7 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     workload.train::<Autodiff<S>>(&device, 2);
-    let peak = burn_swap::report(&device).unwrap().peak_bytes;
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
     let (high, low) = (peak / 2, peak / 3);
     let config = |budget| SwapConfig::budget_bytes(budget).with_policy(Policy::Planned);
     burn_swap::configure(&device, config(high)).unwrap();
@@ -134,8 +134,11 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     for (want, got) in evaluated.iter().zip(&evaluated_swapped) {
         assert_eq!(&want.bytes[..], &got.bytes[..]);
     }
-    assert!(report.peak_bytes <= high, "{report}");
-    assert!(report.offloads + report.recomputes > 0, "{report}");
+    assert!(report.memory.peak_bytes <= high, "{report}");
+    assert!(
+        report.transfers.offloads + report.transfers.recomputes > 0,
+        "{report}"
+    );
     println!("reconfigurations refused: {refused} of 20");
 }
 

@@ -253,7 +253,7 @@ mod tests {
         crate::reset_counters(&device);
         assert_eq!(train::<Autodiff<S>>(12), plain);
         let report = crate::report(&device).unwrap();
-        let (peak, largest) = (report.peak_bytes, report.largest_op_bytes);
+        let (peak, largest) = (report.memory.peak_bytes, report.workload.largest_op_bytes);
 
         // Budgets between the largest op and the peak (this small net's peak is mostly its
         // largest op).
@@ -271,9 +271,12 @@ mod tests {
             let swapped = train::<Autodiff<S>>(12);
             let report = crate::report(&device).unwrap();
             assert_eq!(swapped, plain, "delays up to {max_micros} µs at {fraction}");
-            assert!(report.peak_bytes <= budget, "{report}");
-            assert!(report.plans > 0, "{report}");
-            assert!(report.offloads > 0 && report.fetches > 0, "{report}");
+            assert!(report.memory.peak_bytes <= budget, "{report}");
+            assert!(report.plan.plans > 0, "{report}");
+            assert!(
+                report.transfers.offloads > 0 && report.transfers.fetches > 0,
+                "{report}"
+            );
         }
         crate::configure(&device, SwapConfig::default()).unwrap();
     }
@@ -424,9 +427,9 @@ mod tests {
         faults::force(Hook::OffloadRead, 1);
         let fifth = tensor(10.0, &device);
         let report = crate::report(&device).unwrap();
-        assert_eq!(report.failed_offloads, 1);
-        assert_eq!(report.offloads, 1);
-        assert!(report.peak_bytes <= 4 * 1024);
+        assert_eq!(report.transfers.failed_offloads, 1);
+        assert_eq!(report.transfers.offloads, 1);
+        assert!(report.memory.peak_bytes <= 4 * 1024);
 
         // Every offload fails: the op cannot get room and fails with the transfer error,
         // and no tensor loses a value.
