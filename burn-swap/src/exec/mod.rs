@@ -328,6 +328,38 @@ mod tests {
         }
     }
 
+    /// A budget kept full leaves no headroom for the link probe's temporary tensors: the
+    /// links are then those the workers' own copies showed, the fastest copy per size class
+    /// and direction (none before a copy each way; a plan would take copies as instant).
+    #[test]
+    fn links_are_learned_from_the_copies_made_when_no_probe_fits() {
+        let budget = 8 * 1024;
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
+            SwapConfig::budget_bytes(budget),
+            Some(budget),
+        );
+        // Two tensors of 4,000 bytes: 192 bytes of headroom, where the probe needs 32 KiB.
+        let tensors: Vec<_> = (0..2)
+            .map(|k| {
+                let data = TensorData::new(vec![k as f32; 1000], [1000]);
+                engine.register_data(data).unwrap()
+            })
+            .collect();
+        assert_eq!(engine.links(), None, "no copy made yet");
+        engine.start_offload_for_test(tensors[0].id);
+        engine.settle_all_for_test();
+        assert_eq!(engine.links(), None, "no copy back yet");
+        engine.start_prefetch_for_test(tensors[0].id);
+        engine.settle_all_for_test();
+        let links = engine.links().expect("learned from the two copies");
+        assert_eq!(links.to_host[0].bytes, 4000);
+        assert_eq!(links.to_device[0].bytes, 4000);
+        assert!(links.to_host[0].seconds > 0.0 && links.to_device[0].seconds > 0.0);
+        assert_eq!(links.on_thread, None);
+        assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 1000]);
+    }
+
     /// A read-only read of `t` through the engine.
     fn read(engine: &mut super::engine::Engine<Flex>, t: &burn_ir::TensorIr) -> Vec<f32> {
         let read = burn_ir::TensorIr {

@@ -1,6 +1,8 @@
-//! What was measured of the machine: the copy links and the cost model made from them, the
-//! CPU codec's throughput, and the allocator's pools and the device's memory.
+//! What was measured of the machine: the copy links (probed, or learned from the copies
+//! made) and the cost model made from them, the CPU codec's throughput, and the allocator's
+//! pools and the device's memory.
 
+use super::observed_copies::ObservedCopies;
 use crate::exec::pools::Pools;
 use crate::plan::profile::Links;
 use crate::plan::reactive::LinkModel;
@@ -12,6 +14,8 @@ pub(super) struct Machine {
     pub link: LinkModel,
     /// The measured copy throughput, once measured.
     pub links: Option<Links>,
+    /// The transfer workers' copies, timed: the links where none could be measured.
+    pub observed: ObservedCopies,
     /// The CPU codec's measured throughput (raw bytes per second), once measured.
     pub codec_bandwidth: Option<f64>,
     /// Whether the inner backend gives its allocator's figures (sampled after each op).

@@ -27,8 +27,10 @@ impl<B: BackendIr> Engine<B> {
     /// The copy throughput between device and host, measured on first request with
     /// temporary tensors that fit in the budget's headroom, through the transfer workers (the
     /// path planned transfers take, hand-over latency included) or, when they cannot run, on
-    /// this thread; the fitted model then also scores the reactive policy's choices. `None`
-    /// when too few probe sizes fit or the measurement failed.
+    /// this thread; the fitted model then also scores the reactive policy's choices. Where
+    /// too few probe sizes fit (a budget the fallback keeps nearly full) or the measurement
+    /// failed, the links the workers' own copies show so far (not kept: a later request
+    /// probes again); `None` when they have not copied both ways yet.
     pub fn links(&mut self) -> Option<Links> {
         let pinned = PINNED_LINKS
             .lock()
@@ -41,7 +43,9 @@ impl<B: BackendIr> Engine<B> {
             let headroom = self
                 .budget()
                 .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
-            let sizes = profile::probe_sizes(headroom)?;
+            let Some(sizes) = profile::probe_sizes(headroom) else {
+                return self.machine.observed.links();
+            };
             let measured = match self.measure_worker_links(&sizes) {
                 Some((mut links, handover_seconds)) => {
                     // The same copies on the op thread, for the planner to weigh against the
@@ -67,7 +71,7 @@ impl<B: BackendIr> Engine<B> {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "burn-swap: could not measure copy throughput");
-                    return None;
+                    return self.machine.observed.links();
                 }
             }
         }

@@ -44,6 +44,7 @@ pub(crate) use measured_links::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
 mod moves;
 mod native;
+mod observed_copies;
 mod recipes;
 mod room;
 mod settings;

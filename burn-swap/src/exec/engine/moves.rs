@@ -509,12 +509,17 @@ impl<B: BackendIr> Engine<B> {
                 nanos,
                 codec_nanos,
                 on_device,
+                queued_nanos,
                 ..
             } => {
                 if !matches!(entry.state(), State::Offloading) {
                     return;
                 }
                 let bytes = entry.bytes();
+                if result.is_ok() && codec_nanos == 0 && !on_device {
+                    let seconds = queued_nanos as f64 * 1e-9;
+                    self.machine.observed.note_to_host(bytes, seconds);
+                }
                 if self.protected(&id) {
                     // The op about to run reads it: the device copy stays, the host copy goes.
                     self.residency.cancel_offload(&id);
@@ -535,10 +540,15 @@ impl<B: BackendIr> Engine<B> {
                 nanos,
                 codec_nanos,
                 on_device,
+                queued_nanos,
                 ..
             } => {
                 if !matches!(entry.state(), State::Fetching) {
                     return;
+                }
+                if result.is_ok() && codec_nanos == 0 && !on_device {
+                    let seconds = queued_nanos as f64 * 1e-9;
+                    self.machine.observed.note_to_device(entry.bytes(), seconds);
                 }
                 let ir = entry.ir(id, TensorStatus::NotInit);
                 match result {

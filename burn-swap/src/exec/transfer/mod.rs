@@ -54,6 +54,8 @@ struct OffloadJob<B: BackendIr> {
     route: Route<B>,
     /// The memory of raw host copies on a backend whose tensors live in host memory.
     pool: Option<Arc<HostPool>>,
+    /// When it was queued.
+    queued: Instant,
 }
 
 /// A fetch for the receive worker.
@@ -64,6 +66,8 @@ struct FetchJob<B: BackendIr> {
     /// Wait until the bytes are on the device before reporting (for timing the link; a
     /// fetch needs no such wait for correctness: the backend orders its users after it).
     sync: bool,
+    /// When it was queued.
+    queued: Instant,
 }
 
 /// A finished transfer.
@@ -77,6 +81,9 @@ pub(crate) enum Done<B: BackendIr> {
         codec_nanos: u64,
         /// Whether the device's kernels compressed it (before the copy).
         on_device: bool,
+        /// Nanoseconds from its queueing to the job's end: the queue's wait, the worker's
+        /// wake-up and the job (0 for a job lost to a panic).
+        queued_nanos: u64,
     },
     /// The bytes of `id` are back on the device, in a handle without an id yet, or the
     /// write failed, with the copy back when it is still whole.
@@ -88,6 +95,8 @@ pub(crate) enum Done<B: BackendIr> {
         codec_nanos: u64,
         /// Whether the device's kernels decompressed it (after the copy).
         on_device: bool,
+        /// Nanoseconds from its queueing to the job's end (0 for a job lost to a panic).
+        queued_nanos: u64,
     },
 }
 
@@ -191,6 +200,7 @@ impl<B: BackendIr> Job<B> for OffloadJob<B> {
             nanos: 0,
             codec_nanos: 0,
             on_device: false,
+            queued_nanos: 0,
         }
     }
 }
@@ -210,6 +220,7 @@ impl<B: BackendIr> Job<B> for FetchJob<B> {
             nanos: 0,
             codec_nanos: 0,
             on_device: false,
+            queued_nanos: 0,
         }
     }
 }
@@ -253,6 +264,7 @@ fn after_job(bookkeeping: impl FnOnce()) {
 fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done<B> {
     let id = job.id;
     let start = Instant::now();
+    let queued = job.queued;
     let bytes = super::bytes_of(&job.shape, job.dtype);
     let _span = tracing::debug_span!("burn_swap::send", tensor = id.value(), bytes).entered();
     let device = job.route.device.clone();
@@ -278,6 +290,7 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
         nanos: start.elapsed().as_nanos() as u64,
         codec_nanos,
         on_device,
+        queued_nanos: queued.elapsed().as_nanos() as u64,
     }
 }
 
@@ -289,6 +302,7 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
         copy,
         device,
         sync,
+        queued,
     } = job;
     let start = Instant::now();
     let _span = tracing::debug_span!(
@@ -312,6 +326,7 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
         pause(jitter, id.value() ^ RECEIVE_KEY);
     });
     let nanos = start.elapsed().as_nanos() as u64;
+    let queued_nanos = queued.elapsed().as_nanos() as u64;
     match result {
         Ok((handle, codec_nanos, on_device)) => Done::Fetched {
             id,
@@ -320,6 +335,7 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
             nanos,
             codec_nanos,
             on_device,
+            queued_nanos,
         },
         Err((error, copy)) => Done::Fetched {
             id,
@@ -328,6 +344,7 @@ fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Don
             nanos,
             codec_nanos: 0,
             on_device: false,
+            queued_nanos,
         },
     }
 }
@@ -408,6 +425,7 @@ impl<B: BackendIr> Transfers<B> {
             dtype,
             route,
             pool: self.pool.clone(),
+            queued: Instant::now(),
         };
         if send.send(job).is_err() {
             self.send = None;
@@ -435,6 +453,7 @@ impl<B: BackendIr> Transfers<B> {
             copy,
             device,
             sync,
+            queued: Instant::now(),
         };
         if let Err(mpsc::SendError(job)) = receive.send(job) {
             self.receive = None;

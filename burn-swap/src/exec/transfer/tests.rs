@@ -91,6 +91,7 @@ fn a_worker_survives_a_panic_that_escapes_its_job() {
             copy: HostCopy::Raw(data),
             device: FlexDevice,
             sync: false,
+            queued: std::time::Instant::now(),
         })
         .unwrap();
     }
