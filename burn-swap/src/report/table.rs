@@ -1,0 +1,294 @@
+//! The report as a table: its rows, grouped as its parts are.
+
+use core::fmt;
+
+use super::Report;
+use crate::config::Compression;
+
+/// Formats bytes with a binary unit, e.g. `12.0 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "burn-swap report ({})", self.backend)?;
+        let mut rows = Vec::new();
+        self.memory_rows(&mut rows);
+        self.transfer_rows(&mut rows);
+        self.plan_rows(&mut rows);
+        self.device_rows(&mut rows);
+        // The names as wide as the widest (at least 16 characters: a planner's name can be
+        // longer); values in 32, a longer one overflowing its row only.
+        let keys = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .fold(16, usize::max);
+        writeln!(f, "|{:-<w$}|{:-<34}|", "", "", w = keys + 2)?;
+        for (k, v) in rows {
+            writeln!(f, "| {k:<keys$} | {v:>32} |")?;
+        }
+        Ok(())
+    }
+}
+
+/// The rows of the report's table, in order.
+type Rows = Vec<(String, String)>;
+
+impl Report {
+    /// Policy, budget and the counted bytes.
+    fn memory_rows(&self, rows: &mut Rows) {
+        let budget = self
+            .budget_bytes
+            .map(format_bytes)
+            .unwrap_or_else(|| "unlimited".into());
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row("enabled", self.enabled.to_string());
+        row("policy", format!("{} / {}", self.policy, self.eviction));
+        row("budget", budget);
+        row("peak resident", format_bytes(self.memory.peak_bytes));
+        row("resident now", format_bytes(self.memory.resident_bytes));
+        let host_budget = self
+            .memory
+            .host_budget_bytes
+            .map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
+        let pinned = if self.memory.peak_pinned_host_bytes > 0 {
+            format!(
+                " ({} pinned)",
+                format_bytes(self.memory.peak_pinned_host_bytes)
+            )
+        } else {
+            String::new()
+        };
+        row(
+            "peak on host",
+            format!(
+                "{}{host_budget}{pinned}",
+                format_bytes(self.memory.peak_host_bytes)
+            ),
+        );
+    }
+
+    /// Offloads, fetches, compression, recomputation and the time they left exposed.
+    fn transfer_rows(&self, rows: &mut Rows) {
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        let moved = |n: u64, bytes: u64| format!("{n} ({})", format_bytes(bytes));
+        row(
+            "offloads",
+            moved(self.transfers.offloads, self.transfers.offloaded_bytes),
+        );
+        row(
+            "fetches",
+            moved(self.transfers.fetches, self.transfers.fetched_bytes),
+        );
+        row(
+            "transfer time",
+            format!(
+                "{:.3} s out, {:.3} s in",
+                self.transfers.offload_seconds, self.transfers.fetch_seconds
+            ),
+        );
+        row(
+            "failed transfers",
+            format!(
+                "{} out, {} in",
+                self.transfers.failed_offloads, self.transfers.failed_fetches
+            ),
+        );
+        if self.memory.budget_overshoots > 0 {
+            row(
+                "budget overshoots",
+                self.memory.budget_overshoots.to_string(),
+            );
+        }
+        if self.compression.mode != Compression::Off {
+            row(
+                "compression",
+                format!(
+                    "{} -> {} ({:.2}x)",
+                    format_bytes(self.compression.raw_bytes),
+                    format_bytes(self.compression.moved_bytes),
+                    self.compression.ratio
+                ),
+            );
+            row(
+                "compressed",
+                format!(
+                    "{} offloads, codec {:.3} s",
+                    self.compression.compressed_offloads, self.compression.codec_seconds
+                ),
+            );
+        }
+        row(
+            "recomputes",
+            format!(
+                "{} ({:.3} s), {} evicted",
+                self.transfers.recomputes,
+                self.transfers.recompute_seconds,
+                self.transfers.evictions
+            ),
+        );
+        let w = &self.transfers.exposed_wait;
+        row(
+            "exposed wait",
+            format!(
+                "{:.3} s (fetches on the op's path {:.3} s, fetches still in flight {:.3} s, \
+                 offloads in flight {:.3} s, offloads on the op's path {:.3} s)",
+                self.transfers.exposed_wait_seconds,
+                w.fetch_seconds,
+                w.prefetch_seconds,
+                w.room_seconds,
+                w.offload_seconds
+            ),
+        );
+    }
+
+    /// The plan followed and the candidates it was chosen from: the predicted time of each
+    /// that fits (the chosen one marked), the smallest budget of each that does not.
+    fn plan_rows(&self, rows: &mut Rows) {
+        if let Some(last) = self.plan.plan_declines.last() {
+            rows.push((
+                "declined".into(),
+                format!(
+                    "{} plans; the latest {:.2} ms {} vs the fallback's {:.2} ms per \
+                     iteration",
+                    self.plan.plans_declined,
+                    last.plan_seconds * 1e3,
+                    if last.measured {
+                        "measured"
+                    } else {
+                        "predicted"
+                    },
+                    last.fallback_seconds * 1e3
+                ),
+            ));
+        }
+        let Some(predicted) = self.plan.predicted_peak_bytes else {
+            return;
+        };
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row(
+            "plan",
+            format!(
+                "{} off + {} rec, {:.1} ms planning ({:.1} ms of it on the op thread)",
+                self.plan.planned_offloads,
+                self.plan.planned_recomputes,
+                self.plan.planning_seconds * 1e3,
+                self.plan.planning_op_thread_seconds * 1e3
+            ),
+        );
+        row(
+            "followed",
+            format!(
+                "{} iterations of {} plans made, {} kept plans reused; the fallback made room \
+                 of {} under them",
+                self.plan.planned_iterations,
+                self.plan.plans,
+                self.plan.plans_reused,
+                format_bytes(self.plan.fallback_bytes_under_plan)
+            ),
+        );
+        let pool = self
+            .plan
+            .predicted_pool_bytes
+            .map_or(String::new(), |p| format!(" (pool {})", format_bytes(p)));
+        row(
+            "predicted peak",
+            format!("{}{pool}", format_bytes(predicted)),
+        );
+        for choice in &self.plan.plan_choices {
+            let chosen = self.plan.plan_chosen.as_deref() == Some(choice.planner.as_str());
+            let verdict = if choice.fits {
+                format!("{:.2} ms/iter", choice.seconds() * 1e3)
+            } else {
+                format!("needs {}", format_bytes(choice.smallest_budget_bytes))
+            };
+            let mark = if chosen { "chosen, " } else { "" };
+            row(&format!("  {}", choice.planner), format!("{mark}{verdict}"));
+        }
+    }
+
+    /// The allocator, the device, the peers, and the workload's figures.
+    fn device_rows(&self, rows: &mut Rows) {
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        if let Some(peak) = self.device.allocator_peak {
+            row(
+                "allocator peak",
+                format!(
+                    "{} in use, {} reserved",
+                    format_bytes(peak.in_use),
+                    format_bytes(peak.reserved)
+                ),
+            );
+        }
+        for s in &self.device.allocator_streams {
+            row(
+                &format!("  {:?} stream {}", s.role, s.stream),
+                format!(
+                    "{} in use, {} reserved ({} padding, {} idle){}",
+                    format_bytes(s.usage.in_use),
+                    format_bytes(s.usage.reserved),
+                    format_bytes(s.usage.padding),
+                    format_bytes(s.usage.idle()),
+                    if s.shared {
+                        "; pools shared, counted once"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        if self.device.allocator_cleanups > 0 {
+            row(
+                "allocator cleanups",
+                self.device.allocator_cleanups.to_string(),
+            );
+        }
+        if let Some(total) = self.device.device_memory_bytes {
+            row("device memory", format_bytes(total));
+        }
+        for peer in &self.device.peers {
+            row(
+                &peer.name,
+                format!(
+                    "{} out, {:.2} GB/s",
+                    format_bytes(peer.sent_bytes),
+                    peer.bandwidth / 1e9
+                ),
+            );
+        }
+        if !self.device.peers.is_empty() {
+            row("peer fallbacks", self.device.peer_fallbacks.to_string());
+        }
+        row("ops", self.workload.ops.to_string());
+        row("largest op", format_bytes(self.workload.largest_op_bytes));
+        row(
+            "minimum budget",
+            format_bytes(self.workload.minimum_budget_bytes),
+        );
+        row(
+            "period",
+            self.workload
+                .period
+                .map(|p| format!("{p} ops"))
+                .unwrap_or_else(|| "not detected".into()),
+        );
+        if let Some(last) = self.workload.iteration_peaks.last() {
+            row(
+                "last iter. peak",
+                format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),
+            );
+        }
+    }
+}
