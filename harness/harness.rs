@@ -195,8 +195,9 @@ thread_local! {
     static EXPECTING_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Installs a panic hook that stays quiet for the panics [`guarded`] expects (an op that
-/// cannot run under its budget, reported in the table) and prints every other one as usual.
+/// Installs a panic hook that stays quiet for the panics the harness's guarded runs expect
+/// (an op that cannot run under its budget, reported in the table) and prints every other
+/// one as usual.
 pub fn quiet_expected_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

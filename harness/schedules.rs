@@ -139,7 +139,8 @@ pub fn steps_until_every_bucket() -> usize {
 }
 
 /// The sequence length of `step`'s batch: one of three buckets (half, three quarters and
-/// all of `seq`), the same for three steps in a row, the buckets in [`BUCKET_ORDER`].
+/// all of `seq`), the same for three steps in a row, the buckets in a fixed order of 13 in which
+/// no stretch repeats right after itself.
 pub fn bucketed_seq(seq: usize, step: usize) -> usize {
     let bucket = BUCKET_ORDER[(step / 3) % BUCKET_ORDER.len()];
     (seq * (2 + bucket) / 4).max(1)
