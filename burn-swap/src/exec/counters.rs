@@ -43,6 +43,8 @@ pub(crate) struct Counters {
     /// Bytes the fallback moved off the device to make room while a plan was followed, from
     /// the plan's first full iteration on.
     pub fallback_bytes_under_plan: u64,
+    /// The first [`FALLBACK_ROOMS_KEPT`] of those times, each where it happened.
+    pub fallback_rooms: Vec<FallbackRoom>,
     /// The planners' own time (on the planner thread, or on the op's thread when planning
     /// there).
     pub planning_nanos: u64,
@@ -98,6 +100,26 @@ pub struct PlanTakeover {
     pub planning_seconds: f64,
     /// Iterations of its schedule that ran under the fallback while it was made.
     pub waited_iterations: u64,
+}
+
+/// Fallback rooms kept in the counters (the first: where a plan first went wrong).
+pub(crate) const FALLBACK_ROOMS_KEPT: usize = 16;
+
+/// Room the reactive fallback made while a plan was followed: an op that needed more bytes
+/// than the plan predicted for it, where, and by how much.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FallbackRoom {
+    /// Ops counted on the device before this one.
+    pub op: u64,
+    /// The op's place in its iteration (the plan's op numbers).
+    pub position: usize,
+    /// The counted bytes the plan predicted while the op runs (its simulation).
+    pub predicted_bytes: u64,
+    /// The counted bytes the op needed: those resident when it asked for room, and what it
+    /// asked for.
+    pub needed_bytes: u64,
+    /// The bytes the fallback moved off the device for it.
+    pub freed_bytes: u64,
 }
 
 /// A plan not followed because it did not pay against the reactive fallback measured on its

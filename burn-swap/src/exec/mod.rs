@@ -91,7 +91,7 @@ fn quantized_bytes(
     (values + params * param_bytes) as u64
 }
 
-pub use counters::{AllocatorUsage, PeerStat, PlanDecline, PlanTakeover};
+pub use counters::{AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover};
 pub use pools::{StreamRole, StreamUsage};
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a

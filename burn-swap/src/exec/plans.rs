@@ -319,6 +319,7 @@ mod tests {
             fits: true,
             predicted_peak_bytes: 0,
             predicted_pool_bytes: 0,
+            predicted_live_bytes: Vec::new(),
             predicted_exposed_seconds: 0.0,
             predicted_recompute_seconds: 0.0,
             choices: Vec::new(),

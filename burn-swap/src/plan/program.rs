@@ -65,6 +65,10 @@ pub struct Program {
     pub predicted_peak_bytes: u64,
     /// The simulated peak of the allocator's pool, fragmentation included.
     pub predicted_pool_bytes: u64,
+    /// Per op position: the simulated counted bytes while the op runs (inputs and outputs
+    /// together); empty for no plan. Where the executor holds more, the fallback makes the
+    /// room the plan did not (the report's `fallback_rooms`).
+    pub predicted_live_bytes: Vec<u64>,
     /// Transfer time the plan expects not to hide, per iteration.
     pub predicted_exposed_seconds: f64,
     /// Recompute time the plan expects, per iteration.
@@ -108,6 +112,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         fits: plan.feasible,
         predicted_peak_bytes: plan.simulation.peak_live_bytes,
         predicted_pool_bytes: plan.simulation.peak_pool_bytes,
+        predicted_live_bytes: plan.live_bytes.clone(),
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
         choices: Vec::new(),
@@ -196,6 +201,7 @@ mod tests {
                 blocks: 0,
                 peak_op: None,
             },
+            live_bytes: Vec::new(),
             feasible: true,
             exposed_seconds: 0.0,
             recompute_seconds: 0.0,
@@ -374,6 +380,7 @@ mod tests {
             end: None,
             wraps_to,
             shares_buffer: false,
+            view_of: None,
         };
         let trace = Trace {
             period: Some(5),

@@ -10,7 +10,7 @@ use crate::config::{EvictionScore, Policy};
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
 pub use crate::exec::{
-    AllocatorUsage, PeerStat, PlanDecline, PlanTakeover, StreamRole, StreamUsage,
+    AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, StreamRole, StreamUsage,
 };
 pub use crate::plan::PlanChoice;
 pub use parts::{
@@ -162,6 +162,7 @@ impl Report {
                 plans: c.plans,
                 planned_iterations: c.planned_iterations,
                 fallback_bytes_under_plan: c.fallback_bytes_under_plan,
+                fallback_rooms: c.fallback_rooms.clone(),
                 planning_seconds: seconds(c.planning_nanos),
                 planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
                 plans_reused: c.plans_reused,

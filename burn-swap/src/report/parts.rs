@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::as_text;
-use super::{AllocatorUsage, PeerStat, PlanChoice, PlanDecline, PlanTakeover, StreamUsage};
+use super::{
+    AllocatorUsage, FallbackRoom, PeerStat, PlanChoice, PlanDecline, PlanTakeover, StreamUsage,
+};
 use crate::config::Compression;
 use crate::trace::IterationPeak;
 
@@ -141,6 +143,11 @@ pub struct PlanReport {
     /// steered alone.
     #[serde(default)]
     pub fallback_bytes_under_plan: u64,
+    /// Where that room was made (the first 16 times): each op's place in its iteration, the
+    /// bytes the plan predicted there, the bytes the op needed and the bytes moved. An op
+    /// that needed more than predicted is where the plan and the run part.
+    #[serde(default)]
+    pub fallback_rooms: Vec<FallbackRoom>,
     /// Seconds the planners took, in total (on the planner thread: see
     /// [`crate::SwapConfig::with_background_planning`]).
     pub planning_seconds: f64,

@@ -199,6 +199,18 @@ impl Report {
                 format_bytes(self.plan.fallback_bytes_under_plan)
             ),
         );
+        if let Some(first) = self.plan.fallback_rooms.first() {
+            row(
+                "first fallback",
+                format!(
+                    "at op {} of its iteration: {} needed, {} planned, {} moved",
+                    first.position,
+                    format_bytes(first.needed_bytes),
+                    format_bytes(first.predicted_bytes),
+                    format_bytes(first.freed_bytes)
+                ),
+            );
+        }
         let pool = self
             .plan
             .predicted_pool_bytes

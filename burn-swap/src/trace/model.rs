@@ -127,6 +127,13 @@ pub struct TensorTrace {
     /// the offload, and the budget would then fall to the fallback).
     #[serde(default)]
     pub shares_buffer: bool,
+    /// A view: the id of the tensor (one of its producer's inputs) whose buffer it holds on
+    /// the device. That buffer stays there while the view lives, after its own tensor's end;
+    /// the view adds no bytes of its own (the planners do not count it so yet: the book's
+    /// *When plans are made*, Left out). `None` for a tensor with a buffer of its own, or
+    /// when its source is not known.
+    #[serde(default)]
+    pub view_of: Option<u64>,
 }
 
 /// The counted peak of one complete iteration.

@@ -38,6 +38,7 @@ pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) 
                 }),
                 wraps_to: None,
                 shares_buffer: false,
+                view_of: None,
             }
         })
         .collect();

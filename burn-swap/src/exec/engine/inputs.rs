@@ -302,22 +302,22 @@ impl<B: BackendIr> Engine<B> {
             {
                 entry = entry.in_origin(origin);
             }
-            let shared = match probe
+            let (shared, source) = match probe
                 .filter(|_| shares)
                 .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
                     self.residency
                         .admit_view(id, entry, source.as_ref(), key, buffer_bytes);
-                    true
+                    (true, source)
                 }
                 None => {
                     self.residency.admit(id, entry);
-                    false
+                    (false, None)
                 }
             };
             if (shared || stays) && self.tracing() {
-                self.history.recorder.mark_output_shares(k);
+                self.history.recorder.mark_output_shares(k, source);
             }
         }
         self.op.outputs = outputs;

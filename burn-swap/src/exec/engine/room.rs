@@ -6,7 +6,7 @@ use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
 use crate::error::SwapError;
-use crate::exec::counters::Wait;
+use crate::exec::counters::{FALLBACK_ROOMS_KEPT, FallbackRoom, Wait};
 use crate::exec::residency::{Remake, State};
 use crate::plan::reactive::{self, Candidate, Leave, RoomStep, VictimFacts};
 
@@ -179,6 +179,49 @@ impl<B: BackendIr> Engine<B> {
         protect_inputs: bool,
     ) -> Result<(), SwapError> {
         let _span = tracing::debug_span!("burn_swap::make_room", deficit).entered();
+        let needed = self.budget().map_or(0, |budget| budget + deficit);
+        let freed_before = self.history.counters.fallback_bytes_under_plan;
+        let result = self.make_room_by_steps(deficit, protect_inputs);
+        let freed = self.history.counters.fallback_bytes_under_plan - freed_before;
+        if freed > 0 {
+            self.note_fallback_room(needed, freed);
+        }
+        result
+    }
+
+    /// Where the fallback made room under a plan: the op, and what the plan predicted there
+    /// (the first [`FALLBACK_ROOMS_KEPT`] of the run, where a plan first went wrong).
+    fn note_fallback_room(&mut self, needed_bytes: u64, freed_bytes: u64) {
+        let counters = &self.history.counters;
+        if counters.fallback_rooms.len() >= FALLBACK_ROOMS_KEPT {
+            return;
+        }
+        let Some(program) = self.plans.active.as_ref().map(|a| &a.program) else {
+            return;
+        };
+        // The op asking for room has not been recorded yet: it comes after the last one.
+        let position = self
+            .history
+            .recorder
+            .position_of_last()
+            .map_or(0, |last| (last + 1) % program.period.max(1));
+        let room = FallbackRoom {
+            op: counters.ops,
+            position,
+            predicted_bytes: program
+                .predicted_live_bytes
+                .get(position)
+                .copied()
+                .unwrap_or(0),
+            needed_bytes,
+            freed_bytes,
+        };
+        tracing::debug!(?room, "burn-swap: the fallback made room under a plan");
+        self.history.counters.fallback_rooms.push(room);
+    }
+
+    /// [`Self::make_room`]'s escalation.
+    fn make_room_by_steps(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
         let target = self.resident().saturating_sub(deficit);
         let mut step = Some(RoomStep::FIRST);
         let mut result = Ok(());

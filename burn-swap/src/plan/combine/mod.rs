@@ -64,6 +64,7 @@ impl Plan {
     pub fn empty(like: &Plan) -> Plan {
         Plan {
             actions: Vec::new(),
+            live_bytes: Vec::new(),
             ..like.clone()
         }
     }
@@ -85,6 +86,9 @@ pub struct Plan {
     pub actions: Vec<(usize, Action)>,
     /// The simulated memory of the plan.
     pub simulation: Simulation,
+    /// The simulated counted bytes at each op of the iteration (its inputs and outputs
+    /// together, as the executor counts them): the simulation's live peak is their largest.
+    pub live_bytes: Vec<u64>,
     /// Whether the simulated pool peak fits the budget.
     pub feasible: bool,
     /// Transfer time not hidden behind compute, per iteration.
@@ -284,7 +288,12 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         let mut live = live_per_op(&lifetimes_held(trace, &actions, &held), ops);
         lead_into_slack(trace, &mut actions, (&used, &held), (&mut live, budget));
     }
-    let simulation = simulate::simulate_best(&lifetimes_held(trace, &actions, &held), ops);
+    let lives = lifetimes_held(trace, &actions, &held);
+    let simulation = simulate::simulate_best(&lives, ops);
+    let live_bytes = live_per_op(&lives, ops)
+        .into_iter()
+        .map(|b| b.max(0) as u64)
+        .collect();
     let late = late_in_queue(trace, profile, fits, &actions, &used);
     let here = OnThread::of(profile);
     let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
@@ -309,6 +318,7 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
         smallest_budget: simulation.peak_live_bytes,
         actions,
         simulation,
+        live_bytes,
         exposed_seconds: exposed,
         recompute_seconds: recompute,
         handover_seconds: handover,

@@ -473,3 +473,40 @@ fn a_named_planner_is_the_only_one_judged() {
         "{combined:?}"
     );
 }
+
+#[test]
+fn a_plan_predicts_its_counted_bytes_at_every_op() {
+    // The chain of 8 under half its keep-all peak: the plan's per-op bytes are those of its
+    // own lifetimes (what the executor holds when it follows it), their largest is the
+    // simulated peak, and they stay within the budget where the plan fits.
+    let trace = chain(8, 1000);
+    let p = profile(&trace, 1e9);
+    let all = keep_all(&trace, &p, u64::MAX);
+    assert_eq!(all.live_bytes.len(), trace.ops.len());
+    assert_eq!(
+        all.live_bytes.iter().max(),
+        Some(&all.simulation.peak_live_bytes)
+    );
+    let budget = all.simulation.peak_live_bytes / 2;
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), budget);
+    assert!(plan.feasible && !plan.actions.is_empty(), "{plan:?}");
+    assert_eq!(
+        plan.live_bytes.iter().max(),
+        Some(&plan.simulation.peak_live_bytes)
+    );
+    assert!(
+        plan.live_bytes.iter().all(|&b| b <= budget),
+        "{:?}",
+        plan.live_bytes
+    );
+    // Where the plan's tensors are away, it predicts less than keeping everything.
+    assert!(
+        plan.live_bytes
+            .iter()
+            .zip(&all.live_bytes)
+            .any(|(p, a)| p < a),
+        "{:?} against {:?}",
+        plan.live_bytes,
+        all.live_bytes
+    );
+}

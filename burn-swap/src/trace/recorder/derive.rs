@@ -203,7 +203,11 @@ impl Log<'_> {
                 .enumerate()
             {
                 outputs.push(t.id.value());
-                tensors.push(self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i)));
+                let mut output = self.tensor_trace(t, Slot::Output { op: i, index: k }, Some(i));
+                output.view_of = (t.view_of != super::NO_SOURCE)
+                    .then(|| inputs.get(t.view_of as usize).copied())
+                    .flatten();
+                tensors.push(output);
                 index_of.insert(t.id, tensors.len() - 1);
             }
             let nanos = self.nanos_at(op.nanos, range.start + i as u64);
@@ -256,6 +260,7 @@ impl Log<'_> {
             end: None,
             wraps_to: None,
             shares_buffer: t.shares,
+            view_of: None,
         }
     }
 

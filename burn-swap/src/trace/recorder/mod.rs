@@ -44,7 +44,13 @@ struct TensorRef {
     last_use: bool,
     /// An output that shares a buffer (see [`Recorder::mark_output_shares`]).
     shares: bool,
+    /// For such an output: the place, among its op's inputs, of the tensor whose buffer it
+    /// holds ([`NO_SOURCE`] when none is known).
+    view_of: u8,
 }
+
+/// [`TensorRef::view_of`] when the buffer's tensor is not known.
+const NO_SOURCE: u8 = u8::MAX;
 
 /// What the executor tells the recorder about one op, besides the op itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -326,6 +332,7 @@ impl Recorder {
             dims: dims_start..self.dims.len() as u32,
             last_use: t.status == TensorStatus::ReadWrite,
             shares: false,
+            view_of: NO_SOURCE,
         });
     }
 
@@ -371,15 +378,25 @@ impl Recorder {
 
     /// Marks output `k` of the op recorded last as sharing a buffer, or strided without a
     /// layout that comes back (the executor sees that only after the op ran): planners do
-    /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]).
-    pub(crate) fn mark_output_shares(&mut self, k: usize) {
+    /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]). `source`: the
+    /// input whose buffer it holds, when known ([`crate::trace::TensorTrace::view_of`]).
+    pub(crate) fn mark_output_shares(&mut self, k: usize, source: Option<TensorId>) {
         let Some(op) = self.ops.last() else {
             return;
         };
         let at = op.outputs.start as usize + k;
-        if at < op.outputs.end as usize {
-            self.tensors[at].shares = true;
+        if at >= op.outputs.end as usize {
+            return;
         }
+        let inputs = &self.tensors[op.inputs.start as usize..op.inputs.end as usize];
+        let view_of = source
+            .and_then(|source| inputs.iter().position(|t| t.id == source))
+            .and_then(|place| u8::try_from(place).ok())
+            .filter(|&place| place != NO_SOURCE)
+            .unwrap_or(NO_SOURCE);
+        let output = &mut self.tensors[at];
+        output.shares = true;
+        output.view_of = view_of;
     }
 
     /// Drops the op begun last (it failed and never ran).

@@ -319,3 +319,23 @@ fn identical_layers_give_way_to_the_iteration_soon() {
 
 mod lean;
 mod loops;
+
+/// An output marked as sharing a buffer names the input whose buffer it holds, when the
+/// executor knows it (one of its op's inputs); one whose source is not among them is still
+/// marked as sharing, with no source.
+#[test]
+fn a_view_names_the_input_whose_buffer_it_holds() {
+    let mut r = Recorder::with_window(256);
+    named(&mut r, "Make", Some((0, 4)), Some((1, 8)));
+    named(&mut r, "Slice", Some((1, 8)), Some((2, 2)));
+    r.mark_output_shares(0, Some(TensorId::new(1)));
+    named(&mut r, "Reshape", Some((2, 2)), Some((3, 2)));
+    r.mark_output_shares(0, Some(TensorId::new(7)));
+    let trace = r.trace_all();
+    let tensor = |id: u64| trace.tensors.iter().find(|t| t.id == id).unwrap();
+    assert_eq!(tensor(2).view_of, Some(1));
+    assert!(tensor(2).shares_buffer);
+    assert_eq!(tensor(3).view_of, None);
+    assert!(tensor(3).shares_buffer);
+    assert_eq!((tensor(1).view_of, tensor(1).shares_buffer), (None, false));
+}
