@@ -7,7 +7,7 @@ use burn::backend::Flex;
 use burn::backend::flex::FlexDevice;
 use burn::tensor::{Tensor, TensorData, activation::relu};
 use burn_swap::unstable::codec::{compress, decompress};
-use burn_swap_suite::data::XorShift;
+use burn_swap_harness::data::XorShift;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 const ELEMENTS: usize = 4 << 20; // 16 MiB of f32

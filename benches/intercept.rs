@@ -12,7 +12,7 @@ use burn::backend::flex::FlexDevice;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::baseline::BareRouter;
+use burn_swap_harness::baseline::BareRouter;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const OPS: u64 = 64;

@@ -14,8 +14,8 @@ use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{Mlp, MlpConfig};
-use burn_swap_suite::train::init_mlp;
+use burn_swap_harness::models::{Mlp, MlpConfig};
+use burn_swap_harness::train::init_mlp;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// Steps before timing: two to find the period, one profiled, one planned and followed.

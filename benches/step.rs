@@ -13,8 +13,8 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
-use burn_swap_suite::train::{init_mlp, init_seeded};
+use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
+use burn_swap_harness::train::{init_mlp, init_seeded};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// Benchmarks one Adam step of `model` (its loss for step `n` from `loss_of`), each

@@ -19,9 +19,9 @@ use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::baseline::BareRouter;
-use burn_swap_suite::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
-use burn_swap_suite::train::{init_mlp, init_seeded, train_loop};
+use burn_swap_harness::baseline::BareRouter;
+use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
+use burn_swap_harness::train::{init_mlp, init_seeded, train_loop};
 
 fn tiny_ops<B: Backend>(rounds: usize) {
     let device = Default::default();

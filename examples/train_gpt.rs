@@ -21,8 +21,8 @@ use std::process::ExitCode;
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
-use burn_swap_suite::trainers::gpt::{self, GptOptions};
-use burn_swap_suite::trainers::{self, Example, RunOutcome};
+use burn_swap_harness::trainers::gpt::{self, GptOptions};
+use burn_swap_harness::trainers::{self, Example, RunOutcome};
 
 // The one type that changes (over the inner backend `B` that `--device` picks).
 #[cfg(feature = "swap")]
@@ -34,6 +34,7 @@ struct TrainGpt;
 
 impl Example for TrainGpt {
     const NAME: &'static str = "train_gpt";
+    const SWAP: bool = cfg!(feature = "swap");
     type Options = GptOptions;
 
     fn train<I: burn_ir::BackendIr>(

@@ -21,8 +21,8 @@ use std::process::ExitCode;
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
-use burn_swap_suite::trainers::mlp::{self, MlpOptions};
-use burn_swap_suite::trainers::{self, Example, RunOutcome};
+use burn_swap_harness::trainers::mlp::{self, MlpOptions};
+use burn_swap_harness::trainers::{self, Example, RunOutcome};
 
 // The one type that changes (over the inner backend `B` that `--device` picks).
 #[cfg(feature = "swap")]
@@ -34,6 +34,7 @@ struct TrainMlp;
 
 impl Example for TrainMlp {
     const NAME: &'static str = "train_mlp";
+    const SWAP: bool = cfg!(feature = "swap");
     type Options = MlpOptions;
 
     fn train<I: burn_ir::BackendIr>(

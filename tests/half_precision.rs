@@ -20,10 +20,10 @@ use burn::nn::{
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{DType, ElementConversion, FloatDType, Int, IntDType, Tensor};
 use burn_swap::Swap;
-use burn_swap_suite::data::labelled;
-use burn_swap_suite::models::BnCnnConfig;
-use burn_swap_suite::train::{Outcome, parameters, train_loop};
-use burn_swap_suite::verify::every_policy as check;
+use burn_swap_harness::data::labelled;
+use burn_swap_harness::models::BnCnnConfig;
+use burn_swap_harness::train::{Outcome, parameters, train_loop};
+use burn_swap_harness::verify::every_policy as check;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -84,7 +84,7 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
 ) -> Outcome {
     bf16_by_default();
     let device = B::Device::default();
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, 9);
     let model = init(&device);
     let (model, mut losses) = train_loop(model, STEPS, 1e-2, loss, |_, _| {});

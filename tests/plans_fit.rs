@@ -10,10 +10,10 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{
+use burn_swap_harness::models::{
     BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
 };
-use burn_swap_suite::workload::Workload;
+use burn_swap_harness::workload::Workload;
 
 type B = Autodiff<Swap<Flex>>;
 
@@ -146,7 +146,7 @@ fn check(workload: Workload) {
 
 #[test]
 fn plans_fit_and_predict_the_measured_peak() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     check(Workload::Mlp(MlpConfig::small()));
     check(Workload::ConvNet(ConvNetConfig::small()));
     check(Workload::Transformer(TransformerConfig::small()));
@@ -160,7 +160,7 @@ fn plans_fit_and_predict_the_measured_peak() {
 /// offloaded bytes.
 #[test]
 fn plans_fit_on_models_with_views() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     check(Workload::BnCnn(BnCnnConfig::small()));
     check_steered(
         Workload::Lstm(LstmNetConfig::small()),
@@ -173,7 +173,7 @@ fn plans_fit_on_models_with_views() {
 /// one op between two of their uses (a convolution's backward between its input's uses).
 #[test]
 fn plans_fit_where_tensors_must_leave_for_a_single_op() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     check(Workload::Cnn(ResNetConfig::small()));
 }
 
@@ -183,9 +183,9 @@ fn plans_fit_where_tensors_must_leave_for_a_single_op() {
 /// until one is made for the new one. Checked after every step from the first.
 #[test]
 fn the_plan_in_force_is_made_for_the_schedule_in_force() {
-    use burn_swap_suite::models::Mlp;
-    use burn_swap_suite::train::{init_mlp, train_loop};
-    let _guard = burn_swap_suite::swap_device_lock();
+    use burn_swap_harness::models::Mlp;
+    use burn_swap_harness::train::{init_mlp, train_loop};
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     // `train_mlp`'s model (the README's main job).
     let config = MlpConfig {
@@ -234,7 +234,7 @@ fn the_plan_in_force_is_made_for_the_schedule_in_force() {
 /// run hands its copies over.
 #[test]
 fn planned_copies_on_the_op_thread_change_no_value() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workload = Workload::Mlp(MlpConfig::small());
     let plain = workload.train::<Autodiff<Flex>>(&device, STEPS);
@@ -295,9 +295,9 @@ fn planned_copies_on_the_op_thread_change_no_value() {
 /// the planner thread runs: printed, not asserted).
 #[test]
 fn plans_are_made_once_per_schedule_off_the_op_thread() {
-    use burn_swap_suite::models::GptConfig;
-    use burn_swap_suite::schedules::GanConfig;
-    let _guard = burn_swap_suite::swap_device_lock();
+    use burn_swap_harness::models::GptConfig;
+    use burn_swap_harness::schedules::GanConfig;
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workloads = [
         (Workload::Gan(GanConfig::small()), 2),
@@ -365,7 +365,7 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
                 .with_background_planning(false)
                 .with_plans_judged(false);
             let (foreground, report) =
-                burn_swap_suite::verify::run_configured(&device, config, || {
+                burn_swap_harness::verify::run_configured(&device, config, || {
                     workload.train::<B>(&device, steps)
                 });
             burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -431,7 +431,7 @@ fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links 
 #[test]
 fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     use burn_swap::Planner;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workload = Workload::Mlp(MlpConfig::small());
     let plain = workload.train::<Autodiff<Flex>>(&device, STEPS);
@@ -456,7 +456,7 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
                 .with_background_planning(false)
                 .with_plans_judged(judged);
             let (swapped, report) =
-                burn_swap_suite::verify::run_configured(&device, config, || {
+                burn_swap_harness::verify::run_configured(&device, config, || {
                     workload.train::<B>(&device, STEPS)
                 });
             burn_swap::unstable::set_links(None);
@@ -519,7 +519,7 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
 #[test]
 fn the_conv_net_plan_bounds_its_peak_with_pinned_links() {
     use burn_swap::unstable::plan::profile::Links;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::unstable::set_links(Some(Links {
         to_host: copy_samples(8e-6, 28e9),
         to_device: copy_samples(7.2e-6, 1e15),

@@ -8,15 +8,15 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::unstable::plan::segments::{self, GaConfig};
 use burn_swap::{Planner, Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{last_iteration, train_convnet};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
-use burn_swap_suite::workload::Workload;
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{last_iteration, train_convnet};
+use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::workload::Workload;
 
 #[test]
 fn segment_plan_of_a_conv_net_iteration() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let trace = last_iteration(&device, || {
         train_convnet::<Autodiff<Swap<Flex>>>(&ConvNetConfig::small(), &device, 6);
     });
@@ -71,7 +71,7 @@ fn segment_plan_of_a_conv_net_iteration() {
 #[test]
 fn training_follows_a_segment_plan_bit_for_bit() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let steps = 10;
     for (workload, fraction) in [
         (Workload::Mlp(MlpConfig::small()), 0.9),

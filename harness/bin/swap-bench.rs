@@ -31,12 +31,12 @@
 use std::process::ExitCode;
 
 use burn_swap::Policy;
-use burn_swap_suite::cli::Args;
-use burn_swap_suite::harness::{self, Plan, Workload};
-use burn_swap_suite::models::{
+use burn_swap_harness::cli::Args;
+use burn_swap_harness::harness::{self, Plan, Workload};
+use burn_swap_harness::models::{
     BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
 };
-use burn_swap_suite::schedules::GanConfig;
+use burn_swap_harness::schedules::GanConfig;
 
 fn main() -> ExitCode {
     match run() {
@@ -181,7 +181,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         #[cfg(feature = "wgpu")]
         "wgpu" => {
             let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
-            if !burn_swap_suite::wgpu_adapter(&device) {
+            if !burn_swap_harness::wgpu_adapter(&device) {
                 return Err("no wgpu adapter".into());
             }
             measure::<burn_swap::unstable::CubeWgpu>(&device, &plan, probe, limit, probe_in_child)
@@ -191,7 +191,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             measure::<burn::backend::Cuda>(&Default::default(), &plan, probe, limit, probe_in_child)
         }
         other => {
-            return Err(burn_swap_suite::cli::unknown_device(other).into());
+            return Err(burn_swap_harness::cli::unknown_device(other).into());
         }
     };
 

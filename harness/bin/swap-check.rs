@@ -10,7 +10,7 @@
 //!    `--models` names) trained through `Autodiff<Swap<I>>` and `Autodiff<I>`, bit for bit,
 //!    under every policy at 50% and 25% of the counted peak (with transfer jitter, the
 //!    ordering stress test), with the counted and the allocator's peaks next to the unwrapped
-//!    run's ([`burn_swap_suite::verify`]). With `--spread` (for a backend that is not
+//!    run's ([`burn_swap_harness::verify`]). With `--spread` (for a backend that is not
 //!    deterministic run to run: built with the `cuda-default` feature, `cuda` is Burn's
 //!    default fused and autotuned CUDA backend), the unwrapped run is trained twice and a run
 //!    passes when its losses are within that run-to-run spread.
@@ -28,8 +28,8 @@
 use std::process::ExitCode;
 
 use burn_swap::Policy;
-use burn_swap_suite::cli::Args;
-use burn_swap_suite::verify::{self, Check};
+use burn_swap_harness::cli::Args;
+use burn_swap_harness::verify::{self, Check};
 
 fn main() -> ExitCode {
     match run() {
@@ -157,7 +157,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             // there is no GPU): the same memory management as CUDA, its reserved bytes in
             // the table.
             let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
-            if !burn_swap_suite::wgpu_adapter(&device) {
+            if !burn_swap_harness::wgpu_adapter(&device) {
                 return Err("no wgpu adapter".into());
             }
             type I = burn_swap::unstable::CubeWgpu;
@@ -207,7 +207,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             (rows, links, format!("CUDA device {index} ({kind})"))
         }
         other => {
-            return Err(burn_swap_suite::cli::unknown_device(other).into());
+            return Err(burn_swap_harness::cli::unknown_device(other).into());
         }
     };
 
@@ -280,7 +280,7 @@ fn measure<D: burn::tensor::backend::DeviceOps>(
 
 fn links_table(links: &[Link]) -> String {
     let gb = |b: f64| format!("{:.2}", b / 1e9);
-    let mut table = burn_swap_suite::table::Table::new(&[
+    let mut table = burn_swap_harness::table::Table::new(&[
         "size MiB",
         "burn-swap D2H GB/s",
         "plain pinned D2H GB/s",

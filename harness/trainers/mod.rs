@@ -180,6 +180,9 @@ pub trait TrainerOptions: Sized {
 pub trait Example {
     /// The program's name (`train_cnn`), for its messages.
     const NAME: &'static str;
+    /// Whether it trains under burn-swap (the example's `swap` feature: the harness is a
+    /// package of its own and does not see it).
+    const SWAP: bool;
     /// Its options.
     type Options: TrainerOptions;
     /// Trains on the inner backend `I` (Flex, CubeCL's wgpu, CUDA) as `--device` picks it.
@@ -210,11 +213,7 @@ fn run_example<E: Example>() -> Result<(), Box<dyn Error>> {
     println!(
         "{} on {device}{}: {}, 1 warm-up step + {} steps",
         E::NAME,
-        if cfg!(feature = "swap") {
-            " under burn-swap"
-        } else {
-            ""
-        },
+        if E::SWAP { " under burn-swap" } else { "" },
         options.describe(),
         options.run_options().steps
     );

@@ -10,7 +10,7 @@ type S = Swap<Flex>;
 #[test]
 fn budget_never_exceeded_after_lowering_it() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let tensors: Vec<Tensor<S, 1>> = (0..8)
         .map(|i| Tensor::from_data(TensorData::new(vec![i as f32; 256], [256]), &device))

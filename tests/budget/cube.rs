@@ -10,9 +10,9 @@ use burn::backend::Autodiff;
 use burn_swap::unstable::CubeWgpu;
 use burn_swap::unstable::faults::{self, Hook};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
-use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
-use burn_swap_suite::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
+use burn_swap_harness::train::{Outcome, train_convnet, train_mlp};
+use burn_swap_harness::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
 use cubecl::wgpu::WgpuDevice;
 
 type Plain = Autodiff<CubeWgpu>;
@@ -22,12 +22,12 @@ const STEPS: usize = 6;
 
 /// Whether a wgpu adapter exists (else the tests are skipped, or fail when required).
 fn adapter() -> bool {
-    burn_swap_suite::wgpu_adapter(&WgpuDevice::DefaultDevice)
+    burn_swap_harness::wgpu_adapter(&WgpuDevice::DefaultDevice)
 }
 
 fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) {
     let device = WgpuDevice::DefaultDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let plain = train(false);
     let plain_usage = burn_swap::unstable::allocator_usage::<CubeWgpu>(&device)
         .expect("a CubeCL backend gives its allocator's figures");
@@ -130,7 +130,7 @@ fn a_backend_write_that_fails_after_taking_the_bytes_loses_nothing() {
     }
     quiet_injected_panics();
     let device = WgpuDevice::DefaultDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let config = MlpConfig::small();
     let plain = train_mlp::<Plain>(&config, &device, STEPS);
     let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
@@ -195,7 +195,7 @@ fn a_large_matmul_is_profiled_at_its_device_time() {
         return;
     }
     let device = WgpuDevice::DefaultDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     const N: usize = 384;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -267,11 +267,11 @@ fn a_large_matmul_is_profiled_at_its_device_time() {
 /// come back with their shape and strides: bit for bit, offloads only.
 #[test]
 fn strided_tensors_leave_with_their_layout_on_cubecl() {
-    use burn_swap_suite::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
+    use burn_swap_harness::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
     if !adapter() {
         return;
     }
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let config =
         SwapConfig::budget_bytes(VIEWS_BUDGET).with_compression(Compression::On { max_ratio: 1.0 });
     check_views_made_before_a_budget::<CubeWgpu>(&WgpuDevice::DefaultDevice, config);
@@ -286,10 +286,10 @@ fn strided_tensors_leave_with_their_layout_on_cubecl() {
 #[test]
 fn two_devices_keep_budgets_of_their_own() {
     let devices = [WgpuDevice::DefaultDevice, WgpuDevice::Cpu];
-    if !devices.iter().all(burn_swap_suite::wgpu_adapter) {
+    if !devices.iter().all(burn_swap_harness::wgpu_adapter) {
         return;
     }
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let config = MlpConfig::small();
     let both = |swap: bool| -> Vec<Outcome> {
         std::thread::scope(|scope| {
@@ -423,12 +423,12 @@ fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]
 /// their counted peak ([`check_reserved`]).
 #[test]
 fn reserved_bytes_follow_the_budget_on_cubecl() {
-    use burn_swap_suite::verify::small_models;
+    use burn_swap_harness::verify::small_models;
     if !adapter() {
         return;
     }
     let device = WgpuDevice::DefaultDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     for model in small_models() {
         check_reserved(
             model.name(),
@@ -453,7 +453,7 @@ fn a_large_mlp_reserves_less_than_unwrapped_at_half_its_peak() {
         return;
     }
     let device = WgpuDevice::DefaultDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let config = MlpConfig {
         d_in: 1024,
         hidden: 1024,

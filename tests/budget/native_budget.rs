@@ -30,7 +30,7 @@ fn under_budget<T: PartialEq + std::fmt::Debug>(
     swapped: impl Fn(&FlexDevice) -> T,
 ) -> burn_swap::Report {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
     burn_swap::reset_counters(&device);
     let weight = ballast::<S>(ballast_tensors, &device);
@@ -79,7 +79,7 @@ fn full_makes_room_for_its_output_before_it_runs() {
 #[test]
 fn arange_larger_than_the_budget_is_refused_with_the_typed_error() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::budget_bytes(1024)).unwrap();
     let result = std::panic::catch_unwind(|| {
         let _ = Tensor::<S, 1, Int>::arange(0..1000, &device);
@@ -213,7 +213,7 @@ fn meshgrid_like_views_run_under_a_budget_just_above_their_largest_op() {
         out
     }
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     let unbudgeted = run::<S>(&device);

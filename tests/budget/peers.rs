@@ -6,9 +6,9 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, PeerSpec, Policy, Report, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -28,7 +28,7 @@ fn run_with_peers(
     compression: Compression,
 ) -> Report {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
@@ -206,7 +206,7 @@ fn device_peers_take_the_to_device_route_on_other_backends() {
 #[test]
 fn bad_peer_configurations_are_typed_errors() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // The device must be in use for backend-dependent checks to run at configure time.
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let _ = train_mlp::<Swapped>(&MlpConfig::small(), &device, 1);

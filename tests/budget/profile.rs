@@ -7,15 +7,15 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::models::MlpConfig;
-use burn_swap_suite::train::train_mlp;
+use burn_swap_harness::models::MlpConfig;
+use burn_swap_harness::train::train_mlp;
 
 type B = Autodiff<Swap<Flex>>;
 
 #[test]
 fn profile_of_a_training_iteration_measured_within_the_budget() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
 
     // Under a budget of 100 KiB: the probes that fit in half of its headroom (1 KiB and
     // 16 KiB) measure the links, and the budget holds.

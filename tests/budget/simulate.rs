@@ -6,8 +6,8 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::unstable::plan::simulate;
 use burn_swap::{Swap, Trace};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
-use burn_swap_suite::train::{last_iteration, train_convnet, train_mlp};
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
+use burn_swap_harness::train::{last_iteration, train_convnet, train_mlp};
 
 type B = Autodiff<Swap<Flex>>;
 
@@ -43,7 +43,7 @@ fn convnet_iteration(device: &FlexDevice) -> Trace {
 #[test]
 fn simulated_peak_matches_the_counted_peak_of_real_runs() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let trace = last_iteration(&device, || {
         train_mlp::<B>(&MlpConfig::small(), &device, 6);
     });
@@ -55,7 +55,7 @@ fn simulated_peak_matches_the_counted_peak_of_real_runs() {
 fn checkpoint_selection_on_real_iterations() {
     use burn_swap::unstable::plan::checkpoint;
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let trace = convnet_iteration(&device);
     let profile = burn_swap::unstable::profile(&device).unwrap();
 
@@ -84,7 +84,7 @@ fn checkpoint_selection_on_real_iterations() {
 fn combined_plan_for_half_the_peak_of_a_real_iteration() {
     use burn_swap::unstable::plan::{checkpoint, combine};
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let trace = convnet_iteration(&device);
     let profile = burn_swap::unstable::profile(&device).unwrap();
 

@@ -6,8 +6,8 @@ use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
 use burn_swap::trace::{Access, AccessKind, End, EndKind, Slot};
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::models::MlpConfig;
-use burn_swap_suite::train::{init_mlp, train_loop};
+use burn_swap_harness::models::MlpConfig;
+use burn_swap_harness::train::{init_mlp, train_loop};
 
 type S = Swap<Flex>;
 
@@ -18,7 +18,7 @@ fn access(op: usize, kind: AccessKind) -> Access {
 #[test]
 fn hand_built_graph_has_exact_indices() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let a = Tensor::<S, 1>::from_data([1.0f32, 2.0, 3.0], &device);
     burn_swap::restart_trace(&device);
@@ -117,7 +117,7 @@ fn a_native_op_is_traced_with_its_inputs_and_output_at_once() {
     use burn::tensor::TensorPrimitive;
     use burn::tensor::ops::ActivationOps;
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let output = Tensor::<S, 1>::from_data([1.0f32; 256], &device);
     let grad = Tensor::<S, 1>::from_data([2.0f32; 256], &device);
@@ -144,7 +144,7 @@ fn a_native_op_is_traced_with_its_inputs_and_output_at_once() {
 #[test]
 fn period_is_the_iteration_length_despite_a_different_first_iteration() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // A budget that binds nothing: with none, most iterations are recorded without their
     // tensors and the trace is of one of the last few, not always the last.
     let config = SwapConfig::budget_bytes(1 << 40);
@@ -162,7 +162,7 @@ fn period_is_the_iteration_length_despite_a_different_first_iteration() {
         model,
         steps,
         1e-3,
-        |m: &burn_swap_suite::models::Mlp<Autodiff<S>>, step| m.loss(&config, step, &device),
+        |m: &burn_swap_harness::models::Mlp<Autodiff<S>>, step| m.loss(&config, step, &device),
         |step, _| {
             ops_after_step.push(burn_swap::report(&device).unwrap().workload.ops);
             if step >= steps - 2 {
@@ -230,7 +230,7 @@ fn train_with_extra_ops(
         model,
         steps,
         1e-3,
-        |m: &burn_swap_suite::models::Mlp<Autodiff<S>>, step| {
+        |m: &burn_swap_harness::models::Mlp<Autodiff<S>>, step| {
             let loss = m.loss(&config, step, &device);
             if extra(step) {
                 let _ = (loss.clone() * 2.0).into_data();
@@ -250,7 +250,7 @@ fn train_with_extra_ops(
 
 #[test]
 fn a_one_off_insertion_keeps_the_step_period() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let (lengths, iterations) = train_with_extra_ops(14, |step| step == 7);
     let step_period = lengths[1];
     assert!(
@@ -272,7 +272,7 @@ fn a_one_off_insertion_keeps_the_step_period() {
 
 #[test]
 fn work_recurring_every_few_steps_makes_the_period_span_them() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // A log every five steps: the stream repeats every five steps plus the log's ops.
     let (lengths, _) = train_with_extra_ops(16, |step| step % 5 == 4);
     let five_steps: u64 = lengths[lengths.len() - 5..].iter().sum();

@@ -10,10 +10,10 @@ use burn_swap::trace::Trace;
 use burn_swap::unstable::plan::program::Program;
 use burn_swap::unstable::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{train_mlp, train_transformer};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
-use burn_swap_suite::workload::Workload;
+use burn_swap_harness::models::{MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{train_mlp, train_transformer};
+use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::workload::Workload;
 
 type B = Autodiff<Swap<Flex>>;
 
@@ -22,7 +22,7 @@ type B = Autodiff<Swap<Flex>>;
 /// that which tensors the plan offloads does not depend on how fast this machine copied.
 fn program_of(train: impl Fn(), policy: Policy, fraction: f64) -> (Trace, Program) {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
@@ -173,7 +173,7 @@ fn worker_links() -> burn_swap::unstable::plan::profile::Links {
 #[test]
 fn the_executor_waits_where_the_analysis_says() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let steps = 14;
     for (workload, policy, fraction) in [
         (Workload::Mlp(MlpConfig::small()), Policy::OffloadOnly, 0.25),

@@ -5,8 +5,8 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{
     Outcome, train_convnet, train_mlp, train_mlp_short_tail, train_transformer,
 };
 
@@ -20,7 +20,7 @@ const STEPS: usize = 20;
 /// the plain backend and its counted peak against the budget.
 fn check_policies(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);
@@ -129,7 +129,7 @@ fn bit_identical_when_the_last_batch_is_shorter() {
     let device = FlexDevice;
     let train = |d: &_| -> Outcome { train_mlp_short_tail::<Swapped>(&config, d, STEPS, 3, 40) };
     let plain = train_mlp_short_tail::<Plain>(&config, &device, STEPS, 3, 40);
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);

@@ -5,14 +5,14 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig};
-use burn_swap_suite::train::{Outcome, train_convnet, train_mlp};
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
+use burn_swap_harness::train::{Outcome, train_convnet, train_mlp};
 
 const STEPS: usize = 12;
 
 fn check(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);

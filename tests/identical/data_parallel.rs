@@ -20,8 +20,8 @@ use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
 use burn_collective::{CollectiveConfig, PeerId, ReduceOperation};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{Mlp, MlpConfig};
-use burn_swap_suite::train::{Outcome, init_mlp, parameters};
+use burn_swap_harness::models::{Mlp, MlpConfig};
+use burn_swap_harness::train::{Outcome, init_mlp, parameters};
 
 const WORKERS: usize = 2;
 const STEPS: usize = 6;
@@ -92,7 +92,7 @@ where
 #[test]
 fn data_parallel_training_under_a_budget_is_bit_identical_to_flex() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let devices = [device; WORKERS];
     let expected = data_parallel::<Autodiff<Flex>>(&devices);
     assert_eq!(

@@ -30,9 +30,9 @@ use burn::record::{BinFileRecorder, FullPrecisionSettings};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_swap::{Policy, Swap, SwapConfig};
-use burn_swap_suite::data::XorShift;
-use burn_swap_suite::train::{Outcome, parameters};
-use burn_swap_suite::verify::every_policy;
+use burn_swap_harness::data::XorShift;
+use burn_swap_harness::train::{Outcome, parameters};
+use burn_swap_harness::verify::every_policy;
 use burn_train::metric::{AccuracyMetric, LossMetric};
 use burn_train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
@@ -214,7 +214,7 @@ fn run_with<B: AutodiffBackend>(steps: usize) -> Outcome {
 /// (none: on the training thread).
 fn run_loading<B: AutodiffBackend>(steps: usize, workers: usize) -> Outcome {
     let device = B::Device::default();
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, 21);
     let train = DataLoaderBuilder::<B, Item, ImageBatch<B>>::new(ImageBatcher)
         .batch_size(16)
@@ -270,7 +270,7 @@ fn burn_train_learner_with_metrics_checkpoints_and_validation() {
 #[test]
 fn the_planned_policy_plans_under_the_learner_threads() {
     let device = burn::backend::flex::FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     run_with::<Swapped>(30);
     let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
@@ -301,7 +301,7 @@ fn the_planned_policy_plans_under_the_learner_threads() {
 #[test]
 fn data_loader_workers_upload_under_the_budget() {
     let device = burn::backend::flex::FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     run_loading::<Swapped>(12, 3);
     let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;

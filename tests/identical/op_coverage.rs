@@ -12,7 +12,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData, activation};
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::data::XorShift;
+use burn_swap_harness::data::XorShift;
 
 type S = Swap<Flex>;
 
@@ -291,7 +291,7 @@ fn module_ops<B: AutodiffBackend>(device: &B::Device) -> Outputs {
 }
 
 fn random_ops<B: Backend>(device: &B::Device) -> Outputs {
-    let _guard = burn_swap_suite::rng_lock();
+    let _guard = burn_swap_harness::rng_lock();
     B::seed(device, 1234);
     // Keep all of them alive before reading, so that the tight budget has to offload.
     let a = Tensor::<B, 2>::random([7, 9], Distribution::Default, device);
@@ -351,7 +351,7 @@ fn same(name: &str, plain: Outputs, swapped: Outputs) {
 fn check(name: &str, plain: fn(&FlexDevice) -> Outputs, swapped: fn(&FlexDevice) -> Outputs) {
     let device = FlexDevice;
     let expected = plain(&device);
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     same(name, expected.clone(), swapped(&device));
@@ -434,7 +434,7 @@ fn moving_a_tensor_through_the_channel_keeps_values_and_books() {
     use burn_swap::unstable::SwapChannel;
 
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let values = TensorData::new(XorShift::new(9).vec_f32(64, 1.0), [8, 8]);
     let t = Tensor::<S, 2>::from_data(values.clone(), &device);

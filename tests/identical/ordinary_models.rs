@@ -33,8 +33,8 @@ use burn::nn::{
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use burn_swap::Swap;
-use burn_swap_suite::train::{Outcome, parameters, train_loop};
-use burn_swap_suite::verify::every_policy as check;
+use burn_swap_harness::train::{Outcome, parameters, train_loop};
+use burn_swap_harness::verify::every_policy as check;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -396,7 +396,7 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
     // Dropout draws from the backend's global generator during training, not only at
     // initialisation: the whole run holds the generator's lock (another test seeding it
     // mid-run would change the masks).
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, 5);
     let model = init(&device);
     let (model, mut losses) = train_loop(model, STEPS, 1e-2, loss, |_, _| {});

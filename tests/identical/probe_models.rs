@@ -56,9 +56,9 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use burn_swap::Swap;
-use burn_swap_suite::data::{XorShift, labelled};
-use burn_swap_suite::train::{Outcome, parameters};
-use burn_swap_suite::verify::every_policy;
+use burn_swap_harness::data::{XorShift, labelled};
+use burn_swap_harness::train::{Outcome, parameters};
+use burn_swap_harness::verify::every_policy;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -245,7 +245,7 @@ fn train<B: AutodiffBackend, M: AutodiffModule<B>>(
     mut optimizer: impl Optimizer<M, B>,
 ) -> Outcome {
     let device = B::Device::default();
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, 9);
     let mut model = init(&device);
     let mut values = Vec::new();
@@ -376,7 +376,7 @@ fn train_odds<B: AutodiffBackend, O: Optimizer<Odds<B>, B>>(
     midway: impl FnOnce(Odds<B>, O) -> (Odds<B>, O),
 ) -> Outcome {
     let device = B::Device::default();
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, seed);
     let mut model = Odds::<B>::new(&device);
     let mut optimizer = optimizer;
@@ -481,7 +481,7 @@ impl<B: Backend> Player<B> {
 fn gan_with_two_optimizers_a_schedule_and_evaluation_passes() {
     fn run<B: AutodiffBackend>() -> Outcome {
         let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
+        let _rng = burn_swap_harness::rng_lock();
         B::seed(&device, 9);
         let mut g = Player::<B>::new(&[8, 32, 32, 16], &device);
         let mut d = Player::<B>::new(&[16, 32, 32, 1], &device);
@@ -637,7 +637,7 @@ impl<B: Backend> Seq2Seq<B> {
 fn seq2seq_transformer_with_rmsprop_and_cached_greedy_decoding() {
     fn run<B: AutodiffBackend>() -> Outcome {
         let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
+        let _rng = burn_swap_harness::rng_lock();
         B::seed(&device, 9);
         let mut model = Seq2Seq::<B>::new(&device);
         let mut optimizer = RmsPropConfig::new()
@@ -1116,7 +1116,7 @@ fn batches_whose_shapes_change_between_steps() {
     // the whole step, its two micro-batches and the update: the first shape holds for seven
     // steps so that its plan is made before the shape changes.)
     let device = burn::backend::flex::FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let budget = unbudgeted.memory.peak_bytes / 4;
     burn_swap::configure(
         &device,
@@ -1202,7 +1202,7 @@ fn teacher_logits<B: Backend>(
 fn mean_teacher_with_tensors_kept_across_steps_and_an_activation_read_after_backward() {
     fn run<B: AutodiffBackend>() -> Outcome {
         let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
+        let _rng = burn_swap_harness::rng_lock();
         B::seed(&device, 9);
         let mut student = Student::<B>::new(&device);
         let mut teacher = student.weights();
@@ -1264,7 +1264,7 @@ struct Classifier<B: Backend> {
 fn batched_inference_without_autodiff_with_weights_that_leave() {
     fn run<B: Backend>() -> Outcome {
         let device = B::Device::default();
-        let _rng = burn_swap_suite::rng_lock();
+        let _rng = burn_swap_harness::rng_lock();
         B::seed(&device, 21);
         let model = Classifier {
             encoder: TransformerEncoderConfig::new(32, 64, 4, 4).init::<B>(&device),

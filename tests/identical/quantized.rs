@@ -41,7 +41,7 @@ fn program<B: Backend>(device: &B::Device) -> (Vec<u32>, TensorData) {
 fn quantized_ops_run_through_swap_bit_for_bit() {
     let device = FlexDevice;
     let (plain, plain_data) = program::<Flex>(&device);
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     for budget in [None, Some(4096)] {
         let config = budget.map_or_else(SwapConfig::default, SwapConfig::budget_bytes);
         burn_swap::configure(&device, config).unwrap();
@@ -66,7 +66,7 @@ fn swap_quantizes_as_its_inner_backend() {
     assert_eq!(default_scheme::<S>(), default_scheme::<Flex>());
     assert_ne!(default_scheme::<Flex>(), QuantScheme::default());
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let x = Tensor::<Flex, 1>::from_floats([1.0, -2.0, 3.5, 0.25], &device);
     let plain = x
@@ -89,7 +89,7 @@ fn swap_quantizes_as_its_inner_backend() {
 fn a_quantized_tensor_counts_its_values_and_parameters() {
     use burn::tensor::quantization::{BlockSize, QuantLevel};
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let values: Vec<f32> = (0..4096)
         .map(|i| ((i * 7 % 61) as f32 - 30.0) / 8.0)
@@ -118,7 +118,7 @@ fn makes_room_beside_floats(
 ) {
     let device = FlexDevice;
     let plain = plain(&device);
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
     burn_swap::reset_counters(&device);
     let ballast: Vec<Tensor<S, 1>> = (0..floats)
@@ -216,7 +216,7 @@ fn quantized_weights_leave_and_come_back_bit_for_bit() {
     let device = FlexDevice;
     let per_tensor = default_scheme::<Flex>();
     let per_block = per_tensor.with_level(QuantLevel::Block(BlockSize::new([32])));
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     for scheme in [per_tensor, per_block] {
         let (plain, plain_data) = run::<Flex>(&device, &scheme);
         for policy in Policy::ALL {

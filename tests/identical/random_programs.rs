@@ -308,7 +308,7 @@ fn check_with(
     let Ok(plain) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&plain)) else {
         return Err(TestCaseError::reject("Flex itself panics on this program"));
     };
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     // A previous case may have left tensors behind (see below): counted in this run's peak.
@@ -337,7 +337,7 @@ fn check_with(
         config = config
             .with_compression(burn_swap::Compression::On { max_ratio: 1.0 })
             .with_transfer_jitter(20);
-        burn_swap_suite::verify::quiet_injected_panics();
+        burn_swap_harness::verify::quiet_injected_panics();
         for hook in Hook::ALL {
             faults::set_rate(hook, 20_000);
         }

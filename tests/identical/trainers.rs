@@ -4,9 +4,9 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Budget, Policy, Swap};
-use burn_swap_suite::models::MlpConfig;
-use burn_swap_suite::trainers::SwapOptions;
-use burn_swap_suite::trainers::mlp::{self, MlpOptions};
+use burn_swap_harness::models::MlpConfig;
+use burn_swap_harness::trainers::SwapOptions;
+use burn_swap_harness::trainers::mlp::{self, MlpOptions};
 
 fn options(swap: SwapOptions) -> MlpOptions {
     MlpOptions {
@@ -34,7 +34,7 @@ fn bit_identical_train_mlp_at_a_quarter_of_the_peak_reactive_and_planned() {
     let dir = std::env::temp_dir().join(format!("burn-swap-trainers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let report_path = dir.join("r.json");
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     for policy in [Policy::Reactive, Policy::Planned] {
         let swap = SwapOptions {
             budget: Some(Budget::DeviceFraction(0.25)),
@@ -85,8 +85,8 @@ fn swap_options_without_swap_are_refused() {
     assert!(err.to_string().contains("need the `swap` feature"));
 }
 
-fn run_options(swap: SwapOptions, steps: usize) -> burn_swap_suite::trainers::RunOptions {
-    burn_swap_suite::trainers::RunOptions {
+fn run_options(swap: SwapOptions, steps: usize) -> burn_swap_harness::trainers::RunOptions {
+    burn_swap_harness::trainers::RunOptions {
         steps,
         learning_rate: 1e-3,
         swap,
@@ -102,9 +102,12 @@ fn quarter() -> SwapOptions {
 }
 
 /// Runs a trainer without and with burn-swap at a quarter of its warm-up peak and compares.
-fn both_ways(name: &str, run: impl Fn(SwapOptions, bool) -> burn_swap_suite::trainers::RunOutcome) {
+fn both_ways(
+    name: &str,
+    run: impl Fn(SwapOptions, bool) -> burn_swap_harness::trainers::RunOutcome,
+) {
     let plain = run(SwapOptions::default(), false);
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::restart_trace(&FlexDevice);
     let swapped = run(quarter(), true);
     let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -123,8 +126,8 @@ fn both_ways(name: &str, run: impl Fn(SwapOptions, bool) -> burn_swap_suite::tra
 
 #[test]
 fn bit_identical_train_gpt_at_a_quarter_of_the_peak() {
-    use burn_swap_suite::models::GptConfig;
-    use burn_swap_suite::trainers::gpt::{self, GptOptions};
+    use burn_swap_harness::models::GptConfig;
+    use burn_swap_harness::trainers::gpt::{self, GptOptions};
     let model = GptConfig {
         seq: 32,
         ..GptConfig::small()
@@ -144,8 +147,8 @@ fn bit_identical_train_gpt_at_a_quarter_of_the_peak() {
 
 #[test]
 fn bit_identical_train_cnn_at_a_quarter_of_the_peak() {
-    use burn_swap_suite::models::ResNetConfig;
-    use burn_swap_suite::trainers::cnn::{self, CnnOptions};
+    use burn_swap_harness::models::ResNetConfig;
+    use burn_swap_harness::trainers::cnn::{self, CnnOptions};
     let model = ResNetConfig {
         size: 16,
         batch: 8,
@@ -168,9 +171,9 @@ fn bit_identical_train_cnn_at_a_quarter_of_the_peak() {
 /// and the budget line.
 #[test]
 fn plot_draws_the_memory_timeline() {
-    use burn_swap_suite::models::ResNetConfig;
-    use burn_swap_suite::plot::Timeline;
-    use burn_swap_suite::trainers::cnn::{self, CnnOptions};
+    use burn_swap_harness::models::ResNetConfig;
+    use burn_swap_harness::plot::Timeline;
+    use burn_swap_harness::trainers::cnn::{self, CnnOptions};
     let dir = std::env::temp_dir().join(format!("burn-swap-plot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("timeline.svg").to_string_lossy().into_owned();
@@ -188,7 +191,7 @@ fn plot_draws_the_memory_timeline() {
             6,
         ),
     };
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::restart_trace(&FlexDevice);
     let outcome = cnn::run::<Autodiff<Swap<Flex>>>(&options, &FlexDevice, true).unwrap();
     let svg = std::fs::read_to_string(&path).unwrap();

@@ -29,7 +29,7 @@ fn resident(device: &FlexDevice) -> u64 {
 #[test]
 fn a_view_costs_no_bytes_of_its_own() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     let base = resident(&device);
@@ -69,7 +69,7 @@ fn a_view_costs_no_bytes_of_its_own() {
 #[test]
 fn a_slice_of_a_consumed_tensor_holds_its_whole_buffer() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let base = resident(&device);
     // The slice is all that is left of x, and it keeps x's 16 KiB alive.
@@ -107,9 +107,9 @@ fn program<B: Backend>(device: &B::Device) -> Vec<f32> {
 #[test]
 fn shared_buffers_leave_whole_under_a_budget_bit_for_bit() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // Seeded below: the generator is shared with the other tests of this binary.
-    let _rng = burn_swap_suite::rng_lock();
+    let _rng = burn_swap_harness::rng_lock();
     <Flex as Backend>::seed(&device, 7);
     let plain = program::<Flex>(&device);
     // Unbudgeted through Swap: the peak and the minimum, as counted.
@@ -173,7 +173,7 @@ fn a_recomputed_view_can_leave_again() {
         out
     }
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let plain = run::<Flex>(&device);
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
@@ -200,8 +200,8 @@ fn a_recomputed_view_can_leave_again() {
 /// same view, and what is computed from it is Flex's, bit for bit.
 #[test]
 fn views_made_before_the_budget_leave_with_their_layout() {
-    use burn_swap_suite::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
-    let _guard = burn_swap_suite::swap_device_lock();
+    use burn_swap_harness::verify::{VIEWS_BUDGET, check_views_made_before_a_budget};
+    let _guard = burn_swap_harness::swap_device_lock();
     check_views_made_before_a_budget::<Flex>(&FlexDevice, SwapConfig::budget_bytes(VIEWS_BUDGET));
 }
 
@@ -240,7 +240,7 @@ fn views_dropped_while_away<B: Backend>(
 #[test]
 fn a_buffer_that_left_whole_loses_nothing_when_its_holders_are_dropped_away() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     for drop_first in [true, false] {
         let plain = views_dropped_while_away::<Flex>(&device, drop_first, || ());
         burn_swap::configure(&device, SwapConfig::default()).unwrap();

@@ -28,7 +28,7 @@ fn swap_error(payload: Box<dyn std::any::Any + Send>) -> SwapError {
 #[test]
 fn budget_too_small_for_one_op_fails_clearly_and_keeps_the_inputs() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::budget_bytes(1024)).unwrap();
     // Two tensors of 512 bytes fit; their sum needs 1536 bytes at once.
     let a = Tensor::<S, 1>::from_data(TensorData::new(vec![1.5f32; 128], [128]), &device);
@@ -65,7 +65,7 @@ fn budget_too_small_for_one_op_fails_clearly_and_keeps_the_inputs() {
 #[test]
 fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     // Two tensors that cannot leave the device, whatever the budget (on Flex every tensor
@@ -116,7 +116,7 @@ fn no_room_is_caught_as_a_typed_error_with_the_right_numbers() {
 #[test]
 fn a_refused_configuration_leaves_the_previous_one_in_force() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     // A tensor that cannot leave the device (see above).
     let x = Tensor::<S, 2>::from_data(TensorData::new(vec![1.0f32; 256], [16, 16]), &device);
@@ -141,7 +141,7 @@ fn a_refused_configuration_leaves_the_previous_one_in_force() {
 #[test]
 fn bad_configuration_values_are_typed_errors() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // Make sure the device is in use, so that backend-dependent checks run now.
     let _t = Tensor::<S, 1>::from_data(TensorData::new(vec![0f32; 4], [4]), &device);
     assert_eq!(
@@ -213,7 +213,7 @@ fn malformed_environment_fails_at_first_use_naming_variable_and_value() {
 fn every_bad_configuration_value_is_a_typed_error_naming_it() {
     use burn_swap::{Budget, Compression, PeerSpec};
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let _t = Tensor::<S, 1>::from_data(TensorData::new(vec![0f32; 4], [4]), &device);
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let cases: Vec<(&str, SwapConfig, &str)> = vec![

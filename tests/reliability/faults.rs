@@ -13,10 +13,10 @@ use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 use burn_swap::unstable::faults::{self, Hook};
 use burn_swap::{Compression, PeerSpec, Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{BnCnnConfig, Mlp, MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{Outcome, init_mlp, parameters};
-use burn_swap_suite::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
-use burn_swap_suite::workload::Workload;
+use burn_swap_harness::models::{BnCnnConfig, Mlp, MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{Outcome, init_mlp, parameters};
+use burn_swap_harness::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
+use burn_swap_harness::workload::Workload;
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -35,7 +35,7 @@ fn plain_and_peak(workload: &Workload, steps: usize) -> (Outcome, u64) {
 /// fetches it again, on the planned path (the receive worker) and on the op's path alike.
 #[test]
 fn a_failed_fetch_keeps_the_tensor() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workload = Workload::Mlp(MlpConfig::small());
     let steps = 8;
@@ -88,7 +88,7 @@ fn training_survives_random_faults_for_a_thousand_steps() {
 /// Random faults at every hook, `per_million` passes in a million each.
 fn soak(steps: usize, per_million: u64) {
     quiet_injected_panics();
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workloads = [
         Workload::Mlp(MlpConfig::small()),
@@ -208,7 +208,7 @@ fn train_through_a_panic<B: AutodiffBackend>(device: &B::Device) -> (Vec<u32>, V
 /// the steps after it train exactly as the unwrapped backend does after the same panic.
 #[test]
 fn a_panic_mid_step_keeps_the_books_and_the_training() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let plain = train_through_a_panic::<Plain>(&device);
     let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
@@ -249,7 +249,7 @@ fn a_panic_mid_step_keeps_the_books_and_the_training() {
 /// budgets, and the tensors the unwinding dropped leave nothing behind.
 #[test]
 fn the_host_budget_holds_and_a_full_host_is_a_typed_error() {
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workload = Workload::Mlp(MlpConfig::small());
     let steps = 6;

@@ -7,9 +7,9 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
-use burn_swap_suite::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_suite::train::{Outcome, train_convnet, train_mlp, train_transformer};
-use burn_swap_suite::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
+use burn_swap_harness::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;
@@ -19,7 +19,7 @@ const JITTER_MICROS: u64 = 300;
 
 fn stress(name: &str, plain: Outcome, train: impl Fn() -> Outcome, compression: Compression) {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
     burn_swap::reset_counters(&device);

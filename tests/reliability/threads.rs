@@ -6,7 +6,7 @@ use burn::backend::flex::FlexDevice;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData, activation};
 use burn_swap::{Swap, SwapConfig};
-use burn_swap_suite::data::XorShift;
+use burn_swap_harness::data::XorShift;
 
 type S = Swap<Flex>;
 
@@ -28,7 +28,7 @@ fn concurrent_ops_under_a_budget_keep_values() {
     let seeds: Vec<u64> = (0..4).collect();
     let expected: Vec<TensorData> = seeds.iter().map(|&s| work::<Flex>(s, &device)).collect();
 
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     // The largest op (a 16×16 matmul) needs 3 KiB; each thread holds about 4 KiB at a time,
     // so offloads race the other threads' uses all along.
     let budget = 3 * 1024 + 512;
@@ -61,8 +61,8 @@ fn concurrent_ops_under_a_budget_keep_values() {
 fn training_beside_readers_droppers_and_reconfiguration() {
     use burn::backend::Autodiff;
     use burn_swap::Policy;
-    use burn_swap_suite::models::MlpConfig;
-    use burn_swap_suite::workload::Workload;
+    use burn_swap_harness::models::MlpConfig;
+    use burn_swap_harness::workload::Workload;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -72,7 +72,7 @@ fn training_beside_readers_droppers_and_reconfiguration() {
     let plain = workload.train::<Autodiff<Flex>>(&device, steps);
     let evaluated: Vec<TensorData> = (0..4).map(|s| work::<Flex>(s, &device)).collect();
 
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::reset_counters(&device);
     workload.train::<Autodiff<S>>(&device, 2);
@@ -200,7 +200,7 @@ fn race_drops(
 fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
     use burn::tensor::backend::{BackendTypes, QTensorPrimitive};
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     race_drops(400, filled, |i, t| {
         let read: Vec<f32> = t.into_data().to_vec().unwrap();
@@ -224,7 +224,7 @@ fn a_read_racing_the_drop_of_the_last_other_clone_finds_its_tensor() {
 #[test]
 fn an_op_racing_the_drop_of_the_last_other_clone_of_its_input_finds_it() {
     let device = FlexDevice;
-    let _guard = burn_swap_suite::swap_device_lock();
+    let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     race_drops(600, filled, |i, t| {
         let read: Vec<f32> = (t * 2.0).into_data().to_vec().unwrap();
