@@ -55,7 +55,7 @@ pub fn measure_steps<B: AutodiffBackend>(
         faults_from = minor_faults();
     }
     let mut last = Instant::now();
-    workload.train_with::<B>(device, steps, |step, _| {
+    workload.train_with::<B>(device, steps, &mut |step, _| {
         if step + 1 == measure_from {
             burn_swap::reset_counters(device);
             faults_from = minor_faults();

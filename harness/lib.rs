@@ -6,6 +6,10 @@
 pub mod baseline;
 pub mod cli;
 pub mod data;
+// Not in the harness's own unit-test build: no unit test runs it, and it is the largest unit
+// of the library (every model trained on every backend a `--device` names).
+#[cfg(not(test))]
+pub mod devices;
 pub mod harness;
 pub mod models;
 pub mod plot;

@@ -111,15 +111,17 @@ impl Workload {
     /// Trains `steps` steps on `B` from the deterministic initialisation and returns what to
     /// compare.
     pub fn train<B: AutodiffBackend>(&self, device: &B::Device, steps: usize) -> Outcome {
-        self.train_with::<B>(device, steps, |_, _| {})
+        self.train_with::<B>(device, steps, &mut |_, _| {})
     }
 
-    /// [`Workload::train`], calling `on_step(step, loss)` after each step.
+    /// [`Workload::train`], calling `on_step(step, loss)` after each step. The callback is a
+    /// trait object, so that each backend has one copy of every model's training code
+    /// whatever its callers pass (one closure type per caller would make one copy each).
     pub fn train_with<B: AutodiffBackend>(
         &self,
         device: &B::Device,
         steps: usize,
-        on_step: impl FnMut(usize, f32),
+        on_step: &mut dyn FnMut(usize, f32),
     ) -> Outcome {
         let lr = self.learning_rate();
         macro_rules! run {

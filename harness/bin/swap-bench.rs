@@ -32,6 +32,7 @@ use std::process::ExitCode;
 
 use burn_swap::Policy;
 use burn_swap_harness::cli::Args;
+use burn_swap_harness::devices;
 use burn_swap_harness::harness::{self, Plan, Workload};
 use burn_swap_harness::models::{
     BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
@@ -150,7 +151,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let probe_cap: u64 = args.get("probe-cap", 0)?;
     let probe = probe_batch.map(|batch| (batch, probe_cap));
     harness::quiet_expected_panics();
-    let probe_in_child = |batch: usize, cap: u64| -> bool {
+    let mut probe_in_child = |batch: usize, cap: u64| -> bool {
         let Ok(exe) = std::env::current_exe() else {
             return false;
         };
@@ -174,26 +175,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "swap-bench: {:?}, {} warm-up + {} measured steps",
         plan.workload, plan.warm_up, plan.steps
     );
-    let (rows, (cap, unwrapped_batch, swap_batch)) = match device.as_str() {
-        "flex" => {
-            measure::<burn::backend::Flex>(&Default::default(), &plan, probe, limit, probe_in_child)
-        }
-        #[cfg(feature = "wgpu")]
-        "wgpu" => {
-            let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
-            if !burn_swap_harness::wgpu_adapter(&device) {
-                return Err("no wgpu adapter".into());
-            }
-            measure::<burn_swap::unstable::CubeWgpu>(&device, &plan, probe, limit, probe_in_child)
-        }
-        #[cfg(feature = "cuda")]
-        "cuda" => {
-            measure::<burn::backend::Cuda>(&Default::default(), &plan, probe, limit, probe_in_child)
-        }
-        other => {
-            return Err(burn_swap_harness::cli::unknown_device(other).into());
-        }
-    };
+    let (rows, (cap, unwrapped_batch, swap_batch)) =
+        devices::bench(&device, &plan, probe, limit, &mut probe_in_child)?;
 
     std::fs::write(&csv_path, harness::csv(&rows))?;
     harness::pareto(&rows, &pareto_path)?;
@@ -206,29 +189,4 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     print!("{}", harness::table(&rows));
     Ok(())
-}
-
-/// The harness on one backend: the max-batch search first, on a fresh device (a
-/// configuration that fails under its budget can leave tensors of the unwound step counted),
-/// then every row. As a probe of that search (`probe`: batch and cap), it runs one probe and
-/// exits with its verdict.
-fn measure<I: burn_ir::BackendIr>(
-    device: &I::Device,
-    plan: &Plan,
-    probe: Option<(usize, u64)>,
-    limit: usize,
-    probe_in_child: impl FnMut(usize, u64) -> bool,
-) -> (Vec<harness::Row>, (u64, usize, usize)) {
-    if let Some((batch, cap)) = probe {
-        let ok = harness::probe::<I>(device, &plan.workload.with_batch(batch), cap);
-        std::process::exit(if ok { 0 } else { 1 });
-    }
-    let batches = harness::max_batches::<I>(
-        device,
-        &plan.workload,
-        plan.cap_fraction,
-        limit,
-        probe_in_child,
-    );
-    (harness::run::<I>(plan, device), batches)
 }

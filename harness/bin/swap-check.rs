@@ -29,6 +29,7 @@ use std::process::ExitCode;
 
 use burn_swap::Policy;
 use burn_swap_harness::cli::Args;
+use burn_swap_harness::devices;
 use burn_swap_harness::verify::{self, Check};
 
 fn main() -> ExitCode {
@@ -141,13 +142,11 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         check.steps,
         check.jitter_micros
     );
+    let checks: Vec<&Check> = std::iter::once(&check).chain(&peer_check).collect();
     let (rows, links, name) = match device.as_str() {
         "flex" => {
             let device = burn::backend::flex::FlexDevice;
-            let mut rows = verify::run::<burn::backend::Flex>(&check, &device);
-            if let Some(peer_check) = &peer_check {
-                rows.extend(verify::run::<burn::backend::Flex>(peer_check, &device));
-            }
+            let rows = devices::verify("flex", &checks)?;
             let links = measure(&device, &sizes, |_| None);
             (rows, links, "burn-flex (CPU)".to_string())
         }
@@ -160,11 +159,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             if !burn_swap_harness::wgpu_adapter(&device) {
                 return Err("no wgpu adapter".into());
             }
-            type I = burn_swap::unstable::CubeWgpu;
-            let mut rows = verify::run::<I>(&check, &device);
-            if let Some(peer_check) = &peer_check {
-                rows.extend(verify::run::<I>(peer_check, &device));
-            }
+            let rows = devices::verify("wgpu", &checks)?;
             let links = measure(&device, &sizes, |_| None);
             (rows, links, "CubeCL wgpu".to_string())
         }
@@ -187,10 +182,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 Err(error) => eprintln!("swap-check: topology: {error}"),
             }
             let device: burn::backend::cuda::CudaDevice = Default::default();
-            let mut rows = verify::run::<burn::backend::Cuda>(&check, &device);
-            if let Some(peer_check) = &peer_check {
-                rows.extend(verify::run::<burn::backend::Cuda>(peer_check, &device));
-            }
+            let rows = devices::verify("cuda", &checks)?;
             let index = device.index;
             let links = measure(&device, &sizes, |bytes| {
                 burn_swap::unstable::gpu::cuda::pinned::pinned_copy(index, bytes as usize, 5)
