@@ -2,7 +2,8 @@
 //! unbudgeted counted peak, the plan in force predicts a peak of counted bytes within the
 //! budget, the plan steers (iterations end under it, and from its first full iteration on the
 //! reactive fallback has no room to make), and the iterations that follow it measure a peak
-//! within 2% of its prediction (the README's figure).
+//! within 2% of its prediction (the README's figure), with every planned copy made on the
+//! op thread (a worker's copy is done when its thread ran: timing, for `swap-bench`).
 //! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
 //! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
 //! figures are printed. A plan that costs more than the reactive fallback is declined.
@@ -21,16 +22,19 @@ type B = Autodiff<Swap<Flex>>;
 /// periodic iteration does not know what the previous one carried over), then followed.
 const STEPS: usize = 10;
 
-/// How the peak measured under a plan is held to the plan's prediction.
+/// How the peak measured under a plan is held to the plan's prediction. Every planned copy
+/// is made on the op thread here (`CopiesOnTheOpThread`): a copy handed to a transfer worker
+/// frees its device bytes at the first op start after the worker's thread ran, and on a
+/// loaded 2-vCPU machine that thread runs tens of microseconds early or late, which moved a
+/// conv net's peak by 12.9 KB (4.3%) either way from run to run. That is timing, measured
+/// where timing is measured: `swap-bench`'s rows give the predicted peak beside the measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Accuracy {
     /// Within 2% either way (the README's figure): the links are the ones measured here.
     Close,
-    /// Never above it, and equal at half the peak: with the links pinned slower than this
-    /// machine copies, an offload's device copy that the plan holds until some op is gone
-    /// sooner (the engine sees its copy done at the next op's start), which only lowers the
-    /// peak; at half the conv net's peak no copy is held at the peak op.
-    Bound,
+    /// Equal, byte for byte: the links pinned, so that the plan does not depend on how fast
+    /// this machine copied when its links were measured.
+    Exact,
 }
 
 /// Checks `workload` at half, a third and a quarter of its peak; the fallback may move at
@@ -42,6 +46,9 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
     burn_swap::reset_counters(&device);
     workload.train::<B>(&device, 3);
     let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
+    // Every planned copy made on the op thread: done when the op that issues it has made
+    // it, so that the peak does not depend on when a transfer worker's thread ran.
+    let _copies = CopiesOnTheOpThread::new();
     for fraction in [0.5, 0.33, 0.25] {
         let budget = (peak as f64 * fraction) as u64;
         // Planned on the op thread: the plan is followed from the same iteration in every
@@ -129,13 +136,30 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
         let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
         let close = match accuracy {
             Accuracy::Close => error <= 0.02,
-            Accuracy::Bound if fraction == 0.5 => measured == predicted,
-            Accuracy::Bound => measured <= predicted,
+            Accuracy::Exact => measured == predicted,
         };
         assert!(
             close,
             "{name} at {fraction}: {measured} vs {predicted} ({accuracy:?})\n{report}"
         );
+    }
+}
+
+/// Planned copies made on the op thread while it lives (the planner told that handing a copy
+/// to a transfer worker costs a second, so that none is worth it); undone when dropped,
+/// panics included.
+struct CopiesOnTheOpThread;
+
+impl CopiesOnTheOpThread {
+    fn new() -> Self {
+        burn_swap::unstable::set_handover_seconds(Some(1.0));
+        Self
+    }
+}
+
+impl Drop for CopiesOnTheOpThread {
+    fn drop(&mut self) {
+        burn_swap::unstable::set_handover_seconds(None);
     }
 }
 
@@ -510,26 +534,67 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     }
 }
 
-/// The conv net's plans with the copy links pinned (8 us a copy, 28 GB/s to the host, no
-/// on-thread figures): plans that do not depend on how fast this machine copied when its
-/// links were measured. Flex copies 64 KiB faster than that, so the prediction is a bound
-/// ([`Accuracy::Bound`]), met exactly at half the peak, where the peak op is a native
-/// `relu_backward` (traced with its inputs and output at once; it was traced with what was
-/// left after it consumed its inputs, 32 KiB under the prediction).
+/// The conv net's plans with the copy links pinned (8 us a copy, 28 GB/s to the host; a
+/// hand-over to a worker dearer than any copy): plans that do not depend on how fast this
+/// machine copied when its links were measured, and a measured peak equal to the
+/// prediction at every fraction. Its peak op at half the peak is a native `relu_backward`,
+/// traced with its inputs and output at once (it was traced with what was left after it
+/// consumed its inputs, 32 KiB under the prediction).
 #[test]
-fn the_conv_net_plan_bounds_its_peak_with_pinned_links() {
-    use burn_swap::unstable::plan::profile::Links;
+fn the_conv_net_plan_predicts_its_peak_exactly_with_pinned_links() {
+    use burn_swap::unstable::plan::profile::{Links, OnThread};
     let _guard = burn_swap_harness::swap_device_lock();
     burn_swap::unstable::set_links(Some(Links {
         to_host: copy_samples(8e-6, 28e9),
         to_device: copy_samples(7.2e-6, 1e15),
-        on_thread: None,
+        on_thread: Some(OnThread {
+            handover_seconds: 1.0,
+            to_host: copy_samples(8e-6, 28e9),
+            to_device: copy_samples(7.2e-6, 1e15),
+        }),
     }));
     let result = std::panic::catch_unwind(|| {
         check_steered(
             Workload::ConvNet(ConvNetConfig::small()),
             0.0,
-            Accuracy::Bound,
+            Accuracy::Exact,
+        )
+    });
+    burn_swap::unstable::set_links(None);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A known gap, kept failing where it can be seen: the small transformer at a third of its
+/// peak, with the links pinned at 100 MB/s and 5 us a copy (links a loaded machine measures
+/// now and then) and every copy made on the op thread, gets a plan of about 140 offloads and
+/// 16 recomputes under which the fallback makes room at the iteration's op 219 (a
+/// `gelu_backward`): 446,852 B needed against 446,596 B predicted. The simulator counts a
+/// view (a reshape's or a transpose's output) as bytes of its own, where the executor
+/// counts one buffer, and lets a buffer go at its owner's drop where a view keeps it: per op
+/// the two disagree by up to 48 KiB either way (book: planning, Left out). Run it with
+/// `--ignored`.
+#[test]
+#[ignore = "known gap: the simulator does not count views as the executor does"]
+fn the_transformer_plan_with_recomputes_steers_alone() {
+    use burn_swap::unstable::plan::profile::{Links, OnThread};
+    let _guard = burn_swap_harness::swap_device_lock();
+    let slow = || copy_samples(5e-6, 1e8);
+    burn_swap::unstable::set_links(Some(Links {
+        to_host: slow(),
+        to_device: slow(),
+        on_thread: Some(OnThread {
+            handover_seconds: 1.0,
+            to_host: slow(),
+            to_device: slow(),
+        }),
+    }));
+    let result = std::panic::catch_unwind(|| {
+        check_steered(
+            Workload::Transformer(TransformerConfig::small()),
+            0.0,
+            Accuracy::Close,
         )
     });
     burn_swap::unstable::set_links(None);
