@@ -167,6 +167,36 @@ impl Drop for CopiesOnTheOpThread {
     }
 }
 
+/// Links pinned (`burn_swap::unstable::set_links`) while it lives, each direction copying in
+/// `latency` seconds plus its bytes at `bytes_per_second`, with a hand-over to a worker dearer
+/// than any copy (every planned copy made on the op thread); unpinned when dropped, panics
+/// included.
+struct PinnedLinks;
+
+impl PinnedLinks {
+    fn new(to_host: (f64, f64), to_device: (f64, f64)) -> Self {
+        use burn_swap::unstable::plan::profile::{Links, OnThread};
+        let out = copy_samples(to_host.0, to_host.1);
+        let back = copy_samples(to_device.0, to_device.1);
+        burn_swap::unstable::set_links(Some(Links {
+            to_host: out.clone(),
+            to_device: back.clone(),
+            on_thread: Some(OnThread {
+                handover_seconds: 1.0,
+                to_host: out,
+                to_device: back,
+            }),
+        }));
+        Self
+    }
+}
+
+impl Drop for PinnedLinks {
+    fn drop(&mut self) {
+        burn_swap::unstable::set_links(None);
+    }
+}
+
 /// [`check_steered`] where the plan keeps the budget all but alone: the fallback moves at
 /// most 1% of the offloaded bytes (without the plan's steps it moves 41-51%). Not nothing:
 /// about one run in seven here, links measured slow select a plan that meets the views'
@@ -550,28 +580,13 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
 /// consumed its inputs, 32 KiB under the prediction).
 #[test]
 fn the_conv_net_plan_predicts_its_peak_exactly_with_pinned_links() {
-    use burn_swap::unstable::plan::profile::{Links, OnThread};
     let _guard = burn_swap_harness::swap_device_lock();
-    burn_swap::unstable::set_links(Some(Links {
-        to_host: copy_samples(8e-6, 28e9),
-        to_device: copy_samples(7.2e-6, 1e15),
-        on_thread: Some(OnThread {
-            handover_seconds: 1.0,
-            to_host: copy_samples(8e-6, 28e9),
-            to_device: copy_samples(7.2e-6, 1e15),
-        }),
-    }));
-    let result = std::panic::catch_unwind(|| {
-        check_steered(
-            Workload::ConvNet(ConvNetConfig::small()),
-            0.0,
-            Accuracy::Exact,
-        )
-    });
-    burn_swap::unstable::set_links(None);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    let _links = PinnedLinks::new((8e-6, 28e9), (7.2e-6, 1e15));
+    check_steered(
+        Workload::ConvNet(ConvNetConfig::small()),
+        0.0,
+        Accuracy::Exact,
+    );
 }
 
 /// A known gap, kept failing where it can be seen: the small transformer at a third of its
@@ -586,27 +601,11 @@ fn the_conv_net_plan_predicts_its_peak_exactly_with_pinned_links() {
 #[test]
 #[ignore = "known gap: the simulator does not count views as the executor does"]
 fn the_transformer_plan_with_recomputes_steers_alone() {
-    use burn_swap::unstable::plan::profile::{Links, OnThread};
     let _guard = burn_swap_harness::swap_device_lock();
-    let slow = || copy_samples(5e-6, 1e8);
-    burn_swap::unstable::set_links(Some(Links {
-        to_host: slow(),
-        to_device: slow(),
-        on_thread: Some(OnThread {
-            handover_seconds: 1.0,
-            to_host: slow(),
-            to_device: slow(),
-        }),
-    }));
-    let result = std::panic::catch_unwind(|| {
-        check_steered(
-            Workload::Transformer(TransformerConfig::small()),
-            0.0,
-            Accuracy::Close,
-        )
-    });
-    burn_swap::unstable::set_links(None);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    let _links = PinnedLinks::new((5e-6, 1e8), (5e-6, 1e8));
+    check_steered(
+        Workload::Transformer(TransformerConfig::small()),
+        0.0,
+        Accuracy::Close,
+    );
 }
