@@ -73,6 +73,31 @@ pub fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
         .collect()
 }
 
+/// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
+/// of an op together, as [`simulate`] counts them).
+pub fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
+    let mut delta = vec![0i64; ops + 1];
+    for l in lifetimes {
+        let from = l.from.unwrap_or(0);
+        if from >= ops {
+            continue;
+        }
+        let until = l.until.map_or(ops - 1, |u| u.min(ops - 1));
+        if until < from {
+            continue;
+        }
+        delta[from] += l.bytes as i64;
+        delta[until + 1] -= l.bytes as i64;
+    }
+    let mut live = 0;
+    delta.truncate(ops);
+    for d in &mut delta {
+        live += *d;
+        *d = live;
+    }
+    delta
+}
+
 /// The simulated allocator: blocks are kept once made; freed blocks are reused.
 struct Pool {
     ratio: u64,

@@ -6,7 +6,7 @@
 
 use super::{Action, Taken};
 use crate::plan::profile::{LinkFit, Profile};
-use crate::plan::simulate::{self, Lifetime};
+use crate::plan::simulate::{self, Lifetime, live_per_op};
 use crate::trace::Trace;
 
 /// Which ways out a plan needs: walking them from the least worth taking (the last ranked)
@@ -145,31 +145,6 @@ fn pin_recipe_inputs(trace: &Trace, actions: &[(usize, Action)], lifetimes: &mut
             }
         }
     }
-}
-
-/// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
-/// of an op together, as [`simulate::simulate`] counts them).
-pub(super) fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
-    let mut delta = vec![0i64; ops + 1];
-    for l in lifetimes {
-        let from = l.from.unwrap_or(0);
-        if from >= ops {
-            continue;
-        }
-        let until = l.until.map_or(ops - 1, |u| u.min(ops - 1));
-        if until < from {
-            continue;
-        }
-        delta[from] += l.bytes as i64;
-        delta[until + 1] -= l.bytes as i64;
-    }
-    let mut live = 0;
-    delta.truncate(ops);
-    for d in &mut delta {
-        live += *d;
-        *d = live;
-    }
-    delta
 }
 
 /// What [`fit`] can shorten where an op exceeds the budget: one planned offload's device

@@ -25,15 +25,13 @@
 
 use super::checkpoint::Candidate;
 use super::profile::{LinkFit, Profile};
-use super::simulate::{self, Simulation};
+use super::simulate::{self, Simulation, live_per_op};
 use crate::trace::Trace;
 
 mod fit;
 
 pub use fit::lifetimes;
-use fit::{
-    fit, held_in_queue, late_in_queue, lead_into_slack, lifetimes_held, live_per_op, needed,
-};
+use fit::{fit, held_in_queue, late_in_queue, lead_into_slack, lifetimes_held, needed};
 
 /// What the plan does with a tensor during its gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
