@@ -609,3 +609,50 @@ fn the_transformer_plan_with_recomputes_steers_alone() {
         Accuracy::Close,
     );
 }
+
+/// The simulator counts what the executor counts: on every op of an iteration run with no
+/// budget (every tensor kept), the counted bytes the simulator gives the trace's lifetimes
+/// equal the resident bytes the executor traced while the op ran, on models whose tensors
+/// share buffers with views (reshapes, transposes, slices, broadcasts) and on models
+/// without.
+#[test]
+fn the_simulator_counts_every_op_as_the_executor_does() {
+    use burn_swap::unstable::plan::{combine, simulate};
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    let mut failures = Vec::new();
+    for workload in [
+        Workload::Mlp(MlpConfig::small()),
+        Workload::ConvNet(ConvNetConfig::small()),
+        Workload::Transformer(TransformerConfig::small()),
+        Workload::BnCnn(BnCnnConfig::small()),
+        Workload::Lstm(LstmNetConfig::small()),
+        Workload::Cnn(ResNetConfig::small()),
+    ] {
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        burn_swap::restart_trace(&device);
+        burn_swap::reset_counters(&device);
+        workload.train::<B>(&device, 4);
+        let name = workload.name();
+        let trace = burn_swap::trace(&device).unwrap_or_else(|| panic!("{name}: no trace"));
+        let lives = combine::lifetimes(&trace, &[]);
+        let predicted = simulate::live_per_op(&lives, trace.ops.len());
+        let differ: Vec<(usize, &str, i64, u64)> = trace
+            .ops
+            .iter()
+            .zip(&predicted)
+            .filter(|(op, p)| op.resident_bytes as i64 != **p)
+            .map(|(op, &p)| (op.index, op.kind.as_str(), p, op.resident_bytes))
+            .collect();
+        println!(
+            "{name}: {} ops, {} differ; first: {:?}",
+            trace.ops.len(),
+            differ.len(),
+            &differ[..differ.len().min(8)]
+        );
+        if !differ.is_empty() {
+            failures.push(name);
+        }
+    }
+    assert!(failures.is_empty(), "per-op counts differ on {failures:?}");
+}

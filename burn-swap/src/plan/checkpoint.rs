@@ -170,11 +170,8 @@ pub fn lifetimes_with_drops(trace: &Trace, dropped: &[&Candidate]) -> Vec<Lifeti
     for c in dropped {
         let whole = lifetimes[c.tensor];
         lifetimes[c.tensor].until = Some(c.gap.0);
-        lifetimes.push(Lifetime {
-            bytes: whole.bytes,
-            from: Some(c.gap.1.saturating_sub(1)),
-            until: whole.until,
-        });
+        let from = c.gap.1.saturating_sub(1);
+        lifetimes.push(simulate::back(trace, c.tensor, whole, from, true));
     }
     lifetimes
 }

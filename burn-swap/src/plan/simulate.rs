@@ -7,6 +7,12 @@
 //! (blocks are never returned to the system, so fragmentation shows) and the peak of live
 //! bytes (what burn-swap counts).
 //!
+//! Buffers, not tensors: a view (a reshape, a transpose, a slice, a broadcast) holds the
+//! buffer of the tensor it was made from ([`crate::trace::TensorTrace::view_of`]). The
+//! tensors that hold one buffer count it once, from its first holder's birth while any of
+//! them lives, as the executor counts it: a view adds no bytes, and a source that Burn
+//! dropped stays on the device while a view of it lives.
+//!
 //! A pure function of the tensors' lifetimes: [`lifetimes`] derives them from a trace for the
 //! plan that keeps everything resident; other plans (offload, recompute) hand in lifetimes
 //! split where their tensors leave the device.
@@ -21,7 +27,7 @@ pub const RATIOS: [u32; 5] = [1, 2, 4, 8, 16];
 /// One stretch of device residency of one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lifetime {
-    /// Bytes.
+    /// Bytes: its own, or for a holder of a shared buffer, the buffer's.
     pub bytes: u64,
     /// The op that makes it resident (its producer, or the op a fetch lands before);
     /// `None` when it is resident when the iteration starts.
@@ -30,6 +36,22 @@ pub struct Lifetime {
     /// reference per consumer, and Burn adds one for an explicit drop, so this is its last
     /// consumer or its drop. `None` when it lives past the iteration.
     pub until: Option<usize>,
+    /// The buffer it holds, when tensors share it: the index (in the trace's tensors) of the
+    /// tensor that made it. The stretches of one buffer count its bytes once while any of
+    /// them lives. `None` for a buffer of its own.
+    pub buffer: Option<usize>,
+}
+
+impl Lifetime {
+    /// A stretch of a buffer of its own.
+    pub fn own(bytes: u64, from: Option<usize>, until: Option<usize>) -> Self {
+        Self {
+            bytes,
+            from,
+            until,
+            buffer: None,
+        }
+    }
 }
 
 /// What a simulation predicts.
@@ -50,12 +72,16 @@ pub struct Simulation {
 }
 
 /// The lifetimes of the plan that keeps every tensor of the trace resident from its
-/// producer (or the iteration's start) to its end (or past the iteration).
+/// producer (or the iteration's start) to its end (or past the iteration). The holders of a
+/// shared buffer (a tensor and the views made from it, and views of those) each hold it at
+/// its maker's size.
 pub fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
+    let makers = buffer_makers(trace);
     trace
         .tensors
         .iter()
-        .map(|t| {
+        .zip(&makers)
+        .map(|(t, &maker)| {
             // A tensor consumed by its last use is freed by it; one dropped explicitly is
             // freed by the drop, which holds one more reference than its readers.
             debug_assert!(t.end.is_none_or(|e| {
@@ -65,19 +91,112 @@ pub fn lifetimes(trace: &Trace) -> Vec<Lifetime> {
                         .is_some_and(|a| a.kind == AccessKind::LastUse)
             }));
             Lifetime {
-                bytes: t.bytes,
+                bytes: maker.map_or(t.bytes, |m| trace.tensors[m].bytes),
                 from: t.producer,
                 until: t.end.map(|e| e.op),
+                buffer: maker,
             }
         })
         .collect()
+}
+
+/// Tensor `tensor`'s stretch back on the device from op `from` to the end of `whole` (its
+/// lifetime when kept): recomputed, a view is made again in its source's buffer; fetched (or
+/// a recomputed buffer's maker), it comes back in a buffer of its own, at its own size.
+pub fn back(
+    trace: &Trace,
+    tensor: usize,
+    whole: Lifetime,
+    from: usize,
+    recomputed: bool,
+) -> Lifetime {
+    if recomputed && whole.buffer.is_some_and(|maker| maker != tensor) {
+        Lifetime {
+            from: Some(from),
+            ..whole
+        }
+    } else {
+        Lifetime::own(trace.tensors[tensor].bytes, Some(from), whole.until)
+    }
+}
+
+/// For each tensor of the trace, the tensor that made the buffer it holds when that buffer
+/// has more than one holder (itself, for the maker), following views of views; `None` for a
+/// tensor alone in its buffer.
+pub fn buffer_makers(trace: &Trace) -> Vec<Option<usize>> {
+    let n = trace.tensors.len();
+    let mut maker: Vec<Option<usize>> = vec![None; n];
+    if trace.tensors.iter().all(|t| t.view_of.is_none()) {
+        return maker;
+    }
+    let index_of = trace.tensor_indices();
+    // Tensors are listed in order of first appearance: a view's source comes before it.
+    for i in 0..n {
+        let Some(&source) = trace.tensors[i].view_of.and_then(|id| index_of.get(&id)) else {
+            continue;
+        };
+        if source >= i {
+            continue;
+        }
+        let root = maker[source].unwrap_or(source);
+        maker[root] = Some(root);
+        maker[i] = Some(root);
+    }
+    maker
+}
+
+/// The stretches of residency of each buffer: a buffer of its own as it is; the stretches of
+/// a shared buffer's holders merged where they overlap, at the buffer's size.
+pub fn buffers(lifetimes: &[Lifetime]) -> std::borrow::Cow<'_, [Lifetime]> {
+    if lifetimes.iter().all(|l| l.buffer.is_none()) {
+        return std::borrow::Cow::Borrowed(lifetimes);
+    }
+    let mut out: Vec<Lifetime> = lifetimes
+        .iter()
+        .filter(|l| l.buffer.is_none())
+        .copied()
+        .collect();
+    let mut shared: Vec<Lifetime> = lifetimes
+        .iter()
+        .filter(|l| l.buffer.is_some())
+        .copied()
+        .collect();
+    // By buffer, then by birth (`None`, before the iteration, first).
+    shared.sort_by_key(|l| (l.buffer, l.from.map_or(0, |f| f + 1)));
+    let mut open: Option<Lifetime> = None;
+    for l in shared {
+        match open.as_mut() {
+            Some(o) if o.buffer == l.buffer && overlaps(o.until, l.from) => {
+                o.bytes = o.bytes.max(l.bytes);
+                o.until = match (o.until, l.until) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+            }
+            _ => {
+                out.extend(open.take());
+                open = Some(l);
+            }
+        }
+    }
+    out.extend(open);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a stretch born at `from` overlaps one that lives until `until` and was born no
+/// later.
+fn overlaps(until: Option<usize>, from: Option<usize>) -> bool {
+    match (until, from) {
+        (None, _) | (_, None) => true,
+        (Some(until), Some(from)) => from <= until,
+    }
 }
 
 /// Counted bytes live at each op of the iteration for these lifetimes (inputs and outputs
 /// of an op together, as [`simulate`] counts them).
 pub fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
     let mut delta = vec![0i64; ops + 1];
-    for l in lifetimes {
+    for l in buffers(lifetimes).iter() {
         let from = l.from.unwrap_or(0);
         if from >= ops {
             continue;
@@ -139,6 +258,7 @@ impl Pool {
 /// Simulates the allocations of `lifetimes` over `ops` ops with blocks reused within
 /// `ratio` times a tensor's size.
 pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
+    let lifetimes = &buffers(lifetimes)[..];
     let ratio = ratio.max(1);
     let mut pool = Pool {
         ratio: ratio as u64,
@@ -223,7 +343,7 @@ mod tests {
     use super::*;
 
     fn l(bytes: u64, from: Option<usize>, until: Option<usize>) -> Lifetime {
-        Lifetime { bytes, from, until }
+        Lifetime::own(bytes, from, until)
     }
 
     #[test]
@@ -286,5 +406,82 @@ mod tests {
         let sim = simulate(&lifetimes, 2, 16);
         assert_eq!(sim.peak_live_bytes, 150);
         assert_eq!(sim.peak_pool_bytes, 150);
+    }
+
+    /// A holder of buffer 0 at 100 bytes.
+    fn held(from: Option<usize>, until: Option<usize>) -> Lifetime {
+        Lifetime {
+            buffer: Some(0),
+            ..Lifetime::own(100, from, until)
+        }
+    }
+
+    #[test]
+    fn a_shared_buffer_counts_once_while_any_holder_lives() {
+        // A source made at op 0 and consumed at op 1 by a view of it, which lives to op 3;
+        // another tensor lives at op 2 alone.
+        let lifetimes = [
+            held(Some(0), Some(1)),
+            held(Some(1), Some(3)),
+            l(50, Some(2), Some(2)),
+        ];
+        assert_eq!(live_per_op(&lifetimes, 4), [100, 100, 150, 100]);
+        let sim = simulate(&lifetimes, 4, 1);
+        assert_eq!((sim.peak_live_bytes, sim.peak_op), (150, Some(2)));
+        assert_eq!((sim.peak_pool_bytes, sim.blocks), (150, 2));
+        // Stretches of one buffer that do not meet are two lives of it.
+        let apart = [held(Some(0), Some(0)), held(Some(2), None)];
+        assert_eq!(live_per_op(&apart, 3), [100, 0, 100]);
+        // Made before the iteration and held past it by a view made in it.
+        let carried = [held(None, Some(0)), held(Some(0), None)];
+        assert_eq!(live_per_op(&carried, 2), [100, 100]);
+    }
+
+    /// `chain(4)` with tensor 1 a view of tensor 0 and tensor 2 a view of tensor 1.
+    fn views_of_views() -> Trace {
+        let mut trace = crate::trace::synthetic::chain(4, |l| 100 * (l as u64 + 1), |_| 1);
+        trace.tensors[1].view_of = Some(0);
+        trace.tensors[2].view_of = Some(1);
+        trace
+    }
+
+    #[test]
+    fn views_of_views_hold_the_buffer_their_first_source_made() {
+        let trace = views_of_views();
+        assert_eq!(buffer_makers(&trace), [Some(0), Some(0), Some(0), None]);
+        let lives = lifetimes(&trace);
+        // Each holder holds it at the maker's size; the last tensor has a buffer of its own.
+        assert!(
+            lives[..3]
+                .iter()
+                .all(|l| l.bytes == 100 && l.buffer == Some(0))
+        );
+        assert_eq!((lives[3].bytes, lives[3].buffer), (400, None));
+        // Tensor 0 dies at op 8, tensor 2 at op 6: the buffer lives from op 0 to op 8, once.
+        let live = live_per_op(&lives, 9);
+        assert_eq!(live[2], 100);
+        assert_eq!(live[8], 100);
+        assert_eq!(live[3], 500);
+        // A trace without views: every tensor alone in its buffer.
+        let plain = crate::trace::synthetic::chain(4, |_| 100, |_| 1);
+        assert!(buffer_makers(&plain).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_view_made_again_shares_its_source_and_a_fetched_one_is_alone() {
+        let trace = views_of_views();
+        let whole = lifetimes(&trace)[2];
+        // Recomputed, the view is made again in its source's buffer.
+        let remade = back(&trace, 2, whole, 5, true);
+        assert_eq!(
+            (remade.bytes, remade.buffer, remade.from),
+            (100, Some(0), Some(5))
+        );
+        // Fetched, it comes back at its own size in a buffer of its own; so does the maker
+        // of the buffer, recomputed (its views keep the old one).
+        let fetched = back(&trace, 2, whole, 5, false);
+        assert_eq!((fetched.bytes, fetched.buffer), (300, None));
+        let maker = back(&trace, 0, lifetimes(&trace)[0], 5, true);
+        assert_eq!((maker.bytes, maker.buffer), (100, None));
     }
 }

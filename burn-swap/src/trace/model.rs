@@ -129,8 +129,9 @@ pub struct TensorTrace {
     pub shares_buffer: bool,
     /// A view: the id of the tensor (one of its producer's inputs) whose buffer it holds on
     /// the device. That buffer stays there while the view lives, after its own tensor's end;
-    /// the view adds no bytes of its own (the planners do not count it so yet: the book's
-    /// *When plans are made*, Left out). `None` for a tensor with a buffer of its own, or
+    /// the view adds no bytes of its own (the simulator counts the buffer once,
+    /// `plan::simulate`). Also set for an output made in the buffer of an input its op
+    /// consumed, which it then holds alone. `None` for a tensor with a buffer of its own, or
     /// when its source is not known.
     #[serde(default)]
     pub view_of: Option<u64>,

@@ -316,8 +316,24 @@ impl<B: BackendIr> Engine<B> {
                     (false, None)
                 }
             };
-            if (shared || stays) && self.tracing() {
-                self.history.recorder.mark_output_shares(k, source);
+            if self.tracing() {
+                // The input whose buffer it was made in, even when that input has gone with
+                // this op (the output then holds that buffer alone): the planners count one
+                // buffer where the executor does.
+                let made_in = probe.filter(|_| shares).and_then(|p| {
+                    let inputs = &self.op.input_buffers;
+                    inputs
+                        .iter()
+                        .find(|(_, b)| *b == p.buffer)
+                        .map(|(id, _)| *id)
+                });
+                if shared || stays {
+                    self.history
+                        .recorder
+                        .mark_output_shares(k, source.or(made_in));
+                } else if let Some(input) = made_in {
+                    self.history.recorder.mark_output_source(k, input);
+                }
             }
         }
         self.op.outputs = outputs;

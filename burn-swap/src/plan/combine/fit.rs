@@ -66,14 +66,16 @@ pub(super) fn lifetimes_held(
 ) -> Vec<Lifetime> {
     let mut lifetimes = simulate::lifetimes(trace);
     let ops = trace.ops.len();
-    let mut order: Vec<(usize, usize, usize, usize)> = actions
+    let mut order: Vec<(usize, usize, usize, usize, bool)> = actions
         .iter()
         .zip(held)
         .map(|(&(tensor, action), &held)| match action {
             Action::Offload {
                 after, prefetch_at, ..
-            } => (tensor, after, prefetch_at, held),
-            Action::Recompute { after, before } => (tensor, after, before.saturating_sub(1), held),
+            } => (tensor, after, prefetch_at, held, false),
+            Action::Recompute { after, before } => {
+                (tensor, after, before.saturating_sub(1), held, true)
+            }
         })
         .collect();
     order.sort_unstable();
@@ -84,7 +86,7 @@ pub(super) fn lifetimes_held(
         // The stretch of residency the next gap ends.
         let mut open = tensor;
         while i < order.len() && order[i].0 == tensor {
-            let (_, after, back, held) = order[i];
+            let (_, after, back, held, recomputed) = order[i];
             lifetimes[open].until = Some(held.max(after));
             match trace.tensors[tensor].wraps_to {
                 // Fetched back in the next iteration: there, it is the tensor this iteration
@@ -94,11 +96,7 @@ pub(super) fn lifetimes_held(
                     lifetimes[carried].from = Some(from.map_or(back - ops, |f| f.max(back - ops)));
                 }
                 _ => {
-                    lifetimes.push(Lifetime {
-                        bytes: whole.bytes,
-                        from: Some(back),
-                        until: whole.until,
-                    });
+                    lifetimes.push(simulate::back(trace, tensor, whole, back, recomputed));
                     open = lifetimes.len() - 1;
                 }
             }

@@ -189,19 +189,8 @@ fn a_tensor_leaves_in_each_of_its_gaps_and_returns_just_in_time() {
     // Its lifetimes: made at op 0 until op 1, at op 4 alone, then from the second
     // prefetch to its end.
     let lifetimes = lifetimes(&trace, &plan.actions);
-    assert_eq!(
-        lifetimes[0],
-        Lifetime {
-            bytes: 8000,
-            from: Some(0),
-            until: Some(1)
-        }
-    );
-    assert!(lifetimes.contains(&Lifetime {
-        bytes: 8000,
-        from: Some(4),
-        until: Some(4)
-    }));
+    assert_eq!(lifetimes[0], Lifetime::own(8000, Some(0), Some(1)));
+    assert!(lifetimes.contains(&Lifetime::own(8000, Some(4), Some(4))));
 }
 
 #[test]

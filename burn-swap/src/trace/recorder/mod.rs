@@ -381,22 +381,43 @@ impl Recorder {
     /// not plan to offload it ([`crate::trace::TensorTrace::shares_buffer`]). `source`: the
     /// input whose buffer it holds, when known ([`crate::trace::TensorTrace::view_of`]).
     pub(crate) fn mark_output_shares(&mut self, k: usize, source: Option<TensorId>) {
+        if let Some(output) = self.last_output(k) {
+            output.shares = true;
+        }
+        if let Some(source) = source {
+            self.mark_output_source(k, source);
+        }
+    }
+
+    /// Marks output `k` of the op recorded last as made in the buffer of its input `source`
+    /// ([`crate::trace::TensorTrace::view_of`]): a view, or the buffer of an input the op
+    /// consumed, which the output now holds alone (no bytes of its own were made for it).
+    pub(crate) fn mark_output_source(&mut self, k: usize, source: TensorId) {
         let Some(op) = self.ops.last() else {
             return;
         };
-        let at = op.outputs.start as usize + k;
-        if at >= op.outputs.end as usize {
-            return;
-        }
         let inputs = &self.tensors[op.inputs.start as usize..op.inputs.end as usize];
-        let view_of = source
-            .and_then(|source| inputs.iter().position(|t| t.id == source))
+        let Some(place) = inputs
+            .iter()
+            .position(|t| t.id == source)
             .and_then(|place| u8::try_from(place).ok())
             .filter(|&place| place != NO_SOURCE)
-            .unwrap_or(NO_SOURCE);
-        let output = &mut self.tensors[at];
-        output.shares = true;
-        output.view_of = view_of;
+        else {
+            return;
+        };
+        if let Some(output) = self.last_output(k) {
+            output.view_of = place;
+        }
+    }
+
+    /// Output `k` of the op recorded last.
+    fn last_output(&mut self, k: usize) -> Option<&mut TensorRef> {
+        let op = self.ops.last()?;
+        let at = op.outputs.start as usize + k;
+        if at >= op.outputs.end as usize {
+            return None;
+        }
+        self.tensors.get_mut(at)
     }
 
     /// Drops the op begun last (it failed and never ran).

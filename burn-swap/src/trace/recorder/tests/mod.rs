@@ -338,4 +338,11 @@ fn a_view_names_the_input_whose_buffer_it_holds() {
     assert_eq!(tensor(3).view_of, None);
     assert!(tensor(3).shares_buffer);
     assert_eq!((tensor(1).view_of, tensor(1).shares_buffer), (None, false));
+    // Made in the buffer of an input its op consumed: it holds that buffer alone, and may
+    // leave by an offload of its own.
+    named(&mut r, "Reshape", Some((3, 2)), Some((4, 2)));
+    r.mark_output_source(0, TensorId::new(3));
+    let trace = r.trace_all();
+    let four = trace.tensors.iter().find(|t| t.id == 4).unwrap();
+    assert_eq!((four.view_of, four.shares_buffer), (Some(3), false));
 }
