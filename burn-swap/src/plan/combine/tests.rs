@@ -499,3 +499,72 @@ fn a_plan_predicts_its_counted_bytes_at_every_op() {
         all.live_bytes
     );
 }
+
+/// A recomputation replays its producer before the op that needs it, so that producer's
+/// inputs must be on the device then: an offload of one of them across the replay comes back
+/// for it instead, whichever is ranked first, and is left out when that leaves no gap.
+#[test]
+fn an_offload_of_a_replays_input_comes_back_for_the_replay() {
+    // Tensor 1 is made by op 1 from tensor 0, read at op 2 and again at op 7; tensor 0 is
+    // read at op 1 and again at op 8.
+    let trace = chain(4, 1000);
+    let p = profile(&trace, 1e9);
+    let recompute = |score| Ranked {
+        score,
+        tensor: 1,
+        used: 7,
+        action: Action::Recompute {
+            after: 2,
+            before: 7,
+        },
+        cost: 1e-6,
+        offload: Some((offload(2, 6, false), 2e-6)),
+        handover: 0.0,
+    };
+    let offload_input = |score, after, used, inline| Ranked {
+        score,
+        tensor: 0,
+        used,
+        action: offload(after, if inline { used } else { used - 2 }, inline),
+        cost: 0.0,
+        offload: None,
+        handover: 0.0,
+    };
+    let ways = |ranked: &[Ranked]| -> Vec<(usize, Action, usize)> {
+        ranked
+            .iter()
+            .map(|r| (r.tensor, r.action, r.used))
+            .collect()
+    };
+    let recomputed = (1, recompute(0.0).action, 7);
+    for order in [[0, 1], [1, 0]] {
+        let mut ranked: Vec<Ranked> = order
+            .iter()
+            .map(|&k| match k {
+                0 => offload_input(2.0, 1, 8, false),
+                _ => recompute(1.0),
+            })
+            .collect();
+        one_level(&trace, &p, 1 << 20, &mut ranked);
+        // Back for the replay before op 7, fetched two ops ahead as it was of op 8.
+        let back = (0, offload(1, 5, false), 7);
+        let expected = if order[0] == 0 {
+            vec![back, recomputed]
+        } else {
+            vec![recomputed, back]
+        };
+        assert_eq!(ways(&ranked), expected);
+    }
+    // Copied on the op thread, it is fetched right before the replay.
+    let mut ranked = vec![recompute(2.0), offload_input(1.0, 1, 8, true)];
+    one_level(&trace, &p, 1 << 20, &mut ranked);
+    assert_eq!(ways(&ranked)[1], (0, offload(1, 7, true), 7));
+    // Back before the replay anyway: unchanged.
+    let mut ranked = vec![recompute(2.0), offload_input(1.0, 1, 6, false)];
+    one_level(&trace, &p, 1 << 20, &mut ranked);
+    assert_eq!(ways(&ranked)[1], (0, offload(1, 4, false), 6));
+    // A gap that ends at the replay's op leaves nothing: left out.
+    let mut ranked = vec![recompute(2.0), offload_input(1.0, 6, 8, false)];
+    one_level(&trace, &p, 1 << 20, &mut ranked);
+    assert_eq!(ways(&ranked), [recomputed]);
+}
