@@ -1,9 +1,10 @@
 //! Plans that fit: under the planned policy, at half, a third and a quarter of a model's
 //! unbudgeted counted peak, the plan in force predicts a peak of counted bytes within the
-//! budget, the plan steers (iterations end under it, and from its first full iteration on the
-//! reactive fallback has no room to make), and the iterations that follow it measure a peak
-//! within 2% of its prediction (the README's figure), with every planned copy made on the
-//! op thread (a worker's copy is done when its thread ran: timing, for `swap-bench`).
+//! budget, the plan steers alone (iterations end under it, and from its first full iteration
+//! on the reactive fallback makes no room), and the iterations that follow it measure a peak
+//! within 2% of its prediction (the README's figure; equal, with the links pinned), with
+//! every planned copy made on the op thread (a worker's copy is done when its thread ran:
+//! timing, for `swap-bench`). The simulator counts each op's bytes as the executor does.
 //! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
 //! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
 //! figures are printed. A plan that costs more than the reactive fallback is declined.
@@ -37,9 +38,9 @@ enum Accuracy {
     Exact,
 }
 
-/// Checks `workload` at half, a third and a quarter of its peak; the fallback may move at
-/// most `fallback_share` of the offloaded bytes while a plan is followed.
-fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
+/// Checks `workload` at half, a third and a quarter of its peak: the fallback moves nothing
+/// while a plan is followed, and the measured peak is the prediction by `accuracy`.
+fn check_steered(workload: Workload, accuracy: Accuracy) {
     let device = FlexDevice;
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     burn_swap::restart_trace(&device);
@@ -97,48 +98,14 @@ fn check_steered(workload: Workload, fallback_share: f64, accuracy: Accuracy) {
             report.plan.planned_iterations > 0,
             "{name} at {fraction}: no iteration ended under the plan\n{report}"
         );
-        // The plan steers: from each plan's first full iteration on, the fallback moves at
-        // most `fallback_share` of the bytes that left the device (without the plan's steps
-        // it moves half or more).
-        assert!(
-            report.plan.fallback_bytes_under_plan as f64
-                <= fallback_share * report.transfers.offloaded_bytes as f64,
-            "{name} at {fraction}: the fallback made room under the plan: {} of {} B\n{report}",
-            report.plan.fallback_bytes_under_plan,
-            report.transfers.offloaded_bytes
-        );
-        // Each time the fallback made room under the plan is reported where it happened:
-        // an op that needed more than the budget, beyond what the plan predicted for it.
-        let rooms = &report.plan.fallback_rooms;
+        // The plan steers alone: from each plan's first full iteration on, the fallback moves
+        // nothing (without the plan's steps it moves 41-51% of the offloaded bytes).
         assert_eq!(
-            rooms.is_empty(),
-            report.plan.fallback_bytes_under_plan == 0,
-            "{name} at {fraction}: {rooms:?}\n{report}"
+            report.plan.fallback_bytes_under_plan, 0,
+            "{name} at {fraction}: the fallback made room under the plan\n{report}"
         );
-        for room in rooms {
-            assert!(
-                room.needed_bytes > budget
-                    && room.predicted_bytes <= budget
-                    && room.freed_bytes > 0,
-                "{name} at {fraction}: {room:?}\n{report}"
-            );
-        }
-        assert!(
-            rooms.iter().map(|r| r.freed_bytes).sum::<u64>()
-                <= report.plan.fallback_bytes_under_plan
-        );
-        if let Some(first) = rooms.first() {
-            println!(
-                "{name} at {:.0}%: first fallback room {first:?}",
-                fraction * 100.0
-            );
-        }
-        // Where the fallback moved bytes under the plan (the views' gap), what ran is the
-        // plan and the fallback's moves: only the budget holds it (above). The LSTM's rows
-        // at a third and a quarter, and a run in seven of the transformer's, are such.
         let error = (measured as f64 - predicted as f64).abs() / predicted as f64;
         let close = match accuracy {
-            _ if report.plan.fallback_bytes_under_plan > 0 => true,
             Accuracy::Close => error <= 0.02,
             Accuracy::Exact => measured == predicted,
         };
@@ -197,13 +164,9 @@ impl Drop for PinnedLinks {
     }
 }
 
-/// [`check_steered`] where the plan keeps the budget all but alone: the fallback moves at
-/// most 1% of the offloaded bytes (without the plan's steps it moves 41-51%). Not nothing:
-/// about one run in seven here, links measured slow select a plan that meets the views'
-/// gap (`the_transformer_plan_with_recomputes_steers_alone`), and the fallback then moves
-/// 64 KiB per run, 0.6-0.7% of the small transformer's offloaded bytes.
+/// [`check_steered`] with the links measured here.
 fn check(workload: Workload) {
-    check_steered(workload, 0.01, Accuracy::Close);
+    check_steered(workload, Accuracy::Close);
 }
 
 #[test]
@@ -215,20 +178,13 @@ fn plans_fit_and_predict_the_measured_peak() {
 }
 
 /// The same on models whose tensors share buffers with views (batch norm's transposes and
-/// broadcasts, an LSTM's slices of its output sequence). A known gap, found: at each of the
-/// LSTM's backward time steps, a 5,120 B output sequence that Burn dropped stays on the
-/// device, held by a 512 B slice of it, and the plan lets it go at its drop; the fallback
-/// makes that room (`book/src/planning.md`, Left out). The bound stated here is 20% of the
-/// offloaded bytes.
+/// broadcasts, an LSTM's slices of its output sequence, which keep the sequence's buffer on
+/// the device after Burn dropped it): the simulator counts buffers as the executor does.
 #[test]
 fn plans_fit_on_models_with_views() {
     let _guard = burn_swap_harness::swap_device_lock();
     check(Workload::BnCnn(BnCnnConfig::small()));
-    check_steered(
-        Workload::Lstm(LstmNetConfig::small()),
-        0.20,
-        Accuracy::Close,
-    );
+    check(Workload::Lstm(LstmNetConfig::small()));
 }
 
 /// A residual CNN whose quarter of the peak is reached only when some tensors leave for the
@@ -582,31 +538,24 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
 fn the_conv_net_plan_predicts_its_peak_exactly_with_pinned_links() {
     let _guard = burn_swap_harness::swap_device_lock();
     let _links = PinnedLinks::new((8e-6, 28e9), (7.2e-6, 1e15));
-    check_steered(
-        Workload::ConvNet(ConvNetConfig::small()),
-        0.0,
-        Accuracy::Exact,
-    );
+    check_steered(Workload::ConvNet(ConvNetConfig::small()), Accuracy::Exact);
 }
 
-/// A known gap, kept failing where it can be seen: the small transformer at a third of its
-/// peak, with the links pinned at 100 MB/s and 5 us a copy (links a loaded machine measures
-/// now and then) and every copy made on the op thread, gets a plan of about 140 offloads and
-/// 16 recomputes under which the fallback makes room at the iteration's op 219 (a
-/// `gelu_backward`): 446,852 B needed against 446,596 B predicted. The simulator counts a
-/// view (a reshape's or a transpose's output) as bytes of its own, where the executor
-/// counts one buffer, and lets a buffer go at its owner's drop where a view keeps it: per op
-/// the two disagree by up to 48 KiB either way (book: planning, Left out). Run it with
-/// `--ignored`.
+/// The small transformer with the links pinned at 100 MB/s and 5 us a copy (links a loaded
+/// machine measures now and then): plans of about 110-190 offloads and up to 16
+/// recomputations, followed with no room made by the fallback, each measuring its predicted
+/// peak exactly. Three causes of a gap of 256 B to 16 KiB here were found and are kept out
+/// by it: the simulator counting a view's bytes apart from its source's buffer, an input of
+/// a recomputed tensor's producer offloaded across the replay (the executor fetched it back
+/// for the replay and kept it), and a planned offload of a view op's input that the
+/// executor skipped (it had forgotten the op's inputs while settling the view).
 #[test]
-#[ignore = "known gap: the simulator does not count views as the executor does"]
-fn the_transformer_plan_with_recomputes_steers_alone() {
+fn the_transformer_plan_with_recomputes_predicts_its_peak_exactly_with_pinned_links() {
     let _guard = burn_swap_harness::swap_device_lock();
     let _links = PinnedLinks::new((5e-6, 1e8), (5e-6, 1e8));
     check_steered(
         Workload::Transformer(TransformerConfig::small()),
-        0.0,
-        Accuracy::Close,
+        Accuracy::Exact,
     );
 }
 

@@ -69,11 +69,11 @@ impl<B: BackendIr> Engine<B> {
     /// After an op whose outputs were taken for views (the caller checks that there were):
     /// an output that turned out to have a buffer of its own (or a view counted at its whole
     /// buffer) may have put the device over the budget. Counted as an overshoot, and room is
-    /// made at once.
+    /// made at once. The op's inputs stay listed: the plan's steps after the op name them
+    /// (an offload of a view op's input).
     pub(super) fn settle_views(&mut self) -> Result<(), SwapError> {
         self.op.unreserved = 0;
-        // Nothing of the op is in use any more: its outputs may leave too.
-        self.op.inputs.clear();
+        // Nothing of the op is in use any more: its inputs and outputs may leave too.
         let room = self.make_good_a_view(false);
         self.op.budget_broken = room.is_err();
         room
