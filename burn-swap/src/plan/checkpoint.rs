@@ -78,11 +78,13 @@ impl Candidate {
 /// before the iteration are candidates for their gaps within it; only tensors made in the
 /// iteration, within it, may be recomputed, and only when the recipe would not pin more
 /// bytes than it frees (the producer's inputs that die before the replay stay resident for
-/// it).
+/// it). A gap during which another holder of the tensor's buffer (a view of it, or the tensor
+/// it views) lives throughout is no candidate: leaving would free nothing.
 pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candidate> {
     let link = profile.links.as_ref().and_then(|l| l.link_model());
     let period = trace.ops.len();
     let lives = super::simulate::lifetimes(trace);
+    let holders = simulate::buffer_holders(&lives);
     let index_of = trace.tensor_indices();
     // The bytes a recipe would pin beyond their lives: the producer's inputs that would be
     // freed before the replay (the op before the use), which the recipe keeps resident.
@@ -102,15 +104,21 @@ pub fn candidates(trace: &Trace, profile: &Profile, min_gap: usize) -> Vec<Candi
         .filter_map(|(i, t)| {
             let mut times: Vec<usize> = t.producer.into_iter().collect();
             times.extend(t.accesses.iter().map(|a| a.op));
+            // A gap during which another holder of its buffer lives throughout frees nothing.
+            let frees = |gap| !simulate::kept_by_others(&lives, &holders, i, gap, period);
             let inner = times
                 .windows(2)
                 .map(|w| (w[0], w[1]))
+                .filter(|&gap| frees(gap))
                 .max_by_key(|&(a, b)| (b - a, std::cmp::Reverse(a)));
-            let wrap = t.wraps_to.and_then(|w| {
-                let last = *times.last()?;
-                let next = trace.tensors[w].accesses.first()?.op;
-                Some((last, period + next))
-            });
+            let wrap = t
+                .wraps_to
+                .and_then(|w| {
+                    let last = *times.last()?;
+                    let next = trace.tensors[w].accesses.first()?.op;
+                    Some((last, period + next))
+                })
+                .filter(|&gap| frees(gap));
             let (gap, wrapped) = match (inner, wrap) {
                 (Some(i), Some(w)) if w.1 - w.0 > i.1 - i.0 => (w, true),
                 (Some(i), _) => (i, false),
@@ -417,5 +425,20 @@ mod tests {
         assert_eq!(plan.threshold, 0.0);
         assert!(plan.recomputed.is_empty());
         assert_eq!(plan.simulation, simulate::simulate_trace(&trace));
+    }
+
+    #[test]
+    fn a_gap_that_a_view_holds_through_is_no_candidate() {
+        // chain(6) (ops 0-12): tensor l is read at op l + 1 and again at op 12 - l.
+        let mut trace = chain(6);
+        let p = profile(&trace, Some(1e9));
+        let tensors = |trace: &Trace| -> Vec<usize> {
+            candidates(trace, &p, 3).iter().map(|c| c.tensor).collect()
+        };
+        assert_eq!(tensors(&trace), [0, 1, 2, 3, 4]);
+        // Tensor 2 a view of tensor 1 (it lives from op 2 to op 10): tensor 1, away from op 3
+        // to op 10, frees nothing; tensor 2, away from op 4 to op 9, neither.
+        trace.tensors[2].view_of = Some(1);
+        assert_eq!(tensors(&trace), [0, 3, 4]);
     }
 }

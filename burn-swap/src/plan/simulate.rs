@@ -145,6 +145,50 @@ pub fn buffer_makers(trace: &Trace) -> Vec<Option<usize>> {
     maker
 }
 
+/// The tensors that hold each shared buffer, by the index of its maker (`lifetimes`' first
+/// entries, one per tensor of the trace, as [`lifetimes`] makes them).
+pub fn buffer_holders(lifetimes: &[Lifetime]) -> hashbrown::HashMap<usize, Vec<usize>> {
+    let mut holders: hashbrown::HashMap<usize, Vec<usize>> = hashbrown::HashMap::new();
+    for (i, l) in lifetimes.iter().enumerate() {
+        if let Some(maker) = l.buffer {
+            holders.entry(maker).or_default().push(i);
+        }
+    }
+    holders
+}
+
+/// Whether another holder of tensor `tensor`'s shared buffer lives at every op strictly
+/// inside `gap` (op numbers past `period` lie in the next iteration): the tensor leaving the
+/// device then frees nothing there.
+pub fn kept_by_others(
+    lifetimes: &[Lifetime],
+    holders: &hashbrown::HashMap<usize, Vec<usize>>,
+    tensor: usize,
+    (from, to): (usize, usize),
+    period: usize,
+) -> bool {
+    let Some(others) = lifetimes[tensor].buffer.and_then(|m| holders.get(&m)) else {
+        return false;
+    };
+    if to < from + 2 {
+        return false;
+    }
+    let (first, last) = (from + 1, to - 1);
+    others.iter().filter(|&&h| h != tensor).any(|&h| {
+        let l = lifetimes[h];
+        let born = |op: usize| l.from.is_none_or(|f| f <= op);
+        let alive_to = |op: usize| l.until.is_none_or(|u| u >= op);
+        if last < period {
+            born(first) && alive_to(last)
+        } else if first >= period {
+            born(first - period) && alive_to(last - period)
+        } else {
+            // Across the boundary: alive from `first` past the iteration's end.
+            born(first) && l.until.is_none()
+        }
+    })
+}
+
 /// The stretches of residency of each buffer: a buffer of its own as it is; the stretches of
 /// a shared buffer's holders merged where they overlap, at the buffer's size.
 pub fn buffers(lifetimes: &[Lifetime]) -> std::borrow::Cow<'_, [Lifetime]> {
@@ -483,5 +527,24 @@ mod tests {
         assert_eq!((fetched.bytes, fetched.buffer), (300, None));
         let maker = back(&trace, 0, lifetimes(&trace)[0], 5, true);
         assert_eq!((maker.bytes, maker.buffer), (100, None));
+    }
+
+    #[test]
+    fn a_view_that_lives_through_a_gap_keeps_its_sources_buffer() {
+        let trace = views_of_views();
+        let lives = lifetimes(&trace);
+        let holders = buffer_holders(&lives);
+        assert_eq!(holders[&0], [0, 1, 2]);
+        // Tensor 0 is away from op 2 to op 7: tensor 1 lives from op 1 to op 7.
+        assert!(kept_by_others(&lives, &holders, 0, (1, 8), 9));
+        // Tensor 2 is away from op 4 to op 5 only: tensors 0 and 1 live throughout.
+        assert!(kept_by_others(&lives, &holders, 2, (3, 6), 9));
+        // Tensor 1, away from op 2 to op 8: tensor 0 lives to op 8 (tensor 2 ends at 6).
+        assert!(kept_by_others(&lives, &holders, 1, (1, 9), 9));
+        // Not to op 9: nobody holds it there.
+        assert!(!kept_by_others(&lives, &holders, 1, (1, 10), 11));
+        // A tensor alone in its buffer, or a gap with no op inside it.
+        assert!(!kept_by_others(&lives, &holders, 3, (4, 8), 9));
+        assert!(!kept_by_others(&lives, &holders, 0, (1, 2), 9));
     }
 }

@@ -531,6 +531,8 @@ fn other_gaps(
 ) -> Vec<Candidate> {
     let period = trace.ops.len();
     let link = profile.links.as_ref().and_then(|l| l.link_model());
+    let lives = simulate::lifetimes(trace);
+    let holders = simulate::buffer_holders(&lives);
     let mut out = Vec::new();
     for c in candidates {
         let t = &trace.tensors[c.tensor];
@@ -542,7 +544,10 @@ fn other_gaps(
         });
         let gaps = times.windows(2).map(|w| (w[0], w[1])).chain(wrap);
         for gap in gaps {
-            if gap == c.gap || gap.1 - gap.0 < min_gap {
+            if gap == c.gap
+                || gap.1 - gap.0 < min_gap
+                || simulate::kept_by_others(&lives, &holders, c.tensor, gap, period)
+            {
                 continue;
             }
             let gap_seconds = profile.gap_seconds(gap.0, gap.1);
