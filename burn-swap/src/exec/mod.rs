@@ -263,7 +263,10 @@ mod tests {
                 &device,
                 SwapConfig::budget_bytes(budget)
                     .with_policy(crate::Policy::OffloadOnly)
-                    .with_transfer_jitter(max_micros),
+                    .with_transfer_jitter(max_micros)
+                    // Planned on the op thread: a planner thread slowed by a loaded machine
+                    // delivered no plan within the 12 steps.
+                    .with_background_planning(false),
             )
             .unwrap();
             crate::restart_trace(&device);
