@@ -190,7 +190,8 @@ pub fn kept_by_others(
 }
 
 /// The stretches of residency of each buffer: a buffer of its own as it is; the stretches of
-/// a shared buffer's holders merged where they overlap, at the buffer's size.
+/// a shared buffer's holders merged where they overlap, at the buffer's size, each a buffer
+/// of its own from then on (so that merging again costs nothing).
 pub fn buffers(lifetimes: &[Lifetime]) -> std::borrow::Cow<'_, [Lifetime]> {
     if lifetimes.iter().all(|l| l.buffer.is_none()) {
         return std::borrow::Cow::Borrowed(lifetimes);
@@ -218,13 +219,18 @@ pub fn buffers(lifetimes: &[Lifetime]) -> std::borrow::Cow<'_, [Lifetime]> {
                 };
             }
             _ => {
-                out.extend(open.take());
+                out.extend(open.take().map(merged));
                 open = Some(l);
             }
         }
     }
-    out.extend(open);
+    out.extend(open.map(merged));
     std::borrow::Cow::Owned(out)
+}
+
+/// A shared buffer's merged stretch, counted as a buffer of its own.
+fn merged(l: Lifetime) -> Lifetime {
+    Lifetime { buffer: None, ..l }
 }
 
 /// Whether a stretch born at `from` overlaps one that lives until `until` and was born no
@@ -370,6 +376,8 @@ pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
 /// The simulation with the bound among [`RATIOS`] that gives the lowest pool peak
 /// (the smallest bound on ties).
 pub fn simulate_best(lifetimes: &[Lifetime], ops: usize) -> Simulation {
+    // Shared buffers merged once for every ratio.
+    let lifetimes = &buffers(lifetimes)[..];
     RATIOS
         .iter()
         .map(|&r| simulate(lifetimes, ops, r))

@@ -201,8 +201,13 @@ fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ran
     let index_of = trace.tensor_indices();
     let n = trace.tensors.len();
     let (mut recomputed, mut read_by_recompute) = (vec![false; n], vec![false; n]);
-    let inputs_of = |tensor: usize| -> Vec<usize> {
-        trace.tensors[tensor]
+    // The ops before which each tensor is read by a kept recomputation's replay.
+    let mut replays: hashbrown::HashMap<usize, Vec<usize>> = hashbrown::HashMap::new();
+    ranked.retain_mut(|r| {
+        let Action::Recompute { before, .. } = r.action else {
+            return true;
+        };
+        let inputs: Vec<usize> = trace.tensors[r.tensor]
             .producer
             .map(|p| {
                 trace.ops[p]
@@ -211,13 +216,7 @@ fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ran
                     .filter_map(|id| index_of.get(id).copied())
                     .collect()
             })
-            .unwrap_or_default()
-    };
-    ranked.retain_mut(|r| {
-        let Action::Recompute { before, .. } = r.action else {
-            return true;
-        };
-        let inputs = inputs_of(r.tensor);
+            .unwrap_or_default();
         let replay: u64 = inputs.iter().map(|&i| trace.tensors[i].bytes).sum::<u64>()
             + trace.tensors[r.tensor].bytes;
         let user = profile.op_bytes.get(before).copied();
@@ -235,18 +234,10 @@ fn one_level(trace: &Trace, profile: &Profile, budget: u64, ranked: &mut Vec<Ran
         recomputed[r.tensor] = true;
         for i in inputs {
             read_by_recompute[i] = true;
+            replays.entry(i).or_default().push(before);
         }
         true
     });
-    // The ops before which each tensor is read by a replay.
-    let mut replays: hashbrown::HashMap<usize, Vec<usize>> = hashbrown::HashMap::new();
-    for r in ranked.iter() {
-        if let Action::Recompute { before, .. } = r.action {
-            for i in inputs_of(r.tensor) {
-                replays.entry(i).or_default().push(before);
-            }
-        }
-    }
     if replays.is_empty() {
         return;
     }
