@@ -6,6 +6,7 @@
 //! prof step-flex|step-swap           # 3 training steps of the benches' MLP
 //! prof lstm-flex|lstm-router|lstm-swap [steps]  # steps (3) of the op-bound LSTM, no budget
 //! prof lstm-bench [steps]   # swap-bench's LSTM under the BURN_SWAP_* variables (budget, policy)
+//! prof deep-flex|deep-bench [steps]   # swap-bench's 12-block transformer, alone / under BURN_SWAP_*
 //! ```
 //!
 //! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
@@ -20,8 +21,9 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_harness::baseline::BareRouter;
-use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig};
+use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig, TransformerConfig};
 use burn_swap_harness::train::{init_mlp, init_seeded, train_loop};
+use burn_swap_harness::workload::Workload;
 
 fn tiny_ops<B: Backend>(rounds: usize) {
     let device = Default::default();
@@ -88,6 +90,18 @@ fn main() {
                 eprintln!("{}", burn_swap::report(&device).unwrap());
             }
         }
+        Some("deep-flex") => {
+            let deep = Workload::Transformer(TransformerConfig::deep());
+            std::hint::black_box(deep.train::<Autodiff<Flex>>(&device, count));
+        }
+        Some("deep-bench") => {
+            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            let deep = Workload::Transformer(TransformerConfig::deep());
+            std::hint::black_box(deep.train::<Autodiff<Swap<Flex>>>(&device, count));
+            if std::env::var_os("PROF_REPORT").is_some() {
+                eprintln!("{}", burn_swap::report(&device).unwrap());
+            }
+        }
         Some("lstm-swap") => {
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::op_bound(), count);
             if std::env::var_os("PROF_REPORT").is_some() {
@@ -95,7 +109,7 @@ fn main() {
             }
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench"
         ),
     }
 }
