@@ -23,6 +23,10 @@ pub(crate) struct Counters {
     pub evictions: u64,
     pub recomputes: u64,
     pub recompute_nanos: u64,
+    /// Time the fallback spent choosing what leaves to make room (listing and ranking the
+    /// residents) on the op's thread: neither a wait nor a recomputation, but what a plan
+    /// saves besides them.
+    pub room_search_nanos: u64,
     /// Time the ops waited on transfers, by cause, indexed by [`Wait`].
     pub exposed_by_cause: [u64; 4],
     pub planned_waits: u64,
@@ -59,8 +63,8 @@ pub(crate) struct Counters {
     pub plan_declines: Vec<PlanDecline>,
     /// The schedule in force stays on the fallback: its plan was declined.
     pub plan_declined: bool,
-    /// Time waited on transfers and spent recomputing since the device began, never reset:
-    /// the clock that `exec::meter` measures iterations by.
+    /// Time waited on transfers, spent recomputing and spent choosing what leaves since the
+    /// device began, never reset: the clock that `exec::meter` measures iterations by.
     pub spent_nanos: u64,
     /// When each plan took over, the latest [`TAKEOVERS_KEPT`].
     pub plan_takeovers: Vec<PlanTakeover>,
@@ -174,6 +178,13 @@ impl Counters {
         self.spent_nanos += nanos;
     }
 
+    /// Counts `nanos` the fallback spent choosing what leaves.
+    #[inline]
+    pub fn add_room_search(&mut self, nanos: u64) {
+        self.room_search_nanos += nanos;
+        self.spent_nanos += nanos;
+    }
+
     /// Time the ops waited on transfers, all causes together.
     pub fn exposed_wait_nanos(&self) -> u64 {
         self.exposed_by_cause.iter().sum()
@@ -261,4 +272,29 @@ pub struct PeerStat {
     /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
     /// second; 0 before anything moved.
     pub bandwidth: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meters_clock_counts_waits_recomputation_and_the_fallbacks_search() {
+        let mut c = Counters::default();
+        c.add_exposed(Wait::Fetch, 3);
+        c.add_recompute(5);
+        c.add_room_search(7);
+        assert_eq!(c.spent_nanos, 15);
+        assert_eq!(
+            (
+                c.exposed_wait_nanos(),
+                c.recompute_nanos,
+                c.room_search_nanos
+            ),
+            (3, 5, 7)
+        );
+        // A new measurement starts its counts from zero, never the clock.
+        c.reset();
+        assert_eq!((c.spent_nanos, c.room_search_nanos), (15, 0));
+    }
 }

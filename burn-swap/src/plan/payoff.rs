@@ -1,7 +1,9 @@
 //! Whether a plan pays: under [`crate::Policy::Planned`] a plan is followed only while what
 //! it costs per iteration beyond the ops (the transfers it leaves exposed, the recomputation
 //! it adds) is no more than what the reactive policy was measured to cost on the same
-//! schedule, give or take [`SLACK`] of an iteration.
+//! schedule, give or take [`SLACK`] of an iteration. The reactive policy's cost counts,
+//! besides its waits and recomputations, its search for what leaves each time it makes
+//! room: on the op's thread, and what a plan saves.
 //!
 //! A plan is judged twice: when it is ready, by its *predicted* cost (the simulator's
 //! exposed transfer time and the profile's recomputation time), and after its first full
@@ -17,7 +19,8 @@ pub const SLACK: f64 = 0.01;
 /// What the iterations of one schedule cost beyond their ops, measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IterationCost {
-    /// Seconds per iteration the ops waited on transfers or spent recomputing.
+    /// Seconds per iteration the ops waited on transfers, spent recomputing, or (the
+    /// fallback) spent choosing what leaves.
     pub seconds: f64,
     /// An iteration's wall time, in seconds.
     pub iteration_seconds: f64,

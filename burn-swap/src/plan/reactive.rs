@@ -7,6 +7,8 @@
 //! - [`choose_victims`]: which of them go first;
 //! - [`RoomStep`]: the order in which room is made (transfers in flight first).
 
+use std::collections::BinaryHeap;
+
 use crate::config::EvictionScore;
 
 /// How a tensor leaves the device.
@@ -140,47 +142,96 @@ pub fn score(c: &Candidate, now: u64, policy: EvictionScore, link: &LinkModel) -
     }
 }
 
-/// Orders `candidates` so that the victims come first and returns how many of them to offload
-/// to free at least `deficit` bytes, or `None` when all of them together free less.
+/// The candidates in the order they leave, victims first, or `None` when all of them
+/// together free less than `deficit` bytes. The caller takes them one by one until it has
+/// freed the deficit (a victim may free less than its size, or fail to leave; the next one
+/// is then taken).
 ///
-/// Deterministic: ties are broken by the smaller key.
+/// Deterministic: higher scores first ([`score`]), ties broken by the smaller key; a score
+/// that is not a number goes last. Only the victims taken are ordered: the scores are
+/// computed once, heaped in linear time, and each victim costs a logarithmic step, so that
+/// room made for one op among thousands of residents does not sort them all.
 pub fn choose_victims(
-    candidates: &mut [Candidate],
+    candidates: &[Candidate],
     deficit: u64,
     now: u64,
     policy: EvictionScore,
     link: &LinkModel,
-) -> Option<usize> {
-    if deficit == 0 {
-        return Some(0);
-    }
+) -> Option<Victims> {
     let total: u64 = candidates.iter().map(|c| c.bytes).sum();
     if total < deficit {
         return None;
     }
-    // Each score once (a comparison sort would compute two per comparison), then the
-    // candidates in the order of their scores.
-    let mut scored: Vec<((f64, f64), Candidate)> = candidates
-        .iter()
-        .map(|c| (score(c, now, policy, link), *c))
-        .collect();
-    scored.sort_by(|(sa, a), (sb, b)| {
-        sb.partial_cmp(sa)
-            .unwrap_or(core::cmp::Ordering::Equal)
-            .then(a.key.cmp(&b.key))
-    });
-    for (slot, (_, c)) in candidates.iter_mut().zip(scored) {
-        *slot = c;
-    }
-    let mut freed = 0;
-    for (i, c) in candidates.iter().enumerate() {
-        freed += c.bytes;
-        if freed >= deficit {
-            return Some(i + 1);
-        }
-    }
-    None
+    let ranked: Vec<Ranked> = if deficit == 0 {
+        Vec::new()
+    } else {
+        candidates
+            .iter()
+            .map(|c| {
+                let (first, second) = score(c, now, policy, link);
+                let sane = |v: f64| if v.is_nan() { f64::NEG_INFINITY } else { v };
+                Ranked {
+                    score: (sane(first), sane(second)),
+                    candidate: *c,
+                }
+            })
+            .collect()
+    };
+    Some(Victims {
+        heap: BinaryHeap::from(ranked),
+    })
 }
+
+/// The candidates in the order they leave ([`choose_victims`]).
+#[derive(Debug)]
+pub struct Victims {
+    heap: BinaryHeap<Ranked>,
+}
+
+impl Iterator for Victims {
+    type Item = Candidate;
+
+    fn next(&mut self) -> Option<Candidate> {
+        self.heap.pop().map(|r| r.candidate)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.heap.len(), Some(self.heap.len()))
+    }
+}
+
+/// A candidate and its score, ordered as victims leave: the greater leaves first.
+#[derive(Debug)]
+struct Ranked {
+    /// Never a NaN ([`choose_victims`] maps one to minus infinity).
+    score: (f64, f64),
+    candidate: Candidate,
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.score
+            .0
+            .total_cmp(&other.score.0)
+            .then(self.score.1.total_cmp(&other.score.1))
+            // The smaller key is the greater: it leaves first.
+            .then(other.candidate.key.cmp(&self.candidate.key))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Ranked {}
 
 #[cfg(test)]
 mod tests {
@@ -288,43 +339,98 @@ mod tests {
         assert_eq!(RoomStep::EvictAgain.next(false, true), None);
     }
 
+    /// The first victims that free `deficit`, as keys.
+    fn taken(cands: &[Candidate], deficit: u64, policy: EvictionScore) -> Option<Vec<u64>> {
+        let mut freed = 0;
+        let victims = choose_victims(cands, deficit, 10, policy, &LinkModel::default())?;
+        Some(
+            victims
+                .take_while(|c| {
+                    let more = freed < deficit;
+                    freed += c.bytes;
+                    more
+                })
+                .map(|c| c.key)
+                .collect(),
+        )
+    }
+
     #[test]
     fn frees_at_least_the_deficit_or_reports_impossible() {
-        let link = LinkModel::default();
-        let mut cands = vec![c(1, 100, 5), c(2, 300, 1), c(3, 50, 9)];
-        let n = choose_victims(&mut cands, 350, 10, EvictionScore::Lru, &link).unwrap();
-        let freed: u64 = cands[..n].iter().map(|c| c.bytes).sum();
-        assert!(freed >= 350);
-        assert_eq!(cands[0].key, 2, "least recently used first");
+        let cands = vec![c(1, 100, 5), c(2, 300, 1), c(3, 50, 9)];
         assert_eq!(
-            choose_victims(&mut cands, 451, 10, EvictionScore::Lru, &link),
-            None
+            taken(&cands, 350, EvictionScore::Lru),
+            Some(vec![2, 1]),
+            "least recently used first"
         );
-        assert_eq!(
-            choose_victims(&mut cands, 0, 10, EvictionScore::Lru, &link),
-            Some(0)
-        );
+        assert_eq!(taken(&cands, 451, EvictionScore::Lru), None);
+        assert_eq!(taken(&cands, 0, EvictionScore::Lru), Some(vec![]));
+        assert_eq!(taken(&[], 0, EvictionScore::Lru), Some(vec![]));
     }
 
     #[test]
     fn dtr_prefers_large_stale_tensors_over_tiny_ones() {
-        let link = LinkModel::default();
         // Equally stale: the tiny tensor costs mostly latency, so the large one goes first.
-        let mut cands = vec![c(1, 64, 0), c(2, 64 << 20, 0)];
-        choose_victims(&mut cands, 1, 10, EvictionScore::Dtr, &link).unwrap();
-        assert_eq!(cands[0].key, 2);
+        let cands = vec![c(1, 64, 0), c(2, 64 << 20, 0)];
+        assert_eq!(taken(&cands, 1, EvictionScore::Dtr), Some(vec![2]));
         // Equally large: the staler goes first.
-        let mut cands = vec![c(1, 1 << 20, 8), c(2, 1 << 20, 2)];
-        choose_victims(&mut cands, 1, 10, EvictionScore::Dtr, &link).unwrap();
-        assert_eq!(cands[0].key, 2);
+        let cands = vec![c(1, 1 << 20, 8), c(2, 1 << 20, 2)];
+        assert_eq!(taken(&cands, 1, EvictionScore::Dtr), Some(vec![2]));
     }
 
     #[test]
     fn largest_first() {
-        let link = LinkModel::default();
-        let mut cands = vec![c(1, 10, 0), c(2, 30, 9), c(3, 20, 0)];
-        let n = choose_victims(&mut cands, 25, 10, EvictionScore::Largest, &link).unwrap();
-        assert_eq!(n, 1);
-        assert_eq!(cands[0].key, 2);
+        let cands = vec![c(1, 10, 0), c(2, 30, 9), c(3, 20, 0)];
+        assert_eq!(taken(&cands, 25, EvictionScore::Largest), Some(vec![2]));
+    }
+
+    #[test]
+    fn victims_leave_in_the_order_of_a_full_sort_of_their_scores() {
+        // Many candidates with colliding sizes and ages: every victim, in turn, is the one a
+        // stable sort by score (ties by key) puts next.
+        let link = LinkModel {
+            bandwidth: 1e9,
+            latency: 20e-6,
+        };
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for policy in [
+            EvictionScore::Dtr,
+            EvictionScore::Lru,
+            EvictionScore::Largest,
+        ] {
+            let cands: Vec<Candidate> = (0..500)
+                .map(|k| c(next() % 1000, 1 << (next() % 12), next() % 40))
+                .collect();
+            let mut sorted = cands.clone();
+            sorted.sort_by(|a, b| {
+                let (sa, sb) = (score(a, 50, policy, &link), score(b, 50, policy, &link));
+                sb.partial_cmp(&sa).unwrap().then(a.key.cmp(&b.key))
+            });
+            let order: Vec<Candidate> = choose_victims(&cands, 1, 50, policy, &link)
+                .unwrap()
+                .collect();
+            assert_eq!(order, sorted, "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn a_score_that_is_not_a_number_goes_last() {
+        // A link without latency scores the round trip of an empty tensor as 0/0.
+        let link = LinkModel {
+            bandwidth: 1e9,
+            latency: 0.0,
+        };
+        let cands = vec![c(1, 0, 0), c(2, 8, 9), c(3, 8, 0)];
+        let order: Vec<u64> = choose_victims(&cands, 1, 10, EvictionScore::Dtr, &link)
+            .unwrap()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(order, vec![3, 2, 1]);
     }
 }

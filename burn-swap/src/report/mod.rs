@@ -133,6 +133,7 @@ impl Report {
                 evictions: c.evictions,
                 recomputes: c.recomputes,
                 recompute_seconds: seconds(c.recompute_nanos),
+                room_search_seconds: seconds(c.room_search_nanos),
                 exposed_wait_seconds: seconds(c.exposed_wait_nanos()),
                 exposed_wait: ExposedWait {
                     fetch_seconds: seconds(c.exposed_by_cause[Wait::Fetch as usize]),

@@ -77,6 +77,11 @@ pub struct TransferReport {
     pub recomputes: u64,
     /// Seconds spent recomputing (on the op's path).
     pub recompute_seconds: f64,
+    /// Seconds the fallback spent on the op's path choosing what leaves to make room
+    /// (listing the residents that may leave and ranking them): neither a wait nor a
+    /// recomputation, and none under a plan that makes its room itself.
+    #[serde(default)]
+    pub room_search_seconds: f64,
     /// Seconds the ops waited on transfers: offloads and fetches made on the op's path, and
     /// waits for transfers in flight (the time transfers were not hidden).
     pub exposed_wait_seconds: f64,

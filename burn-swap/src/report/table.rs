@@ -139,6 +139,15 @@ impl Report {
                 self.transfers.evictions
             ),
         );
+        if self.transfers.room_search_seconds > 0.0 {
+            row(
+                "room search",
+                format!(
+                    "{:.3} s on the op's path (the fallback choosing what leaves)",
+                    self.transfers.room_search_seconds
+                ),
+            );
+        }
         let w = &self.transfers.exposed_wait;
         row(
             "exposed wait",

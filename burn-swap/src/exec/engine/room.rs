@@ -2,6 +2,8 @@
 //! binds. Which tensors leave, and how, is `plan::reactive`'s choice; this room carries it
 //! out and says, when nothing more can leave, how much room was missing and why.
 
+use std::time::Instant;
+
 use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
@@ -254,56 +256,59 @@ impl<B: BackendIr> Engine<B> {
     /// Moves off the device, on this thread, the resident tensors the reactive policy picks
     /// to free `deficit` bytes: each by offload or by eviction, as the policy says.
     fn evict_victims(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
+        let search = Instant::now();
         let mut candidates = std::mem::take(&mut self.op.candidates);
         let stuck = self.list_candidates(&mut candidates, protect_inputs);
-        let chosen = reactive::choose_victims(
-            &mut candidates,
+        let victims = reactive::choose_victims(
+            &candidates,
             deficit,
             self.history.now,
             self.settings.config.eviction,
             &self.machine.link,
         );
+        self.history
+            .counters
+            .add_room_search(search.elapsed().as_nanos() as u64);
+        let chosen = victims.is_some();
         let mut result = Ok(());
         let mut freed = 0;
-        if chosen.is_some() {
-            for c in candidates.iter() {
-                if freed >= deficit {
-                    break;
-                }
-                let before = self.resident();
-                let id = TensorId::new(c.key);
-                match self.residency.get(&id).and_then(|e| e.shared()) {
-                    // A holder that cannot leave alone: the buffer leaves as one copy.
-                    Some(buffer) if self.leaves_whole(&self.holders(buffer)) => {
-                        if let Err(e) = self.offload_whole(buffer) {
-                            result = Err(e);
-                        }
-                    }
-                    // A shared buffer leaves with every tensor that holds it.
-                    Some(buffer) => {
-                        for holder in self.holders(buffer) {
-                            let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
-                            let leave = if strided {
-                                Leave::Recompute
-                            } else {
-                                Leave::Offload
-                            };
-                            if let Err(e) = self.leave(holder, leave) {
-                                result = Err(e);
-                                break;
-                            }
-                        }
-                    }
-                    None => {
-                        if let Err(e) = self.leave(id, c.leave) {
-                            result = Err(e);
-                        }
-                    }
-                }
-                freed += before.saturating_sub(self.resident());
+        for c in victims.into_iter().flatten() {
+            if freed >= deficit {
+                break;
             }
+            let before = self.resident();
+            let id = TensorId::new(c.key);
+            match self.residency.get(&id).and_then(|e| e.shared()) {
+                // A holder that cannot leave alone: the buffer leaves as one copy.
+                Some(buffer) if self.leaves_whole(&self.holders(buffer)) => {
+                    if let Err(e) = self.offload_whole(buffer) {
+                        result = Err(e);
+                    }
+                }
+                // A shared buffer leaves with every tensor that holds it.
+                Some(buffer) => {
+                    for holder in self.holders(buffer) {
+                        let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
+                        let leave = if strided {
+                            Leave::Recompute
+                        } else {
+                            Leave::Offload
+                        };
+                        if let Err(e) = self.leave(holder, leave) {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                None => {
+                    if let Err(e) = self.leave(id, c.leave) {
+                        result = Err(e);
+                    }
+                }
+            }
+            freed += before.saturating_sub(self.resident());
         }
-        if freed < deficit && (chosen.is_none() || result.is_ok()) {
+        if freed < deficit && (!chosen || result.is_ok()) {
             // The host budget, when it is what kept room from being made, names both.
             let budget = self.budget().unwrap_or(u64::MAX);
             let resident = self.resident();
@@ -393,10 +398,19 @@ impl<B: BackendIr> Engine<B> {
         // Shared buffers leave whole: one candidate each, when every holder can leave.
         let mut shared: Vec<SharedCandidate> = Vec::new();
         for (id, entry) in self.residency.iter() {
+            let resident = matches!(entry.state(), State::Resident);
+            if !resident && entry.shared().is_none() {
+                // Not a candidate (`reactive::leaves`: only a resident tensor leaves), and
+                // its facts are not worth gathering.
+                if entry.state().on_device() || matches!(entry.state(), State::Fetching) {
+                    stuck += entry.bytes();
+                }
+                continue;
+            }
             let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == id))
                 || self.op.protect.contains(id);
             let facts = VictimFacts {
-                resident: matches!(entry.state(), State::Resident),
+                resident,
                 in_use,
                 strided: entry.strided,
                 restorable: entry.leaves_with_layout(),
