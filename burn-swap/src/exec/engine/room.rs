@@ -90,39 +90,43 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
+    /// One pass over the strided tensors: those gone from the books, or no longer strided,
+    /// leave the list as the others are counted (one lookup each, on every op while any
+    /// strided tensor lives).
     #[inline(never)]
     fn note_minimum_with_strided(&mut self, needed: u64) {
-        self.residency.prune_strided();
+        let mut live = std::mem::take(&mut self.residency.views.strided_live);
         let mut buffers: Vec<u32> = Vec::new();
-        let stuck: u64 = self
-            .residency
-            .views
-            .strided_live
-            .iter()
-            .filter(|id| !self.op.inputs.iter().any(|(i, _)| i == *id))
-            .filter_map(|id| self.residency.get(id))
-            .filter(|e| {
-                e.state().on_device()
-                    // A strided holder of a shared buffer leaves with it whole.
-                    && !e.restorable
-                    && e.recipe.is_none()
-                    && !self.can_rebuild(e)
-                    && match e.view_source() {
-                        Some(Remake::Pinned) => false,
-                        Some(Remake::From(s)) => self.residency.get(&s).is_none(),
-                        None => true,
+        let mut stuck = 0;
+        live.retain(|id| {
+            let Some(e) = self.residency.get(id).filter(|e| e.strided) else {
+                return false;
+            };
+            let could_not_leave = !self.op.inputs.iter().any(|(i, _)| i == id)
+                && e.state().on_device()
+                // A strided holder of a shared buffer leaves with it whole.
+                && !e.restorable
+                && e.recipe.is_none()
+                && !self.can_rebuild(e)
+                && match e.view_source() {
+                    Some(Remake::Pinned) => false,
+                    Some(Remake::From(s)) => self.residency.get(&s).is_none(),
+                    None => true,
+                };
+            if could_not_leave {
+                stuck += match e.shared() {
+                    // A shared buffer once, and not when it is an input's.
+                    Some(b) if buffers.contains(&b) || self.op.seen_buffers.contains(&b) => 0,
+                    Some(b) => {
+                        buffers.push(b);
+                        self.residency.counted(e)
                     }
-            })
-            .map(|e| match e.shared() {
-                // A shared buffer once, and not when it is an input's.
-                Some(b) if buffers.contains(&b) || self.op.seen_buffers.contains(&b) => 0,
-                Some(b) => {
-                    buffers.push(b);
-                    self.residency.counted(e)
-                }
-                None => e.bytes(),
-            })
-            .sum();
+                    None => e.bytes(),
+                };
+            }
+            true
+        });
+        self.residency.views.strided_live = live;
         self.history.counters.minimum_budget =
             self.history.counters.minimum_budget.max(needed + stuck);
     }

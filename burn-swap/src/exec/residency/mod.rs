@@ -93,15 +93,6 @@ impl Residency {
         self.entries.iter()
     }
 
-    /// Takes out of the view books' strided tensors those no longer strided in the books (or
-    /// gone from them).
-    pub fn prune_strided(&mut self) {
-        let entries = &self.entries;
-        self.views
-            .strided_live
-            .retain(|id| entries.get(id).is_some_and(|e| e.strided));
-    }
-
     /// The books.
     pub fn books(&self) -> &Books {
         &self.books
