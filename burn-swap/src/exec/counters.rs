@@ -27,6 +27,8 @@ pub(crate) struct Counters {
     /// residents) on the op's thread: neither a wait nor a recomputation, but what a plan
     /// saves besides them.
     pub room_search_nanos: u64,
+    /// Times the fallback chose what leaves.
+    pub room_searches: u64,
     /// Time the ops waited on transfers, by cause, indexed by [`Wait`].
     pub exposed_by_cause: [u64; 4],
     pub planned_waits: u64,

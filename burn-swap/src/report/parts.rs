@@ -82,6 +82,11 @@ pub struct TransferReport {
     /// recomputation, and none under a plan that makes its room itself.
     #[serde(default)]
     pub room_search_seconds: f64,
+    /// How many times the fallback chose what leaves (each a pass over the tensors that may
+    /// leave; room made for an op frees some headroom beyond its need, so that the next ops
+    /// rarely make room again).
+    #[serde(default)]
+    pub room_searches: u64,
     /// Seconds the ops waited on transfers: offloads and fetches made on the op's path, and
     /// waits for transfers in flight (the time transfers were not hidden).
     pub exposed_wait_seconds: f64,

@@ -143,8 +143,8 @@ impl Report {
             row(
                 "room search",
                 format!(
-                    "{:.3} s on the op's path (the fallback choosing what leaves)",
-                    self.transfers.room_search_seconds
+                    "{:.3} s on the op's path in {} searches (the fallback choosing what leaves)",
+                    self.transfers.room_search_seconds, self.transfers.room_searches
                 ),
             );
         }

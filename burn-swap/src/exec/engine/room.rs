@@ -258,8 +258,16 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Moves off the device, on this thread, the resident tensors the reactive policy picks
-    /// to free `deficit` bytes: each by offload or by eviction, as the policy says.
+    /// to free `deficit` bytes: each by offload or by eviction, as the policy says. Room for
+    /// an op (its inputs protected) frees up to the policy's headroom beyond the deficit
+    /// (`reactive::room_goal`) when more can leave.
     fn evict_victims(&mut self, deficit: u64, protect_inputs: bool) -> Result<(), SwapError> {
+        let goal = if protect_inputs {
+            reactive::room_goal(deficit, self.budget().unwrap_or(0))
+        } else {
+            deficit
+        };
+        self.history.counters.room_searches += 1;
         let search = Instant::now();
         let mut candidates = std::mem::take(&mut self.op.candidates);
         let stuck = self.list_candidates(&mut candidates, protect_inputs);
@@ -277,7 +285,7 @@ impl<B: BackendIr> Engine<B> {
         let mut result = Ok(());
         let mut freed = 0;
         for c in victims.into_iter().flatten() {
-            if freed >= deficit {
+            if freed >= goal {
                 break;
             }
             let before = self.resident();
