@@ -444,7 +444,7 @@ mod tests {
             EvictionScore::Largest,
         ] {
             let cands: Vec<Candidate> = (0..500)
-                .map(|k| c(next() % 1000, 1 << (next() % 12), next() % 40))
+                .map(|_| c(next() % 1000, 1 << (next() % 12), next() % 40))
                 .collect();
             let mut sorted = cands.clone();
             sorted.sort_by(|a, b| {
