@@ -177,6 +177,71 @@ fn plans_fit_and_predict_the_measured_peak() {
     check(Workload::Transformer(TransformerConfig::small()));
 }
 
+/// Where a plan is wrong, the fallback makes the room it did not, and the report says where:
+/// a tensor the plan never saw (made by the loop between two steps and kept) takes bytes
+/// the plan's peak counted on, so the fallback moves bytes under the plan, and
+/// `fallback_rooms` names the op with the plan's prediction there, below what was needed.
+/// Values stay those of the unwrapped backend.
+#[test]
+fn the_fallback_makes_the_room_a_wrong_plan_did_not_and_the_report_says_where() {
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    let workload = Workload::Mlp(MlpConfig::small());
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    workload.train::<B>(&device, 3);
+    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
+    let budget = peak / 2;
+    let _copies = CopiesOnTheOpThread::new();
+    let config = SwapConfig::budget_bytes(budget)
+        .with_policy(Policy::Planned)
+        .with_background_planning(false)
+        .with_plans_judged(false);
+    burn_swap::configure(&device, config).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    // An eighth of the budget, made once a plan steers and kept to the end.
+    let floats = (budget / 8 / 4) as usize;
+    let mut kept: Vec<burn::tensor::Tensor<Swap<Flex>, 1>> = Vec::new();
+    let mut steered = false;
+    let outcome = workload.train_with::<B>(&device, 14, &mut |_, _| {
+        let report = burn_swap::report(&device).unwrap();
+        if kept.is_empty() && report.plan.planned_iterations > 1 {
+            steered = true;
+            kept.push(burn::tensor::Tensor::ones([floats], &device));
+        }
+    });
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert!(steered, "no plan steered before the extra tensor\n{report}");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
+    assert!(
+        report.plan.fallback_bytes_under_plan > 0,
+        "the fallback moved nothing under the plan\n{report}"
+    );
+    let first = *report
+        .plan
+        .fallback_rooms
+        .first()
+        .unwrap_or_else(|| panic!("no room recorded\n{report}"));
+    println!(
+        "MLP at half its peak ({budget} B), {floats} floats made after the plan steered: \
+         {} B moved by the fallback under the plan, first room {first:?}",
+        report.plan.fallback_bytes_under_plan
+    );
+    let period = report.plan.planned_period.expect("a plan in force");
+    assert!(first.position < period, "{first:?} in a period of {period}");
+    assert!(first.freed_bytes > 0, "{first:?}");
+    assert!(
+        first.predicted_bytes <= budget && first.needed_bytes > budget,
+        "{first:?}: the plan predicted room the op did not find ({budget} B budget)\n{report}"
+    );
+    let plain = workload.train::<Autodiff<Flex>>(&device, 14);
+    outcome.assert_same(&plain, "the MLP with a tensor the plan never saw");
+    drop(kept);
+}
+
 /// The same on models whose tensors share buffers with views (batch norm's transposes and
 /// broadcasts, an LSTM's slices of its output sequence, which keep the sequence's buffer on
 /// the device after Burn dropped it): the simulator counts buffers as the executor does.
