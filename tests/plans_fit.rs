@@ -38,29 +38,42 @@ enum Accuracy {
     Exact,
 }
 
+/// Configures the device, its trace and counters started afresh.
+fn configure_afresh(config: SwapConfig) {
+    let device = FlexDevice;
+    burn_swap::configure(&device, config).unwrap();
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+}
+
+/// `workload`'s counted peak over three unbudgeted steps.
+fn unbudgeted_peak(workload: &Workload) -> u64 {
+    let device = FlexDevice;
+    configure_afresh(SwapConfig::default());
+    workload.train::<B>(&device, 3);
+    burn_swap::report(&device).unwrap().memory.peak_bytes
+}
+
+/// Planned on the op thread, every plan followed: the plan is followed from the same
+/// iteration in every run, so that the last iterations measured are under it.
+fn steered(budget: u64) -> SwapConfig {
+    SwapConfig::budget_bytes(budget)
+        .with_policy(Policy::Planned)
+        .with_background_planning(false)
+        .with_plans_judged(false)
+}
+
 /// Checks `workload` at half, a third and a quarter of its peak: the fallback moves nothing
 /// while a plan is followed, and the measured peak is the prediction by `accuracy`.
 fn check_steered(workload: Workload, accuracy: Accuracy) {
     let device = FlexDevice;
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    workload.train::<B>(&device, 3);
-    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
+    let peak = unbudgeted_peak(&workload);
     // Every planned copy made on the op thread: done when the op that issues it has made
     // it, so that the peak does not depend on when a transfer worker's thread ran.
     let _copies = CopiesOnTheOpThread::new();
     for fraction in [0.5, 0.33, 0.25] {
         let budget = (peak as f64 * fraction) as u64;
-        // Planned on the op thread: the plan is followed from the same iteration in every
-        // run, so that the last iteration measured is under it.
-        let config = SwapConfig::budget_bytes(budget)
-            .with_policy(Policy::Planned)
-            .with_background_planning(false)
-            .with_plans_judged(false);
-        burn_swap::configure(&device, config).unwrap();
-        burn_swap::restart_trace(&device);
-        burn_swap::reset_counters(&device);
+        configure_afresh(steered(budget));
         workload.train::<B>(&device, STEPS);
         let report = burn_swap::report(&device).unwrap();
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -187,20 +200,9 @@ fn the_fallback_makes_the_room_a_wrong_plan_did_not_and_the_report_says_where() 
     let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
     let workload = Workload::Mlp(MlpConfig::small());
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    workload.train::<B>(&device, 3);
-    let peak = burn_swap::report(&device).unwrap().memory.peak_bytes;
-    let budget = peak / 2;
+    let budget = unbudgeted_peak(&workload) / 2;
     let _copies = CopiesOnTheOpThread::new();
-    let config = SwapConfig::budget_bytes(budget)
-        .with_policy(Policy::Planned)
-        .with_background_planning(false)
-        .with_plans_judged(false);
-    burn_swap::configure(&device, config).unwrap();
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
+    configure_afresh(steered(budget));
     // An eighth of the budget, made once a plan steers and kept to the end.
     let floats = (budget / 8 / 4) as usize;
     let mut kept: Vec<burn::tensor::Tensor<Swap<Flex>, 1>> = Vec::new();

@@ -180,9 +180,10 @@ impl Counters {
         self.spent_nanos += nanos;
     }
 
-    /// Counts `nanos` the fallback spent choosing what leaves.
+    /// Counts one search of the fallback for what leaves, which took `nanos`.
     #[inline]
     pub fn add_room_search(&mut self, nanos: u64) {
+        self.room_searches += 1;
         self.room_search_nanos += nanos;
         self.spent_nanos += nanos;
     }
@@ -291,9 +292,10 @@ mod tests {
             (
                 c.exposed_wait_nanos(),
                 c.recompute_nanos,
-                c.room_search_nanos
+                c.room_search_nanos,
+                c.room_searches
             ),
-            (3, 5, 7)
+            (3, 5, 7, 1)
         );
         // A new measurement starts its counts from zero, never the clock.
         c.reset();

@@ -1,7 +1,8 @@
 //! What the iterations of each schedule cost beyond their ops, measured on the op's thread:
 //! the time the ops waited on transfers, spent recomputing and (the fallback) spent choosing
-//! what leaves, from one iteration end to the next, with the iteration's wall time. The reactive fallback's figure is kept per schedule
-//! for `plan::payoff` to judge each plan against; a plan's own is handed back to the caller.
+//! what leaves, from one iteration end to the next, with the iteration's wall time. The
+//! reactive fallback's figure is kept per schedule for `plan::payoff` to judge each plan
+//! against; a plan's own is handed back to the caller.
 //!
 //! An iteration is measured only between two ends of the same schedule under the same
 //! steering (a plan followed throughout, or none): one whose schedule or plan changed in

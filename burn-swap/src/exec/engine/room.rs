@@ -267,7 +267,6 @@ impl<B: BackendIr> Engine<B> {
         } else {
             deficit
         };
-        self.history.counters.room_searches += 1;
         let search = Instant::now();
         let mut candidates = std::mem::take(&mut self.op.candidates);
         let stuck = self.list_candidates(&mut candidates, protect_inputs);
