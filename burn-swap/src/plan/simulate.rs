@@ -17,8 +17,6 @@
 //! plan that keeps everything resident; other plans (offload, recompute) hand in lifetimes
 //! split where their tensors leave the device.
 
-use std::collections::BTreeSet;
-
 use crate::trace::{AccessKind, EndKind, Trace};
 
 /// The free-block size ratios searched for the lowest peak.
@@ -268,119 +266,192 @@ pub fn live_per_op(lifetimes: &[Lifetime], ops: usize) -> Vec<i64> {
 }
 
 /// The simulated allocator: blocks are kept once made; freed blocks are reused.
-struct Pool {
+///
+/// A block is only its size, so the free list is a count of free blocks per size: the
+/// block sizes are the sizes of the stretches (a new block is made at its tensor's size),
+/// known before the walk and numbered in increasing order ([`Events::sizes`]).
+struct Pool<'a> {
     ratio: u64,
-    /// Free blocks as (size, id), ordered by size.
-    free: BTreeSet<(u64, usize)>,
-    sizes: Vec<u64>,
+    /// The sizes a block can have, increasing.
+    sizes: &'a [u64],
+    /// Free blocks of each size.
+    free: Vec<u32>,
+    /// One bit per size with a free block, for the search for the smallest one.
+    any_free: Vec<u64>,
+    /// Blocks made.
+    blocks: usize,
     reserved: u64,
 }
 
-impl Pool {
-    /// The smallest free block whose size is within `ratio` times the tensor's,
-    /// else a new block.
-    fn allocate(&mut self, bytes: u64) -> usize {
-        let fit = self
-            .free
-            .range((bytes, 0)..)
-            .next()
-            .copied()
-            .filter(|&(size, _)| size <= bytes.saturating_mul(self.ratio));
-        match fit {
-            Some(block) => {
-                self.free.remove(&block);
-                block.1
+impl<'a> Pool<'a> {
+    fn new(sizes: &'a [u64], ratio: u64) -> Self {
+        Pool {
+            ratio,
+            sizes,
+            free: vec![0; sizes.len()],
+            any_free: vec![0; sizes.len().div_ceil(64)],
+            blocks: 0,
+            reserved: 0,
+        }
+    }
+
+    /// The smallest size at least `size`'s (a number into `sizes`) with a free block.
+    fn smallest_free(&self, size: usize) -> Option<usize> {
+        let mut word = size / 64;
+        let mut bits = self.any_free.get(word)? & (u64::MAX << (size % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
             }
-            None => {
-                self.sizes.push(bytes);
+            word += 1;
+            bits = *self.any_free.get(word)?;
+        }
+    }
+
+    /// A block for a tensor of size `size` (a number into `sizes`): a free one of the
+    /// smallest size at least the tensor's, when that size is within `ratio` times the
+    /// tensor's, else a new one. Returns the block's size.
+    fn allocate(&mut self, size: usize) -> usize {
+        let bytes = self.sizes[size];
+        match self.smallest_free(size) {
+            Some(fit) if self.sizes[fit] <= bytes.saturating_mul(self.ratio) => {
+                self.free[fit] -= 1;
+                if self.free[fit] == 0 {
+                    self.any_free[fit / 64] &= !(1 << (fit % 64));
+                }
+                fit
+            }
+            _ => {
+                self.blocks += 1;
                 self.reserved += bytes;
-                self.sizes.len() - 1
+                size
             }
         }
     }
 
-    /// A freed tensor's block joins the free list.
-    fn release(&mut self, block: usize) {
-        self.free.insert((self.sizes[block], block));
+    /// A freed block of size `size` joins the free list.
+    fn release(&mut self, size: usize) {
+        self.free[size] += 1;
+        self.any_free[size / 64] |= 1 << (size % 64);
+    }
+}
+
+/// When each buffer's stretch starts and ends: the walk [`simulate`] makes, the same for
+/// every ratio.
+struct Events {
+    /// The stretches resident when the iteration starts.
+    initial: Vec<usize>,
+    /// `(op, stretch)` for the stretches made at an op of the iteration, in op order (then
+    /// index order, the order in which an op makes its outputs).
+    starts: Vec<(usize, usize)>,
+    /// `(op, stretch)` for the stretches whose last reference an op of the iteration holds,
+    /// in the same order.
+    ends: Vec<(usize, usize)>,
+    /// The stretches' distinct sizes, increasing.
+    sizes: Vec<u64>,
+    /// Each stretch's size, as a number into `sizes`.
+    size_of: Vec<usize>,
+}
+
+impl Events {
+    /// The events of `buffers` (stretches of buffers, as [`buffers`] makes them) over `ops`
+    /// ops.
+    fn of(buffers: &[Lifetime], ops: usize) -> Self {
+        let mut sizes: Vec<u64> = buffers.iter().map(|l| l.bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let size_of = buffers
+            .iter()
+            .map(|l| sizes.partition_point(|&s| s < l.bytes))
+            .collect();
+        let mut events = Events {
+            initial: Vec::new(),
+            starts: Vec::with_capacity(buffers.len()),
+            ends: Vec::with_capacity(buffers.len()),
+            sizes,
+            size_of,
+        };
+        for (i, l) in buffers.iter().enumerate() {
+            match l.from {
+                None => events.initial.push(i),
+                Some(op) if op < ops => events.starts.push((op, i)),
+                Some(_) => {}
+            }
+            if let Some(op) = l.until
+                && op < ops
+            {
+                events.ends.push((op, i));
+            }
+        }
+        events.starts.sort_unstable();
+        events.ends.sort_unstable();
+        events
+    }
+
+    /// Walks the ops, allocating from a pool that reuses free blocks within `ratio` times a
+    /// tensor's size.
+    fn simulate(&self, buffers: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
+        let ratio = ratio.max(1);
+        let mut pool = Pool::new(&self.sizes, ratio as u64);
+        // The size of the block each stretch holds, while it holds one.
+        let mut block_of: Vec<Option<usize>> = vec![None; buffers.len()];
+        let mut live = 0u64;
+        for &i in &self.initial {
+            block_of[i] = Some(pool.allocate(self.size_of[i]));
+            live += buffers[i].bytes;
+        }
+        let (starts, ends) = (&self.starts, &self.ends);
+        let mut sim = Simulation {
+            ratio,
+            peak_pool_bytes: pool.reserved,
+            peak_live_bytes: live,
+            blocks: 0,
+            peak_op: None,
+        };
+        let (mut s, mut e) = (0, 0);
+        for op in 0..ops {
+            while s < starts.len() && starts[s].0 == op {
+                let i = starts[s].1;
+                block_of[i] = Some(pool.allocate(self.size_of[i]));
+                live += buffers[i].bytes;
+                s += 1;
+            }
+            if live > sim.peak_live_bytes {
+                sim.peak_live_bytes = live;
+                sim.peak_op = Some(op);
+            }
+            sim.peak_pool_bytes = sim.peak_pool_bytes.max(pool.reserved);
+            // The op is done: tensors whose last reference it held are freed.
+            while e < ends.len() && ends[e].0 == op {
+                let i = ends[e].1;
+                live -= buffers[i].bytes;
+                if let Some(block) = block_of[i].take() {
+                    pool.release(block);
+                }
+                e += 1;
+            }
+        }
+        sim.blocks = pool.blocks;
+        sim
     }
 }
 
 /// Simulates the allocations of `lifetimes` over `ops` ops with blocks reused within
 /// `ratio` times a tensor's size.
 pub fn simulate(lifetimes: &[Lifetime], ops: usize, ratio: u32) -> Simulation {
-    let lifetimes = &buffers(lifetimes)[..];
-    let ratio = ratio.max(1);
-    let mut pool = Pool {
-        ratio: ratio as u64,
-        free: BTreeSet::new(),
-        sizes: Vec::new(),
-        reserved: 0,
-    };
-    // The lifetimes that start, and those that end, at each op, in op order (then index
-    // order, the order in which an op makes its outputs).
-    let mut starts: Vec<(usize, usize)> = Vec::with_capacity(lifetimes.len());
-    let mut ends: Vec<(usize, usize)> = Vec::with_capacity(lifetimes.len());
-    let mut block_of: Vec<Option<usize>> = vec![None; lifetimes.len()];
-    let mut live = 0u64;
-    for (i, l) in lifetimes.iter().enumerate() {
-        match l.from {
-            None => {
-                block_of[i] = Some(pool.allocate(l.bytes));
-                live += l.bytes;
-            }
-            Some(op) if op < ops => starts.push((op, i)),
-            Some(_) => {}
-        }
-        if let Some(op) = l.until
-            && op < ops
-        {
-            ends.push((op, i));
-        }
-    }
-    starts.sort_unstable();
-    ends.sort_unstable();
-    let mut sim = Simulation {
-        ratio,
-        peak_pool_bytes: pool.reserved,
-        peak_live_bytes: live,
-        blocks: 0,
-        peak_op: None,
-    };
-    let (mut s, mut e) = (0, 0);
-    for op in 0..ops {
-        while s < starts.len() && starts[s].0 == op {
-            let i = starts[s].1;
-            block_of[i] = Some(pool.allocate(lifetimes[i].bytes));
-            live += lifetimes[i].bytes;
-            s += 1;
-        }
-        if live > sim.peak_live_bytes {
-            sim.peak_live_bytes = live;
-            sim.peak_op = Some(op);
-        }
-        sim.peak_pool_bytes = sim.peak_pool_bytes.max(pool.reserved);
-        // The op is done: tensors whose last reference it held are freed.
-        while e < ends.len() && ends[e].0 == op {
-            let i = ends[e].1;
-            live -= lifetimes[i].bytes;
-            if let Some(block) = block_of[i].take() {
-                pool.release(block);
-            }
-            e += 1;
-        }
-    }
-    sim.blocks = pool.sizes.len();
-    sim
+    let buffers = &buffers(lifetimes)[..];
+    Events::of(buffers, ops).simulate(buffers, ops, ratio)
 }
 
 /// The simulation with the bound among [`RATIOS`] that gives the lowest pool peak
 /// (the smallest bound on ties).
 pub fn simulate_best(lifetimes: &[Lifetime], ops: usize) -> Simulation {
-    // Shared buffers merged once for every ratio.
-    let lifetimes = &buffers(lifetimes)[..];
+    // Shared buffers merged and the walk's events sorted once for every ratio.
+    let buffers = &buffers(lifetimes)[..];
+    let events = Events::of(buffers, ops);
     RATIOS
         .iter()
-        .map(|&r| simulate(lifetimes, ops, r))
+        .map(|&r| events.simulate(buffers, ops, r))
         .min_by_key(|s| (s.peak_pool_bytes, s.ratio))
         .expect("RATIOS is not empty")
 }
@@ -396,6 +467,82 @@ mod tests {
 
     fn l(bytes: u64, from: Option<usize>, until: Option<usize>) -> Lifetime {
         Lifetime::own(bytes, from, until)
+    }
+
+    /// The allocator walked the plain way: every block kept with its size, the free list
+    /// searched whole for the smallest block that fits within the ratio.
+    fn walked_plainly(lifetimes: &[Lifetime], ops: usize, ratio: u64) -> (u64, u64, usize) {
+        let (mut sizes, mut free, mut block_of) = (Vec::new(), Vec::<usize>::new(), Vec::new());
+        let (mut live, mut peak_live, mut peak_pool) = (0u64, 0u64, 0u64);
+        let allocate = |bytes: u64, sizes: &mut Vec<u64>, free: &mut Vec<usize>| {
+            let fit = free
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| sizes[b] >= bytes)
+                .min_by_key(|&(_, &b)| sizes[b])
+                .filter(|&(_, &b)| sizes[b] <= bytes * ratio);
+            match fit {
+                Some((at, _)) => free.swap_remove(at),
+                None => {
+                    sizes.push(bytes);
+                    sizes.len() - 1
+                }
+            }
+        };
+        block_of.resize(lifetimes.len(), None);
+        for (i, l) in lifetimes.iter().enumerate() {
+            if l.from.is_none() {
+                block_of[i] = Some(allocate(l.bytes, &mut sizes, &mut free));
+                live += l.bytes;
+            }
+        }
+        peak_live = peak_live.max(live);
+        peak_pool = peak_pool.max(sizes.iter().sum());
+        for op in 0..ops {
+            for (i, l) in lifetimes.iter().enumerate() {
+                if l.from == Some(op) {
+                    block_of[i] = Some(allocate(l.bytes, &mut sizes, &mut free));
+                    live += l.bytes;
+                }
+            }
+            peak_live = peak_live.max(live);
+            peak_pool = peak_pool.max(sizes.iter().sum());
+            for (i, l) in lifetimes.iter().enumerate() {
+                if l.until == Some(op) && block_of[i].is_some() {
+                    live -= l.bytes;
+                    free.extend(block_of[i].take());
+                }
+            }
+        }
+        (peak_pool, peak_live, sizes.len())
+    }
+
+    #[test]
+    fn the_pool_reuses_blocks_as_a_plain_walk_over_every_free_block_does() {
+        let mut rng = crate::rng::SplitMix64::new(11);
+        for round in 0..40 {
+            // Up to 300 distinct sizes (several words of the pool's free-size bits).
+            let (ops, distinct) = (60, 1 + rng.below(300) as u64);
+            let lifetimes: Vec<Lifetime> = (0..200)
+                .map(|_| {
+                    let from = rng.below(ops + 1);
+                    let until = from + rng.below(ops);
+                    l(
+                        64 * (1 + rng.below(distinct as usize) as u64),
+                        (from < ops).then_some(from),
+                        (until < ops).then_some(until),
+                    )
+                })
+                .collect();
+            for ratio in RATIOS {
+                let sim = simulate(&lifetimes, ops, ratio);
+                assert_eq!(
+                    (sim.peak_pool_bytes, sim.peak_live_bytes, sim.blocks),
+                    walked_plainly(&lifetimes, ops, ratio as u64),
+                    "round {round}, ratio {ratio}"
+                );
+            }
+        }
     }
 
     #[test]
