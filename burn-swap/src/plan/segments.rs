@@ -180,7 +180,7 @@ fn merge(objects: &mut Vec<Object>, small: u64) {
 /// walking the accesses in order, an object accessed while another live object holds its
 /// segment evicts it (its bytes go out) and, if it was evicted before, comes back in.
 pub fn migrated_bytes(objects: &[Object], assignment: &[usize], segments: usize) -> u64 {
-    migrated_bytes_of(objects, &access_events(objects), assignment, segments)
+    Walk::of(objects).migrated_bytes(assignment, segments)
 }
 
 /// Every access as `(op, object)`, in op order.
@@ -194,33 +194,50 @@ fn access_events(objects: &[Object]) -> Vec<(usize, usize)> {
     events
 }
 
-fn migrated_bytes_of(
-    objects: &[Object],
-    events: &[(usize, usize)],
-    assignment: &[usize],
-    segments: usize,
-) -> u64 {
-    let mut occupant: Vec<Option<usize>> = vec![None; segments];
-    let mut away = vec![false; objects.len()];
-    let mut moved = 0;
-    for &(op, x) in events {
-        let s = assignment[x];
-        match occupant[s] {
-            Some(y) if y == x => continue,
-            // The occupant must leave; it migrates out only if it is used again.
-            Some(y) if objects[y].accesses.last().is_some_and(|&last| last > op) => {
-                moved += objects[y].bytes;
-                away[y] = true;
-            }
-            _ => {}
+/// The accesses the costing of an assignment walks, with each object's last access and
+/// bytes at hand: the search costs thousands of assignments over the same objects.
+struct Walk {
+    /// Every access as `(op, object)`, in op order.
+    events: Vec<(usize, usize)>,
+    /// Each object's last access (`None`: never accessed) and bytes.
+    objects: Vec<(Option<usize>, u64)>,
+}
+
+impl Walk {
+    fn of(objects: &[Object]) -> Self {
+        Walk {
+            events: access_events(objects),
+            objects: objects
+                .iter()
+                .map(|o| (o.accesses.last().copied(), o.bytes))
+                .collect(),
         }
-        if away[x] {
-            moved += objects[x].bytes;
-            away[x] = false;
-        }
-        occupant[s] = Some(x);
     }
-    moved
+
+    /// [`migrated_bytes`] of `assignment` over `segments` segments.
+    fn migrated_bytes(&self, assignment: &[usize], segments: usize) -> u64 {
+        let mut occupant: Vec<Option<usize>> = vec![None; segments];
+        let mut away = vec![false; self.objects.len()];
+        let mut moved = 0;
+        for &(op, x) in &self.events {
+            let s = assignment[x];
+            match occupant[s] {
+                Some(y) if y == x => continue,
+                // The occupant must leave; it migrates out only if it is used again.
+                Some(y) if self.objects[y].0.is_some_and(|last| last > op) => {
+                    moved += self.objects[y].1;
+                    away[y] = true;
+                }
+                _ => {}
+            }
+            if away[x] {
+                moved += self.objects[x].1;
+                away[x] = false;
+            }
+            occupant[s] = Some(x);
+        }
+        moved
+    }
 }
 
 /// The migrations a segment plan implies, per trace tensor: walking the accesses as
@@ -270,11 +287,11 @@ pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<Segmen
     let start = Instant::now();
     let mut rng = Rng::new(config.seed);
     let search = Search::carve(objects, budget)?;
-    let events = access_events(objects);
+    let walk = Walk::of(objects);
     let walked = std::cell::Cell::new(0u64);
     let cost = |a: &[usize]| {
-        walked.set(walked.get() + events.len() as u64);
-        migrated_bytes_of(objects, &events, a, search.segments.len())
+        walked.set(walked.get() + walk.events.len() as u64);
+        walk.migrated_bytes(a, search.segments.len())
     };
     let mut population: Vec<(u64, Vec<usize>)> = (0..config.population.max(2))
         .map(|_| {
