@@ -4,6 +4,7 @@
 //! lands behind the fetches before it (`late_in_queue`), and which ways out a fitted plan does
 //! not need (`needed`).
 
+use super::range_max::{RangeMax, wrapped};
 use super::{Action, Taken};
 use crate::plan::profile::{LinkFit, Profile};
 use crate::plan::simulate::{self, Lifetime, live_per_op};
@@ -18,7 +19,7 @@ pub(super) fn needed(
     actions: &[(usize, Action)],
     held: &[usize],
     taken: &[Taken],
-    (mut live, budget): (Vec<i64>, u64),
+    (live, budget): (Vec<i64>, u64),
 ) -> Vec<bool> {
     let ops = trace.ops.len();
     let mut keep = vec![true; actions.len()];
@@ -29,6 +30,7 @@ pub(super) fn needed(
     if live.iter().any(|&l| l > budget) {
         return keep;
     }
+    let mut live = RangeMax::new(&live);
     let mut order: Vec<usize> = (0..actions.len()).collect();
     order.sort_by_key(|&j| std::cmp::Reverse(taken[j].rank));
     for j in order {
@@ -39,9 +41,13 @@ pub(super) fn needed(
             Action::Recompute { after, before } => after + 1..before.saturating_sub(1),
         };
         let bytes = trace.tensors[tensor].bytes as i64;
-        if away.clone().all(|x| live[x % ops] + bytes <= budget) {
-            for x in away {
-                live[x % ops] += bytes;
+        let away = wrapped(away, ops);
+        if away
+            .clone()
+            .all(|r| live.max(r).is_none_or(|peak| peak + bytes <= budget))
+        {
+            for r in away {
+                live.add(r, bytes);
             }
             keep[j] = false;
         }
@@ -54,17 +60,19 @@ pub(super) fn needed(
 /// gaps (which never overlap).
 pub fn lifetimes(trace: &Trace, actions: &[(usize, Action)]) -> Vec<Lifetime> {
     let held: Vec<usize> = actions.iter().map(|(_, a)| a.after()).collect();
-    lifetimes_held(trace, actions, &held)
+    lifetimes_held(trace, &simulate::lifetimes(trace), actions, &held)
 }
 
 /// [`lifetimes`] where the device copy of the tensor of action `j` is held until op
-/// `held[j]` (an offload's copy takes time; the device bytes go when it is done).
+/// `held[j]` (an offload's copy takes time; the device bytes go when it is done), from the
+/// trace's lifetimes when every tensor is kept (`kept`, [`simulate::lifetimes`]).
 pub(super) fn lifetimes_held(
     trace: &Trace,
+    kept: &[Lifetime],
     actions: &[(usize, Action)],
     held: &[usize],
 ) -> Vec<Lifetime> {
-    let mut lifetimes = simulate::lifetimes(trace);
+    let mut lifetimes = kept.to_vec();
     let ops = trace.ops.len();
     let mut order: Vec<(usize, usize, usize, usize, bool)> = actions
         .iter()
@@ -219,6 +227,7 @@ fn stretches(
 /// its use, which exposes the fetch). Returns the counted bytes at each op after that.
 pub(super) fn fit(
     trace: &Trace,
+    kept: &[Lifetime],
     actions: &mut [(usize, Action)],
     (used, held): (&[usize], &mut [usize]),
     budget: u64,
@@ -227,7 +236,7 @@ pub(super) fn fit(
     if ops == 0 {
         return Vec::new();
     }
-    let mut live = live_per_op(&lifetimes_held(trace, actions, held), ops);
+    let mut live = live_per_op(&lifetimes_held(trace, kept, actions, held), ops);
     let mut stretches = stretches(trace, actions, used, held);
     // Largest first, so that each op needs the fewest changes.
     stretches.sort_by_key(|s| std::cmp::Reverse(s.bytes()));

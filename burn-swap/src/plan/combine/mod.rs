@@ -25,11 +25,12 @@
 
 use super::checkpoint::Candidate;
 use super::profile::{LinkFit, Profile};
-use super::simulate::{self, Simulation, live_per_op};
+use super::simulate::{self, Lifetime, Simulation, live_per_op};
 use crate::trace::Trace;
 
 mod fit;
 mod one_level;
+mod range_max;
 
 pub use fit::lifetimes;
 use fit::{fit, held_in_queue, late_in_queue, lead_into_slack, lifetimes_held, needed};
@@ -89,7 +90,7 @@ pub struct Plan {
     /// The simulated counted bytes at each op of the iteration (its inputs and outputs
     /// together, as the executor counts them): the simulation's live peak is their largest.
     pub live_bytes: Vec<u64>,
-    /// Whether the simulated pool peak fits the budget.
+    /// Whether the simulated counted peak fits the budget.
     pub feasible: bool,
     /// Transfer time not hidden behind compute, per iteration.
     pub exposed_seconds: f64,
@@ -202,9 +203,32 @@ struct Taken {
     rank: usize,
 }
 
-/// Judges a plan: how long each offload holds its copy, [`fit`] where an op exceeds the
-/// budget, the simulated counted and pool peaks, and the exposed and recompute time.
-fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> Plan {
+/// A plan's ways out settled: fitted to the budget, the ones it does not need dropped, the
+/// fetches led into the budget's slack, with its counted bytes at each op. Whether it fits
+/// is known here; the pool simulation and the exposed time ([`Settled::judge`]) are left
+/// for the plan a planner returns, so that the bisection over a ranking's prefixes simulates
+/// the pool once, not once per prefix tried.
+struct Settled {
+    taken: Vec<Taken>,
+    actions: Vec<(usize, Action)>,
+    used: Vec<usize>,
+    held: Vec<usize>,
+    copied: Vec<usize>,
+    lives: Vec<Lifetime>,
+    live_bytes: Vec<u64>,
+}
+
+/// Settles the ways out `taken`: how long each offload holds its copy, [`fit`] where an op
+/// exceeds the budget, the ways out the plan does not need kept resident instead, then
+/// each fetch led into the budget's slack. `kept`: the trace's lifetimes when every tensor
+/// is kept ([`simulate::lifetimes`]), made once per planner.
+fn settle(
+    trace: &Trace,
+    profile: &Profile,
+    kept: &[Lifetime],
+    taken: &[Taken],
+    budget: u64,
+) -> Settled {
     let ops = trace.ops.len();
     // One tensor's gaps never overlap: a way out whose gap starts before the previous one
     // of its tensor ended is left out.
@@ -217,62 +241,114 @@ fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> P
             _ => taken.push(*t),
         }
     }
-    let taken = &taken[..];
     let fits = link_fits(profile);
     let mut actions: Vec<(usize, Action)> = taken.iter().map(|t| (t.tensor, t.action)).collect();
-    let used: Vec<usize> = taken.iter().map(|t| t.used).collect();
-    let copied = held_in_queue(trace, profile, fits, &actions);
+    let mut used: Vec<usize> = taken.iter().map(|t| t.used).collect();
+    let mut copied = held_in_queue(trace, profile, fits, &actions);
     let mut held = copied.clone();
-    let live = fit(trace, &mut actions, (&used, &mut held), budget);
+    let live = fit(trace, kept, &mut actions, (&used, &mut held), budget);
     // The ways out the plan does not need stay resident instead.
-    let keep = needed(trace, &actions, &held, taken, (live, budget));
+    let keep = needed(trace, &actions, &held, &taken, (live, budget));
     retain_kept(&mut actions, &keep);
-    let (mut used, mut held, mut copied) = (used, held, copied);
     retain_kept(&mut used, &keep);
     retain_kept(&mut held, &keep);
     retain_kept(&mut copied, &keep);
-    let mut taken = taken.to_vec();
     retain_kept(&mut taken, &keep);
-    let taken = &taken[..];
     if ops > 0 {
-        let mut live = live_per_op(&lifetimes_held(trace, &actions, &held), ops);
+        let mut live = live_per_op(&lifetimes_held(trace, kept, &actions, &held), ops);
         lead_into_slack(trace, &mut actions, (&used, &held), (&mut live, budget));
     }
-    let lives = lifetimes_held(trace, &actions, &held);
-    let simulation = simulate::simulate_best(&lives, ops);
+    let lives = lifetimes_held(trace, kept, &actions, &held);
     let live_bytes = live_per_op(&lives, ops)
         .into_iter()
         .map(|b| b.max(0) as u64)
         .collect();
-    let late = late_in_queue(trace, profile, fits, &actions, &used);
-    let here = OnThread::of(profile);
-    let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
-    for (j, (&(tensor, action), t)) in actions.iter().zip(taken).enumerate() {
-        let bytes = trace.tensors[tensor].bytes;
-        match (action, fits) {
-            (Action::Offload { inline: true, .. }, _) => {
-                exposed += here.round_trip(bytes).unwrap_or(t.cost);
-            }
-            (Action::Offload { after, .. }, Some(fits)) => {
-                let waited = (held[j] < copied[j]).then_some(held[j] + 1);
-                exposed +=
-                    offload_exposed(profile, fits, bytes, (after, used[j]), (waited, late[j]));
-                handover += 2.0 * here.handover;
-            }
-            (Action::Offload { .. }, None) => {}
-            (Action::Recompute { .. }, _) => recompute += t.cost,
+    Settled {
+        taken,
+        actions,
+        used,
+        held,
+        copied,
+        lives,
+        live_bytes,
+    }
+}
+
+impl Settled {
+    /// Its simulated counted peak: the most bytes live at any op (those resident when the
+    /// iteration starts, for an iteration without ops).
+    fn peak_live(&self) -> u64 {
+        match self.live_bytes.iter().max() {
+            Some(&peak) => peak,
+            None => simulate::buffers(&self.lives)
+                .iter()
+                .filter(|l| l.from.is_none())
+                .map(|l| l.bytes)
+                .sum(),
         }
     }
-    Plan {
-        feasible: simulation.peak_live_bytes <= budget,
-        smallest_budget: simulation.peak_live_bytes,
-        actions,
-        simulation,
-        live_bytes,
-        exposed_seconds: exposed,
-        recompute_seconds: recompute,
-        handover_seconds: handover,
+
+    /// Whether its counted peak fits `budget`.
+    fn fits(&self, budget: u64) -> bool {
+        self.peak_live() <= budget
     }
+
+    /// Judges the settled plan: the pool simulation (fragmentation included) and the
+    /// exposed, recompute and hand-over time.
+    fn judge(self, trace: &Trace, profile: &Profile, budget: u64) -> Plan {
+        let ops = trace.ops.len();
+        let simulation = simulate::simulate_best(&self.lives, ops);
+        let peak_live = self.peak_live();
+        debug_assert_eq!(
+            simulation.peak_live_bytes, peak_live,
+            "the pool simulation and the counted bytes per op disagree on the live peak"
+        );
+        let fits = link_fits(profile);
+        let Settled {
+            taken,
+            actions,
+            used,
+            held,
+            copied,
+            live_bytes,
+            ..
+        } = self;
+        let late = late_in_queue(trace, profile, fits, &actions, &used);
+        let here = OnThread::of(profile);
+        let (mut exposed, mut recompute, mut handover) = (0.0, 0.0, 0.0);
+        for (j, (&(tensor, action), t)) in actions.iter().zip(&taken).enumerate() {
+            let bytes = trace.tensors[tensor].bytes;
+            match (action, fits) {
+                (Action::Offload { inline: true, .. }, _) => {
+                    exposed += here.round_trip(bytes).unwrap_or(t.cost);
+                }
+                (Action::Offload { after, .. }, Some(fits)) => {
+                    let waited = (held[j] < copied[j]).then_some(held[j] + 1);
+                    exposed +=
+                        offload_exposed(profile, fits, bytes, (after, used[j]), (waited, late[j]));
+                    handover += 2.0 * here.handover;
+                }
+                (Action::Offload { .. }, None) => {}
+                (Action::Recompute { .. }, _) => recompute += t.cost,
+            }
+        }
+        Plan {
+            feasible: peak_live <= budget,
+            smallest_budget: peak_live,
+            actions,
+            simulation,
+            live_bytes,
+            exposed_seconds: exposed,
+            recompute_seconds: recompute,
+            handover_seconds: handover,
+        }
+    }
+}
+
+/// Judges a plan: [`settle`]s its ways out, then [`Settled::judge`]s it.
+fn evaluate(trace: &Trace, profile: &Profile, taken: &[Taken], budget: u64) -> Plan {
+    let kept = simulate::lifetimes(trace);
+    settle(trace, profile, &kept, taken, budget).judge(trace, profile, budget)
 }
 
 /// The plan that keeps every tensor resident, judged as the others are.
@@ -555,7 +631,8 @@ pub fn combine_gaps(
 ) -> Plan {
     let ops = trace.ops.len();
     let (ranked, hidden) = rank(trace, profile, candidates, (budget, min_gap));
-    let plan_of = |k: usize| -> Plan {
+    let kept = simulate::lifetimes(trace);
+    let settled = |k: usize| -> Settled {
         let recomputed: hashbrown::HashSet<usize> = ranked[..k]
             .iter()
             .filter(|r| matches!(r.action, Action::Recompute { .. }))
@@ -570,34 +647,37 @@ pub fn combine_gaps(
             })
             .map(|(rank, r)| r.taken(rank))
             .collect();
-        evaluate(trace, profile, &taken, budget)
+        settle(trace, profile, &kept, &taken, budget)
     };
+    let judged = |s: Settled| s.judge(trace, profile, budget);
     let _span =
         tracing::debug_span!("burn_swap::combine", ops, candidates = ranked.len()).entered();
-    let keep_all = plan_of(0);
-    if keep_all.feasible {
-        return keep_all;
+    let keep_all = settled(0);
+    if keep_all.fits(budget) {
+        return judged(keep_all);
     }
-    let everything = plan_of(ranked.len());
-    if !everything.feasible {
+    let everything = settled(ranked.len());
+    if !everything.fits(budget) {
         // No plan fits: the executor's reactive fallback keeps the budget for the rest, and
         // it moves what it must on the op's path anyway, so exposed offloads gain nothing.
         return Plan {
-            smallest_budget: everything.simulation.peak_live_bytes,
-            ..plan_of(hidden)
+            smallest_budget: everything.peak_live(),
+            ..judged(settled(hidden))
         };
     }
-    // The shortest feasible prefix, by bisection (more actions never raise the peak).
-    let (mut lo, mut hi) = (0, ranked.len());
+    // The shortest feasible prefix, by bisection (more actions never raise the peak); only
+    // the prefix taken is judged.
+    let (mut lo, mut hi, mut fitting) = (0, ranked.len(), everything);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        if plan_of(mid).feasible {
-            hi = mid;
+        let plan = settled(mid);
+        if plan.fits(budget) {
+            (hi, fitting) = (mid, plan);
         } else {
             lo = mid;
         }
     }
-    plan_of(hi)
+    judged(fitting)
 }
 
 #[cfg(test)]
