@@ -7,10 +7,11 @@
 //! prof lstm-flex|lstm-router|lstm-swap [steps]  # steps (3) of the op-bound LSTM, no budget
 //! prof lstm-bench [steps]   # swap-bench's LSTM under the BURN_SWAP_* variables (budget, policy)
 //! prof deep-flex|deep-bench [steps]   # swap-bench's 12-block transformer, alone / under BURN_SWAP_*
+//! prof bucketed-bench [steps]   # swap-bench's bucketed transformer (three schedules) under BURN_SWAP_*
 //! ```
 //!
 //! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
-//! found, the op count).
+//! found, the op count); `PROF_REPORT=json`, the report as JSON (when each plan took over).
 //!
 //! Two step counts give one step's steady cost (the difference over the extra steps),
 //! apart from the first steps' warm-up (initialisation, the period being found).
@@ -64,6 +65,16 @@ fn lstm_steps<B: AutodiffBackend>(config: LstmNetConfig, steps: usize) {
     std::hint::black_box(losses);
 }
 
+/// burn-swap's report on stderr when `PROF_REPORT` is set: as JSON for `PROF_REPORT=json`
+/// (when each plan took over, what each room made), else as text.
+fn print_report(device: &FlexDevice) {
+    match std::env::var("PROF_REPORT").as_deref() {
+        Ok("json") => eprintln!("{}", burn_swap::report(device).unwrap().to_json()),
+        Ok(_) => eprintln!("{}", burn_swap::report(device).unwrap()),
+        Err(_) => {}
+    }
+}
+
 fn main() {
     let device = FlexDevice;
     let arg = std::env::args().nth(2).and_then(|s| s.parse().ok());
@@ -86,9 +97,7 @@ fn main() {
         Some("lstm-bench") => {
             burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::bench(), count);
-            if std::env::var_os("PROF_REPORT").is_some() {
-                eprintln!("{}", burn_swap::report(&device).unwrap());
-            }
+            print_report(&device);
         }
         Some("deep-flex") => {
             let deep = Workload::Transformer(TransformerConfig::deep());
@@ -98,18 +107,20 @@ fn main() {
             burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
             let deep = Workload::Transformer(TransformerConfig::deep());
             std::hint::black_box(deep.train::<Autodiff<Swap<Flex>>>(&device, count));
-            if std::env::var_os("PROF_REPORT").is_some() {
-                eprintln!("{}", burn_swap::report(&device).unwrap());
-            }
+            print_report(&device);
+        }
+        Some("bucketed-bench") => {
+            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            let bucketed = Workload::Bucketed(TransformerConfig::small());
+            std::hint::black_box(bucketed.train::<Autodiff<Swap<Flex>>>(&device, count));
+            print_report(&device);
         }
         Some("lstm-swap") => {
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::op_bound(), count);
-            if std::env::var_os("PROF_REPORT").is_some() {
-                eprintln!("{}", burn_swap::report(&device).unwrap());
-            }
+            print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench"
         ),
     }
 }
