@@ -180,7 +180,27 @@ fn merge(objects: &mut Vec<Object>, small: u64) {
 /// walking the accesses in order, an object accessed while another live object holds its
 /// segment evicts it (its bytes go out) and, if it was evicted before, comes back in.
 pub fn migrated_bytes(objects: &[Object], assignment: &[usize], segments: usize) -> u64 {
-    Walk::of(objects).migrated_bytes(assignment, segments)
+    let mut occupant: Vec<Option<usize>> = vec![None; segments];
+    let mut away = vec![false; objects.len()];
+    let mut moved = 0;
+    for (op, x) in access_events(objects) {
+        let s = assignment[x];
+        match occupant[s] {
+            Some(y) if y == x => continue,
+            // The occupant must leave; it migrates out only if it is used again.
+            Some(y) if objects[y].accesses.last().is_some_and(|&last| last > op) => {
+                moved += objects[y].bytes;
+                away[y] = true;
+            }
+            _ => {}
+        }
+        if away[x] {
+            moved += objects[x].bytes;
+            away[x] = false;
+        }
+        occupant[s] = Some(x);
+    }
+    moved
 }
 
 /// Every access as `(op, object)`, in op order.
@@ -195,46 +215,60 @@ fn access_events(objects: &[Object]) -> Vec<(usize, usize)> {
 }
 
 /// The accesses the costing of an assignment walks, with each object's last access and
-/// bytes at hand: the search costs thousands of assignments over the same objects.
+/// bytes at hand: the search costs thousands of assignments over the same objects, each
+/// as [`migrated_bytes`] does (the plan's cost is checked against it in the tests).
 struct Walk {
-    /// Every access as `(op, object)`, in op order.
-    events: Vec<(usize, usize)>,
-    /// Each object's last access (`None`: never accessed) and bytes.
-    objects: Vec<(Option<usize>, u64)>,
+    /// Every access as `(op, object)`, in op order, in 32 bits each (the walk is the
+    /// search's inner loop: half the bytes to read).
+    events: Vec<(u32, u32)>,
+    /// Each object's last access ([`NEVER`]: never accessed) and bytes.
+    objects: Vec<(u32, u64)>,
 }
 
+/// An object's last access when it has none, and a segment's occupant when it has none.
+const NEVER: u32 = u32::MAX;
+
 impl Walk {
-    fn of(objects: &[Object]) -> Self {
-        Walk {
-            events: access_events(objects),
-            objects: objects
-                .iter()
-                .map(|o| (o.accesses.last().copied(), o.bytes))
-                .collect(),
-        }
+    /// The walk over `objects`; `None` when ops or objects do not fit in 32 bits.
+    fn of(objects: &[Object]) -> Option<Self> {
+        let events = access_events(objects)
+            .into_iter()
+            .map(|(op, x)| Some((u32::try_from(op).ok()?, u32::try_from(x).ok()?)))
+            .collect::<Option<Vec<_>>>()?;
+        let objects = objects
+            .iter()
+            .map(|o| match o.accesses.last() {
+                Some(&last) => Some((u32::try_from(last).ok().filter(|&l| l != NEVER)?, o.bytes)),
+                None => Some((NEVER, o.bytes)),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Walk { events, objects })
     }
 
     /// [`migrated_bytes`] of `assignment` over `segments` segments.
     fn migrated_bytes(&self, assignment: &[usize], segments: usize) -> u64 {
-        let mut occupant: Vec<Option<usize>> = vec![None; segments];
+        let mut occupant: Vec<u32> = vec![NEVER; segments];
         let mut away = vec![false; self.objects.len()];
         let mut moved = 0;
         for &(op, x) in &self.events {
-            let s = assignment[x];
-            match occupant[s] {
-                Some(y) if y == x => continue,
+            let s = assignment[x as usize];
+            let y = occupant[s];
+            if y == x {
+                continue;
+            }
+            if y != NEVER {
                 // The occupant must leave; it migrates out only if it is used again.
-                Some(y) if self.objects[y].0.is_some_and(|last| last > op) => {
-                    moved += self.objects[y].1;
-                    away[y] = true;
+                let (last, bytes) = self.objects[y as usize];
+                if last != NEVER && last > op {
+                    moved += bytes;
+                    away[y as usize] = true;
                 }
-                _ => {}
             }
-            if away[x] {
-                moved += self.objects[x].1;
-                away[x] = false;
+            if away[x as usize] {
+                moved += self.objects[x as usize].1;
+                away[x as usize] = false;
             }
-            occupant[s] = Some(x);
+            occupant[s] = x;
         }
         moved
     }
@@ -282,12 +316,12 @@ pub fn migrations(
 }
 
 /// Plans the segments for `objects` under `budget` bytes. `None` when the largest object
-/// alone exceeds the budget.
+/// alone exceeds the budget (or the iteration has 2^32 - 1 ops or objects or more).
 pub fn plan(objects: &[Object], budget: u64, config: &GaConfig) -> Option<SegmentPlan> {
     let start = Instant::now();
     let mut rng = Rng::new(config.seed);
     let search = Search::carve(objects, budget)?;
-    let walk = Walk::of(objects);
+    let walk = Walk::of(objects)?;
     let walked = std::cell::Cell::new(0u64);
     let cost = |a: &[usize]| {
         walked.set(walked.get() + walk.events.len() as u64);
