@@ -6,10 +6,11 @@
 //! hide; a recomputation costs its producer's time (and is impossible for impure ops). The
 //! candidates are ranked by bytes freed for longer per second of cost, offloads whose copies
 //! the gap cannot hide last, and the shortest prefix of that ranking whose simulated peak fits
-//! the budget is taken (found by bisection over the prefix length, so planning costs
-//! `O(log n)` simulations). When even the whole ranking does not fit, the plan takes every
-//! recomputation and hidden offload and leaves the rest to the executor's reactive fallback:
-//! an exposed planned offload would stall the op just as a reactive one does.
+//! the budget is taken (found by bisection over the prefix length, so planning settles
+//! `O(log n)` prefixes and simulates the pool once, for the prefix taken). When even the
+//! whole ranking does not fit, the plan takes every recomputation and hidden offload and
+//! leaves the rest to the executor's reactive fallback: an exposed planned offload would
+//! stall the op just as a reactive one does.
 //!
 //! Recomputation stays one level deep (a recomputed tensor's producer reads no recomputed
 //! tensor) and only where the replay fits beside the op that needs it, so that a
