@@ -12,30 +12,44 @@ use burn_ir::BackendIr;
 
 use crate::cli::unknown_device;
 use crate::harness::{self, Plan, Row};
+use crate::lockstep::{self, Spawn};
 use crate::verify::{self, Check};
 
 /// What the max-batch search found: the cap in bytes, the largest batch without burn-swap
 /// and the largest with it.
 pub type Batches = (u64, usize, usize);
 
+/// The processes of its own that `swap-bench` runs, and which of them this one is.
+pub struct Processes<'a> {
+    /// This process is one probe of the max-batch search (batch and cap): it runs the probe
+    /// and exits with its verdict (0 when it trained).
+    pub probe: Option<(usize, u64)>,
+    /// Runs one probe of the max-batch search in a fresh process: whether it trained.
+    pub probe_in_child: &'a mut dyn FnMut(usize, u64) -> bool,
+    /// This process is one row of a lockstep run (policy and budget in bytes): it runs the
+    /// row (`lockstep::row`) and exits.
+    pub lockstep_row: Option<(burn_swap::Policy, u64)>,
+    /// Starts a lockstep row's process: the rows run in lockstep (`--lockstep`). `None`:
+    /// they run in this process.
+    pub spawn_row: Option<&'a mut Spawn<'a>>,
+}
+
 /// `swap-bench` on the backend `device` names: the max-batch search first, on a fresh
 /// device (a configuration that fails under its budget can leave tensors of the unwound step
-/// counted), then every row of `plan`. As a probe of that search (`probe`: batch and cap),
-/// it runs one probe and exits the process with its verdict (0 when it trained).
+/// counted), then every row of `plan`. As one of `processes`' children it runs that child's
+/// part only (a probe, a lockstep row) and exits.
 pub fn bench(
     device: &str,
     plan: &Plan,
-    probe: Option<(usize, u64)>,
     limit: usize,
-    probe_in_child: &mut dyn FnMut(usize, u64) -> bool,
+    processes: Processes<'_>,
 ) -> Result<(Vec<Row>, Batches), String> {
     match device {
         "flex" => Ok(bench_on::<burn::backend::Flex>(
             &Default::default(),
             plan,
-            probe,
             limit,
-            probe_in_child,
+            processes,
         )),
         #[cfg(feature = "wgpu")]
         "wgpu" => {
@@ -44,20 +58,15 @@ pub fn bench(
                 return Err("no wgpu adapter".into());
             }
             Ok(bench_on::<burn_swap::unstable::CubeWgpu>(
-                &device,
-                plan,
-                probe,
-                limit,
-                probe_in_child,
+                &device, plan, limit, processes,
             ))
         }
         #[cfg(feature = "cuda")]
         "cuda" => Ok(bench_on::<burn::backend::Cuda>(
             &Default::default(),
             plan,
-            probe,
             limit,
-            probe_in_child,
+            processes,
         )),
         other => Err(unknown_device(other).to_string()),
     }
@@ -66,22 +75,28 @@ pub fn bench(
 fn bench_on<I: BackendIr>(
     device: &I::Device,
     plan: &Plan,
-    probe: Option<(usize, u64)>,
     limit: usize,
-    probe_in_child: &mut dyn FnMut(usize, u64) -> bool,
+    processes: Processes<'_>,
 ) -> (Vec<Row>, Batches) {
-    if let Some((batch, cap)) = probe {
+    if let Some((batch, cap)) = processes.probe {
         let ok = harness::probe::<I>(device, &plan.workload.with_batch(batch), cap);
         std::process::exit(if ok { 0 } else { 1 });
+    }
+    if let Some((policy, budget)) = processes.lockstep_row {
+        lockstep::row::<I>(device, plan, policy, budget);
+        std::process::exit(0);
     }
     let batches = harness::max_batches::<I>(
         device,
         &plan.workload,
         plan.cap_fraction,
         limit,
-        probe_in_child,
+        processes.probe_in_child,
     );
-    (harness::run::<I>(plan, device), batches)
+    (
+        harness::run::<I>(plan, device, processes.spawn_row),
+        batches,
+    )
 }
 
 /// `swap-check`'s correctness half on the backend `device` names: [`verify::run`] of each

@@ -46,6 +46,19 @@ pub fn measure_steps<B: AutodiffBackend>(
     steps: usize,
     measure_from: usize,
 ) -> Steps {
+    measure_steps_gated::<B>(workload, device, steps, measure_from, &mut |_, _| {})
+}
+
+/// [`measure_steps`], calling `gate` with each step's index and wall time after the step:
+/// the next step's clock starts when it returns (a lockstep row waits there for its turn,
+/// `crate::lockstep`).
+pub fn measure_steps_gated<B: AutodiffBackend>(
+    workload: &Workload,
+    device: &B::Device,
+    steps: usize,
+    measure_from: usize,
+    gate: &mut dyn FnMut(usize, f64),
+) -> Steps {
     let mut times = Vec::with_capacity(steps);
     let mut faults_from = None;
     // Measured from the first step: the counters start here (else they would carry the
@@ -60,9 +73,10 @@ pub fn measure_steps<B: AutodiffBackend>(
             burn_swap::reset_counters(device);
             faults_from = minor_faults();
         }
-        let now = Instant::now();
-        times.push((now - last).as_secs_f64());
-        last = now;
+        let seconds = last.elapsed().as_secs_f64();
+        times.push(seconds);
+        gate(step, seconds);
+        last = Instant::now();
     });
     let measured = steps.saturating_sub(measure_from);
     let faults_per_step = match (faults_from, minor_faults()) {
@@ -134,6 +148,10 @@ pub struct Row {
     /// Cleanups per measured step that burn-swap made because the allocator reserved more
     /// than the budget (CubeCL backends).
     pub cleanups_per_step: Option<f64>,
+    /// Where the rows ran in lockstep (`swap-bench --lockstep`): the median over the measured
+    /// steps of this row's step time over the first policy's at the same step (and round),
+    /// with its 95% confidence interval (`crate::lockstep::paired`).
+    pub paired: Option<crate::lockstep::Paired>,
     /// Why it could not run, if it could not.
     pub error: Option<String>,
 }
@@ -164,7 +182,7 @@ pub struct Plan {
 }
 
 /// The `q` quantile of `xs` (linear between the nearest ranks); NaN when empty.
-fn quantile(xs: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(xs: &[f64], q: f64) -> f64 {
     let mut xs = xs.to_vec();
     xs.sort_by(f64::total_cmp);
     match xs.len() {
@@ -177,7 +195,7 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
     if n == 0 {
@@ -208,7 +226,7 @@ pub fn quiet_expected_panics() {
 }
 
 /// Runs `f`, turning a panic (an op that cannot run under the budget) into an error.
-fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     EXPECTING_PANICS.with(|e| e.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     EXPECTING_PANICS.with(|e| e.set(false));
@@ -256,8 +274,14 @@ fn counted_figures<I: BackendIr>(
 }
 
 /// Runs the plan on the inner backend `I` (Flex, or CUDA); the caller holds the device for
-/// itself.
-pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
+/// itself. With `lockstep`, which starts a process for one row, each budget's rows run in
+/// lockstep (`crate::lockstep`), each in a process of its own, and get their paired ratio to
+/// the first policy's row; else they run here, one after the other.
+pub fn run<I: BackendIr>(
+    plan: &Plan,
+    device: &I::Device,
+    mut lockstep: Option<&mut crate::lockstep::Spawn<'_>>,
+) -> Vec<Row> {
     let total = plan.warm_up + plan.steps;
     // Over the steps every row runs: the fractions are of their peak, and the minimum row
     // must fit each of them.
@@ -312,6 +336,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         predicted_exposed_per_step: None,
         reserved_bytes: unwrapped_reserved,
         cleanups_per_step: None,
+        paired: None,
         error: None,
     }];
     <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
@@ -339,6 +364,7 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         predicted_exposed_per_step: None,
         reserved_bytes: checkpointed_reserved,
         cleanups_per_step: None,
+        paired: None,
         error: None,
     });
 
@@ -366,6 +392,13 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
         let mut runs: Vec<Vec<Result<(Steps, burn_swap::Report), String>>> =
             vec![Vec::new(); plan.policies.len()];
         for round in 0..rounds {
+            if let Some(spawn) = lockstep.as_deref_mut() {
+                let each = crate::lockstep::run(spawn, &plan.policies, budget, total, round);
+                for (runs, run) in runs.iter_mut().zip(each) {
+                    runs.push(run);
+                }
+                continue;
+            }
             for k in 0..plan.policies.len() {
                 let which = (k + round) % plan.policies.len();
                 let policy = plan.policies[which];
@@ -380,11 +413,19 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                 });
                 let report = burn_swap::report(device);
                 // `SWAP_BENCH_REPORTS=1`: each budgeted row's report on stderr (the plan's
-                // choices, recomputes, waits), to see why a row is slow.
+                // choices, recomputes, waits) and its step times, to see why a row is slow.
                 if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
                     && let Some(r) = &report
                 {
                     eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
+                    if let Ok(steps) = &result {
+                        let ms: Vec<String> = steps
+                            .times
+                            .iter()
+                            .map(|t| format!("{:.0}", t * 1e3))
+                            .collect();
+                        eprintln!("step ms: {}", ms.join(" "));
+                    }
                 }
                 runs[which].push(match (result, report) {
                     (Ok(steps), Some(r)) => Ok((steps, r)),
@@ -393,9 +434,24 @@ pub fn run<I: BackendIr>(plan: &Plan, device: &I::Device) -> Vec<Row> {
                 });
             }
         }
+        // Paired with the first policy's steps, where the rows ran in lockstep.
+        let times = |runs: &[Result<(Steps, burn_swap::Report), String>]| -> Vec<Vec<f64>> {
+            runs.iter()
+                .map(|r| r.as_ref().map_or(Vec::new(), |(s, _)| s.times.clone()))
+                .collect()
+        };
+        let reference = times(&runs[0]);
         for (&policy, runs) in plan.policies.iter().zip(runs) {
             let config = format!("{}{mark}", policy.name());
-            rows.push(budgeted_row(config, fraction, runs, plan, unwrapped, peak));
+            let paired = lockstep
+                .is_some()
+                .then(|| crate::lockstep::paired(&times(&runs), &reference, plan.warm_up))
+                .flatten();
+            let mut row = budgeted_row(config, fraction, runs, plan, unwrapped, peak);
+            if row.error.is_none() {
+                row.paired = paired;
+            }
+            rows.push(row);
         }
     }
     burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
@@ -442,6 +498,7 @@ fn budgeted_row(
         predicted_exposed_per_step: None,
         reserved_bytes: None,
         cleanups_per_step: None,
+        paired: None,
         error: Some(error),
     };
     let runs = match runs.into_iter().collect::<Result<Vec<_>, _>>() {
@@ -502,6 +559,7 @@ fn budgeted_row(
             .device
             .allocator_peak
             .map(|_| sum(&|r| r.device.allocator_cleanups as f64) / n),
+        paired: None,
         error: None,
     }
 }
@@ -562,12 +620,12 @@ pub fn csv(rows: &[Row]) -> String {
         "config,budget_fraction,median_step_ms,spread,time_ratio,peak_bytes,memory_ratio,\
          offloaded_per_step,fetched_per_step,exposed_ms_per_step,page_faults_per_step,\
          exposed_fetch_ms,exposed_prefetch_ms,exposed_room_ms,exposed_offload_ms,plan,predicted_peak_bytes,\
-         predicted_exposed_ms_per_step,reserved_bytes,cleanups_per_step,error\n",
+         predicted_exposed_ms_per_step,reserved_bytes,cleanups_per_step,paired_ratio,paired_low,paired_high,error\n",
     );
     let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v * scale));
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{},{},{},{},{},{},{},{},{}\n",
             r.config,
             opt(r.budget_fraction, 1.0),
             opt(r.median_step, 1e3),
@@ -590,6 +648,9 @@ pub fn csv(rows: &[Row]) -> String {
             opt(r.predicted_exposed_per_step, 1e3),
             r.reserved_bytes.map_or(String::new(), |b| b.to_string()),
             opt(r.cleanups_per_step, 1.0),
+            opt(r.paired.map(|p| p.ratio), 1.0),
+            opt(r.paired.map(|p| p.low), 1.0),
+            opt(r.paired.map(|p| p.high), 1.0),
             r.error.as_deref().unwrap_or("").replace(',', ";")
         ));
     }
@@ -615,6 +676,7 @@ pub fn table(rows: &[Row]) -> String {
         "faults",
         "reserved B",
         "cleanups/step",
+        "paired x",
     ]);
     for r in rows {
         let budget = r
@@ -651,6 +713,9 @@ pub fn table(rows: &[Row]) -> String {
                 r.reserved_bytes.map_or("-".into(), |b| b.to_string()),
                 r.cleanups_per_step
                     .map_or("-".into(), |c| format!("{c:.1}")),
+                r.paired.map_or("-".into(), |p| {
+                    format!("{:.3} [{:.3}, {:.3}]", p.ratio, p.low, p.high)
+                }),
             ],
             _ => vec![
                 r.config.clone(),

@@ -11,6 +11,7 @@ pub mod data;
 #[cfg(not(test))]
 pub mod devices;
 pub mod harness;
+pub mod lockstep;
 pub mod models;
 pub mod plot;
 pub mod schedules;

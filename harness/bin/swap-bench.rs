@@ -7,15 +7,23 @@
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|wgpu|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
-//!     [--policies reactive,planned,offload-only,recompute-only] [--rounds 1]
+//!     [--policies reactive,planned,offload-only,recompute-only] [--rounds 1] [--lockstep]
+//!     [--fractions-only]
 //! ```
 //!
 //! Besides the fractions, every policy runs at Burn's `BalancedCheckpointing` counted peak
 //! (rows marked `@balanced`, where it lowers the peak) and at the smallest budget the
-//! unbudgeted run's report names (`minimum_budget_bytes`). Step times are medians of the
+//! unbudgeted run's report names (`minimum_budget_bytes`); `--fractions-only` leaves both
+//! out. Step times are medians of the
 //! measured steps with their interquartile range; the unwrapped backend is measured first
 //! and last. `--rounds R` runs each budget's rows R times, interleaved (the policies' order
 //! turned by one each round), and takes each row over the measured steps of all its rounds.
+//!
+//! `--lockstep`: each budget's rows run in processes of their own, one training step each
+//! in turn (`burn_swap_harness::lockstep`), and each row gets its step times' median ratio
+//! to the first policy's at the same steps (`paired x`, with the ratios' interquartile
+//! range): on a machine whose speed drifts over seconds, the comparison that drift leaves
+//! alone. With `--rounds R` the lockstep runs R times, its first turn's order shifted.
 //!
 //! GPT presets: `small` (the default: 2 blocks of width 64), `cpu` (4 blocks of width 256,
 //! 128 positions, batch 4: ops of 100 µs and more on the CPU, so that transfers can hide
@@ -25,7 +33,7 @@
 //! On CubeCL backends (`--device wgpu|cuda`) each row also gives the allocator's reserved
 //! peak over the measured steps (every stream burn-swap uses) and the cleanups per step.
 //! `SWAP_BENCH_REPORTS=1` prints each budgeted row's burn-swap report on stderr (the plan's
-//! choices, its moves and recomputes, the waits by cause).
+//! choices, its moves and recomputes, the waits by cause) and the run's step times.
 //! Prints the table last.
 
 use std::process::ExitCode;
@@ -57,7 +65,7 @@ fn list<T>(text: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse(
         std::env::args().skip(1),
-        &["quick"],
+        &["quick", "lockstep", "fractions-only"],
         &[
             "model",
             "steps",
@@ -73,6 +81,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "probe-cap",
             "policies",
             "rounds",
+            "lockstep-policy",
+            "lockstep-budget",
         ],
     )?;
     let quick = args.flag("quick");
@@ -140,7 +150,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         steps: args.get("steps", if quick { 6 } else { 20 })?,
         budgets,
         policies,
-        minimum: !quick,
+        minimum: !quick && !args.flag("fractions-only"),
         cap_fraction: args.get::<f64>("cap", 50.0)? / 100.0,
         rounds: args.get("rounds", 1)?,
     };
@@ -168,15 +178,49 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .status()
             .is_ok_and(|s| s.success())
     };
+    // A row of a lockstep run, started by the parent with the same arguments.
+    let lockstep_row = match args.value("lockstep-policy") {
+        Some(policy) => Some((
+            policy
+                .parse::<Policy>()
+                .map_err(|e| format!("--lockstep-policy: {e}"))?,
+            args.get::<u64>("lockstep-budget", 0)?.max(1),
+        )),
+        None => None,
+    };
+    let mut spawn_row = |policy: Policy, budget: u64| {
+        let exe = std::env::current_exe()?;
+        std::process::Command::new(exe)
+            .args(std::env::args().skip(1))
+            .args([
+                "--lockstep-policy".to_string(),
+                policy.name().to_string(),
+                "--lockstep-budget".to_string(),
+                budget.to_string(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+    };
+    let processes = devices::Processes {
+        probe,
+        probe_in_child: &mut probe_in_child,
+        lockstep_row,
+        spawn_row: args
+            .flag("lockstep")
+            .then_some(&mut spawn_row as &mut burn_swap_harness::lockstep::Spawn),
+    };
     let csv_path = args.value("csv").unwrap_or("swap-bench.csv").to_string();
     let pareto_path = args.value("pareto").unwrap_or("swap-bench.svg").to_string();
 
-    eprintln!(
-        "swap-bench: {:?}, {} warm-up + {} measured steps",
-        plan.workload, plan.warm_up, plan.steps
-    );
+    if processes.lockstep_row.is_none() {
+        eprintln!(
+            "swap-bench: {:?}, {} warm-up + {} measured steps",
+            plan.workload, plan.warm_up, plan.steps
+        );
+    }
     let (rows, (cap, unwrapped_batch, swap_batch)) =
-        devices::bench(&device, &plan, probe, limit, &mut probe_in_child)?;
+        devices::bench(&device, &plan, limit, processes)?;
 
     std::fs::write(&csv_path, harness::csv(&rows))?;
     harness::pareto(&rows, &pareto_path)?;
