@@ -10,7 +10,8 @@
 //! free of the drift: the harness gives each row the median of its steps' ratios to the
 //! first row's (`Row::paired_ratio`), the way paired benchmarks compare two programs.
 //!
-//! The turn's order turns by one each turn, so that no row always follows the same one. A
+//! Each turn's order is drawn anew (a fixed seed: a run repeats), so that every row takes
+//! every place and runs after every other, not always after the same one. A
 //! row's process waits between its steps; its background work (transfers under way, a plan
 //! being made) goes on meanwhile, as it would between two steps of a training loop that
 //! loads its next batch, and is not in its measured steps.
@@ -207,8 +208,8 @@ impl Driven {
 }
 
 /// Runs one row per policy at `budget` bytes in lockstep, `total` steps each (the first of
-/// each as its process starts, one process at a time); `turn` shifts the order of the first
-/// turn (a caller's round). Returns each row's run in `policies`' order.
+/// each as its process starts, one process at a time); `turn` (a caller's round) draws its
+/// own turn orders ([`turn_order`]). Returns each row's run in `policies`' order.
 pub fn run(
     spawn: &mut Spawn<'_>,
     policies: &[Policy],
@@ -226,8 +227,7 @@ pub fn run(
     }
     let n = policies.len();
     for step in 1..total {
-        for k in 0..n {
-            let which = (k + step + turn) % n;
+        for which in turn_order(n, step, turn) {
             if let Ok(row) = &mut rows[which]
                 && row.ended.is_none()
             {
@@ -245,6 +245,27 @@ pub fn run(
             row.ended.unwrap_or_else(|| Err("did not run".into()))
         })
         .collect()
+}
+
+/// The order of `n` rows in turn `step` of round `round`: a permutation drawn from a fixed
+/// seed, so that over the turns every row runs in every place and after every other row
+/// (a row that runs after a heavy one may find the caches colder), and a run repeats.
+pub fn turn_order(n: usize, step: usize, round: usize) -> Vec<usize> {
+    // SplitMix64, seeded by the turn and the round.
+    let mut state = ((step as u64) << 32) ^ (round as u64) ^ 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
 }
 
 /// The paired ratio of one row's measured steps to a reference row's: the median over the
@@ -331,6 +352,46 @@ mod tests {
         assert_eq!(paired(&[vec![1.0]], &[vec![1.0]], 2), None);
     }
 
+    /// Over the turns of a run every row takes every place, about equally often, and runs
+    /// right after every other row; each turn is a permutation, the same in every run.
+    #[test]
+    fn turns_put_every_row_everywhere() {
+        let n = 4;
+        let mut places = [[0u32; 4]; 4];
+        let mut after = [[false; 4]; 4];
+        for step in 1..200 {
+            let order = turn_order(n, step, 1);
+            assert_eq!(order, turn_order(n, step, 1));
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3]);
+            for (place, &row) in order.iter().enumerate() {
+                places[row][place] += 1;
+            }
+            for pair in order.windows(2) {
+                after[pair[1]][pair[0]] = true;
+            }
+        }
+        // 199 turns: about 50 in each place.
+        assert!(
+            places.iter().flatten().all(|&c| (30..=70).contains(&c)),
+            "{places:?}"
+        );
+        for (row, before) in after.iter().enumerate() {
+            for (other, &seen) in before.iter().enumerate() {
+                assert!(
+                    seen || row == other,
+                    "row {row} never ran right after {other}"
+                );
+            }
+        }
+        assert_ne!(
+            (1..9).map(|s| turn_order(n, s, 0)).collect::<Vec<_>>(),
+            (1..9).map(|s| turn_order(n, s, 1)).collect::<Vec<_>>(),
+            "rounds draw their own"
+        );
+    }
+
     /// The interval's ranks: the sign test's at 95% (for 100 samples the 40th and 61st, as
     /// the exact binomial bounds; for 30, the 10th and 21st), the whole sample when it is
     /// small, and always inside it.
@@ -370,7 +431,7 @@ mod tests {
 
     /// The parent's side against three scripted rows (`sh`): one that runs to its end, one
     /// that fails under its budget after a step, one whose process dies. The rows take their
-    /// steps in turns whose order turns by one, each row's times and figures come back in
+    /// steps in turns in their drawn orders, each row's times and figures come back in
     /// the policies' order, and the two that ended early are errors that say why.
     #[test]
     fn rows_take_their_steps_in_turns_and_each_ending_is_told() {
@@ -432,13 +493,12 @@ mod tests {
         assert_eq!(runs[1].as_ref().unwrap_err(), "over budget");
         let died = runs[2].as_ref().unwrap_err();
         assert!(died.contains("ended") && died.contains('3'), "{died}");
-        // Turn 1 starts at row 1 (offload-only, then planned, then reactive); turn 2 at
-        // row 2, where only reactive is left.
+        // Each turn in its drawn order: turn 2 has only reactive left.
+        let name = |k: usize| ["r", "o", "p"][k];
+        let mut expected: Vec<&str> = turn_order(3, 1, 0).into_iter().map(name).collect();
+        expected.push("r");
         let turns = std::fs::read_to_string(&log).unwrap();
-        assert_eq!(
-            turns.split_whitespace().collect::<Vec<_>>(),
-            ["o", "p", "r", "r"]
-        );
+        assert_eq!(turns.split_whitespace().collect::<Vec<_>>(), expected);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

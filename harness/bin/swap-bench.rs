@@ -21,9 +21,9 @@
 //!
 //! `--lockstep`: each budget's rows run in processes of their own, one training step each
 //! in turn (`burn_swap_harness::lockstep`), and each row gets its step times' median ratio
-//! to the first policy's at the same steps (`paired x`, with the ratios' interquartile
-//! range): on a machine whose speed drifts over seconds, the comparison that drift leaves
-//! alone. With `--rounds R` the lockstep runs R times, its first turn's order shifted.
+//! to the first policy's at the same steps (`paired x`, with its 95% confidence interval):
+//! on a machine whose speed drifts over seconds, the comparison that drift leaves
+//! alone. With `--rounds R` the lockstep runs R times, each with turn orders of its own.
 //!
 //! GPT presets: `small` (the default: 2 blocks of width 64), `cpu` (4 blocks of width 256,
 //! 128 positions, batch 4: ops of 100 µs and more on the CPU, so that transfers can hide
