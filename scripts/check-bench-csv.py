@@ -4,7 +4,11 @@ row per policy and budget are present, no row failed, and every burn-swap row's 
 is within its budget (the budget fraction times the unwrapped row's peak; the CSV prints the
 fraction to four decimals, so a peak may pass it by that rounding, never by more).
 
-Usage: check-bench-csv.py FILE [--policies reactive,planned,...] [--fractions 1,0.5,0.25]
+With `--paired` (a `swap-bench --lockstep` CSV), every budgeted row that ran also has its
+paired ratio to the first policy's row, inside its interval, and the first policy's rows
+are 1.
+
+Usage: check-bench-csv.py FILE [--policies reactive,planned,...] [--fractions 1,0.5,0.25] [--paired]
 """
 import csv
 import sys
@@ -14,6 +18,8 @@ def main(argv):
     if not argv or argv[0].startswith("-"):
         sys.exit(__doc__)
     path = argv[0]
+    paired = "--paired" in argv
+    argv = [a for a in argv if a != "--paired"]
     options = dict(zip(argv[1::2], argv[2::2]))
     policies = options.get("--policies", "reactive,planned,offload-only,recompute-only").split(",")
     fractions = [float(f) for f in options.get("--fractions", "1,0.5,0.25").split(",")]
@@ -53,6 +59,16 @@ def main(argv):
         if measured > (float(r["budget_fraction"]) + 5e-5) * peak:
             problems.append(f"{what}: counted peak {measured} B over the budget {budget:.0f} B")
         checked += 1
+        if paired:
+            try:
+                ratio, low, high = (float(r[k]) for k in ("paired_ratio", "paired_low", "paired_high"))
+            except (KeyError, ValueError):
+                problems.append(f"{what}: no paired ratio")
+                continue
+            if not low <= ratio <= high:
+                problems.append(f"{what}: paired ratio {ratio} outside its interval [{low}, {high}]")
+            if r["config"] == policies[0] and not (ratio == low == high == 1.0):
+                problems.append(f"{what}: the first policy's paired ratio is {ratio}, not 1")
     if problems:
         sys.exit(f"{path}:\n  " + "\n  ".join(problems))
     print(f"{path}: {len(rows)} rows, {checked} budgeted peaks within their budgets")
