@@ -181,6 +181,12 @@ pub struct Plan {
     pub rounds: usize,
 }
 
+/// Step times in whole milliseconds, separated by spaces (`SWAP_BENCH_REPORTS`' lines).
+pub(crate) fn step_milliseconds(times: &[f64]) -> String {
+    let ms: Vec<String> = times.iter().map(|t| format!("{:.0}", t * 1e3)).collect();
+    ms.join(" ")
+}
+
 /// The `q` quantile of `xs` (linear between the nearest ranks); NaN when empty.
 pub(crate) fn quantile(xs: &[f64], q: f64) -> f64 {
     let mut xs = xs.to_vec();
@@ -419,12 +425,7 @@ pub fn run<I: BackendIr>(
                 {
                     eprintln!("{}{mark} at {:.0}%:\n{r}", policy.name(), fraction * 100.0);
                     if let Ok(steps) = &result {
-                        let ms: Vec<String> = steps
-                            .times
-                            .iter()
-                            .map(|t| format!("{:.0}", t * 1e3))
-                            .collect();
-                        eprintln!("step ms: {}", ms.join(" "));
+                        eprintln!("step ms: {}", step_milliseconds(&steps.times));
                     }
                 }
                 runs[which].push(match (result, report) {
@@ -440,13 +441,12 @@ pub fn run<I: BackendIr>(
                 .map(|r| r.as_ref().map_or(Vec::new(), |(s, _)| s.times.clone()))
                 .collect()
         };
-        let reference = times(&runs[0]);
+        let reference = lockstep.is_some().then(|| times(&runs[0]));
         for (&policy, runs) in plan.policies.iter().zip(runs) {
             let config = format!("{}{mark}", policy.name());
-            let paired = lockstep
-                .is_some()
-                .then(|| crate::lockstep::paired(&times(&runs), &reference, plan.warm_up))
-                .flatten();
+            let paired = reference
+                .as_ref()
+                .and_then(|r| crate::lockstep::paired(&times(&runs), r, plan.warm_up));
             let mut row = budgeted_row(config, fraction, runs, plan, unwrapped, peak);
             if row.error.is_none() {
                 row.paired = paired;

@@ -8,7 +8,7 @@
 //! different stretch, and their medians differ by more than the policies do. Taken in turns,
 //! step `s` of every row falls in the same stretch, and the ratio of two rows' step `s` is
 //! free of the drift: the harness gives each row the median of its steps' ratios to the
-//! first row's (`Row::paired_ratio`), the way paired benchmarks compare two programs.
+//! first row's (`Row::paired`), the way paired benchmarks compare two programs.
 //!
 //! Each turn's order is drawn anew (a fixed seed: a run repeats), so that every row takes
 //! every place and runs after every other, not always after the same one. A
@@ -28,7 +28,7 @@ use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{Plan, Steps, guarded, measure_steps_gated};
+use crate::harness::{Plan, Steps, guarded, measure_steps_gated, step_milliseconds};
 
 /// Starts the process of one row: the policy and the budget in bytes it runs under, with its
 /// stdin and stdout piped.
@@ -63,19 +63,21 @@ pub fn row<I: BackendIr>(device: &I::Device, plan: &Plan, policy: Policy, budget
     if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
         && let Some(r) = &done.report
     {
-        let ms: Vec<String> = done
-            .times
-            .iter()
-            .map(|t| format!("{:.0}", t * 1e3))
-            .collect();
         eprintln!(
             "{} (lockstep) at {budget} B:\n{r}\nstep ms: {}",
             policy.name(),
-            ms.join(" ")
+            step_milliseconds(&done.times)
         );
     }
+    // A report that cannot be written still tells the parent why (serde escapes the text).
     let json = serde_json::to_string(&done).unwrap_or_else(|e| {
-        format!(r#"{{"times":[],"faults_per_step":null,"report":null,"error":"{e}"}}"#)
+        let failed = Done {
+            times: Vec::new(),
+            faults_per_step: None,
+            report: None,
+            error: Some(format!("unwritable figures: {e}")),
+        };
+        serde_json::to_string(&failed).unwrap_or_default()
     });
     let mut out = std::io::stdout().lock();
     // The parent reads this line; if it is gone there is no one to tell.
@@ -282,12 +284,12 @@ pub fn paired(row: &[Vec<f64>], reference: &[Vec<f64>], warm_up: usize) -> Optio
     if ratios.is_empty() {
         return None;
     }
-    ratios.sort_by(f64::total_cmp);
     let (low, high) = median_interval(ratios.len());
+    ratios.sort_by(f64::total_cmp);
     Some(Paired {
-        ratio: crate::harness::median(ratios.clone()),
         low: ratios[low],
         high: ratios[high],
+        ratio: crate::harness::median(ratios),
     })
 }
 
