@@ -8,8 +8,10 @@
 //! prof lstm-bench [steps]   # swap-bench's LSTM under the BURN_SWAP_* variables (budget, policy)
 //! prof deep-flex|deep-bench [steps]   # swap-bench's 12-block transformer, alone / under BURN_SWAP_*
 //! prof bucketed-bench [steps]   # swap-bench's bucketed transformer (three schedules) under BURN_SWAP_*
+//! prof gan-bench [steps]   # swap-bench's GAN (two alternating schedules) under BURN_SWAP_*
 //! ```
 //!
+//! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread.
 //! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
 //! found, the op count); `PROF_REPORT=json`, the report as JSON (when each plan took over).
 //!
@@ -23,6 +25,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_harness::baseline::BareRouter;
 use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig, TransformerConfig};
+use burn_swap_harness::schedules::GanConfig;
 use burn_swap_harness::train::{init_mlp, init_seeded, train_loop};
 use burn_swap_harness::workload::Workload;
 
@@ -75,6 +78,14 @@ fn print_report(device: &FlexDevice) {
     }
 }
 
+/// The configuration of the `*-bench` modes: the `BURN_SWAP_*` variables, with plans made on
+/// the op's thread when `PROF_FOREGROUND` is set (so that a run under callgrind, which runs
+/// one thread at a time, makes its plans within its steps).
+fn env_config() -> SwapConfig {
+    let config = SwapConfig::from_env().unwrap();
+    config.with_background_planning(std::env::var_os("PROF_FOREGROUND").is_none())
+}
+
 fn main() {
     let device = FlexDevice;
     let arg = std::env::args().nth(2).and_then(|s| s.parse().ok());
@@ -95,7 +106,7 @@ fn main() {
             lstm_steps::<Autodiff<BareRouter<Flex>>>(LstmNetConfig::op_bound(), count)
         }
         Some("lstm-bench") => {
-            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            burn_swap::configure(&device, env_config()).unwrap();
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::bench(), count);
             print_report(&device);
         }
@@ -104,15 +115,21 @@ fn main() {
             std::hint::black_box(deep.train::<Autodiff<Flex>>(&device, count));
         }
         Some("deep-bench") => {
-            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            burn_swap::configure(&device, env_config()).unwrap();
             let deep = Workload::Transformer(TransformerConfig::deep());
             std::hint::black_box(deep.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
         Some("bucketed-bench") => {
-            burn_swap::configure(&device, SwapConfig::from_env().unwrap()).unwrap();
+            burn_swap::configure(&device, env_config()).unwrap();
             let bucketed = Workload::Bucketed(TransformerConfig::small());
             std::hint::black_box(bucketed.train::<Autodiff<Swap<Flex>>>(&device, count));
+            print_report(&device);
+        }
+        Some("gan-bench") => {
+            burn_swap::configure(&device, env_config()).unwrap();
+            let gan = Workload::Gan(GanConfig::small());
+            std::hint::black_box(gan.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
         Some("lstm-swap") => {
@@ -120,7 +137,7 @@ fn main() {
             print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench"
         ),
     }
 }
