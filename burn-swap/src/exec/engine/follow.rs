@@ -28,10 +28,12 @@ impl<B: BackendIr> Engine<B> {
             self.copies.deferred = deferred;
         }
         self.drop_stale_plan();
-        let Some(pos) = self.history.recorder.position_of_last() else {
+        let Some(place) = self.history.recorder.place_of_last() else {
             return;
         };
-        if pos + 1 == self.recorder_period() {
+        let pos = place.position;
+        // An iteration ends only where the schedule holds up to its last op.
+        if place.verified && pos + 1 == self.recorder_period() {
             if let Some(active) = self.plans.active.as_mut() {
                 active.iterations += 1;
                 self.history.counters.planned_iterations += 1;

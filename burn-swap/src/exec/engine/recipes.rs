@@ -19,7 +19,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(active) = &self.plans.active else {
             return false;
         };
-        let Some(pos) = self.history.recorder.position_of_last() else {
+        let Some(pos) = self.history.recorder.place_of_last().map(|p| p.position) else {
             return false;
         };
         self.op.outputs.len() == 1

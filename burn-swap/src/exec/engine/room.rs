@@ -209,8 +209,8 @@ impl<B: BackendIr> Engine<B> {
         let position = self
             .history
             .recorder
-            .position_of_last()
-            .map_or(0, |last| (last + 1) % program.period.max(1));
+            .place_of_last()
+            .map_or(0, |last| (last.position + 1) % program.period.max(1));
         let room = FallbackRoom {
             op: counters.ops,
             position,

@@ -125,6 +125,16 @@ impl KindTable {
     }
 }
 
+/// Where an op stands in its iteration ([`Recorder::place_of_last`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// Its position in the iteration (0 for the iteration's first op).
+    pub position: usize,
+    /// Whether the schedule holds up to it; `false` inside a short break that may still
+    /// rejoin it, where the op is the one a period before.
+    pub verified: bool,
+}
+
 /// Where iterations begin, once a period was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Schedule {
@@ -455,16 +465,50 @@ impl Recorder {
         }
     }
 
-    /// The position in the iteration of the op recorded last, while the schedule holds up to
-    /// it (the op matched the one a period earlier): what the planned executor follows.
+    /// Where the op recorded last stands in its iteration: while the schedule holds up to it,
+    /// and also inside a short break that may still rejoin the schedule at the same
+    /// alignment (a few ops swapped, or a stretch reordered, such as the autodiff graph's
+    /// drops, whose order changes from step to step; see `verify_schedule`), for an op that
+    /// is the one a period before. Without the second, an executor following a plan would
+    /// skip the plan's steps from the break until [`SWAP_RESUME`] ops have matched again.
     #[inline]
-    pub(crate) fn position_of_last(&self) -> Option<usize> {
+    pub(crate) fn place_of_last(&self) -> Option<Place> {
         let s = self.schedule?;
         let last = self.next_index().checked_sub(1)?;
-        if s.verified_end != last + 1 || last < s.anchor {
+        if last < s.anchor {
             return None;
         }
-        Some(((last - s.anchor) % s.period as u64) as usize)
+        let position = ((last - s.anchor) % s.period as u64) as usize;
+        if s.verified_end == last + 1 {
+            return Some(Place {
+                position,
+                verified: true,
+            });
+        }
+        self.rejoinable_break(s, last).then_some(Place {
+            position,
+            verified: false,
+        })
+    }
+
+    /// Whether the schedule `s`, broken before op `last`, may still rejoin at its alignment
+    /// and `last` is the op a period before: the differing stretch is no longer than a
+    /// resume accepts, and the matching run after it has not yet reached the length at
+    /// which the resume is judged (it would hold again by then, or never).
+    #[inline(never)]
+    fn rejoinable_break(&self, s: Schedule, last: u64) -> bool {
+        let p = s.period;
+        let differing = self.run_start.saturating_sub(s.verified_end);
+        let matched = (last + 1).saturating_sub(self.run_start);
+        let Some(local) = last.checked_sub(self.base).map(|l| l as usize) else {
+            return false;
+        };
+        p > 2 * SWAP_RESUME
+            && differing <= SWAP_OPS.max(p / REORDER_FRACTION) as u64
+            && matched < SWAP_RESUME as u64
+            && local >= p
+            && local < self.ops.len()
+            && self.ops[local].signature == self.ops[local - p].signature
     }
 
     /// The schedule in force, as `(period, anchor)`, profiled or not.

@@ -30,6 +30,11 @@ fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
     });
 }
 
+/// Whether the schedule holds up to the op recorded last (its place is verified).
+fn holds(r: &Recorder) -> bool {
+    r.place_of_last().is_some_and(|p| p.verified)
+}
+
 /// Records a pseudo-op `name` (`Read`, `Init`) with at most one input and one output, each
 /// `(id, floats)`.
 fn named(
@@ -156,7 +161,7 @@ fn two_ops_that_swap_places_leave_the_schedule_in_force() {
     for k in 0..12 {
         iteration(&mut r, &mut id, k % 3 == 0);
         // From the 16th op after the swap on, the plan's position is known again.
-        assert!(r.position_of_last().is_some(), "iteration {k}");
+        assert!(holds(&r), "iteration {k}");
         assert_eq!(r.schedule_key(), key, "the anchor stays");
     }
     let trace = r.trace().expect("the last complete iteration");
@@ -195,7 +200,7 @@ fn another_threads_reads_landing_elsewhere_each_iteration_leave_the_schedule_in_
     for (k, at) in places.iter().cycle().take(24).enumerate() {
         iteration(&mut r, &mut id, *at);
         // The step's last ops match the iteration before: the schedule holds there.
-        assert!(r.position_of_last().is_some(), "iteration {k} ({at:?})");
+        assert!(holds(&r), "iteration {k} ({at:?})");
         assert_eq!(r.schedule_key(), key, "iteration {k}: the anchor stays");
     }
     assert!(r.profiled_schedule().is_some());
@@ -227,10 +232,7 @@ fn a_loop_whose_reads_never_land_twice_at_one_place_is_found() {
     assert_eq!(r.period(), Some(82));
     let found_at = found_at.expect("a profiled schedule");
     assert!(found_at <= 6, "found after {found_at} iterations");
-    assert!(
-        r.position_of_last().is_some(),
-        "the schedule holds at the end"
-    );
+    assert!(holds(&r), "the schedule holds at the end");
 }
 
 #[test]
@@ -251,7 +253,65 @@ fn a_long_stretch_of_other_ops_still_breaks_the_schedule() {
         };
         op(&mut r, &mut id, i, dims);
     }
-    assert!(r.position_of_last().is_none(), "the schedule broke");
+    assert!(!holds(&r), "the schedule broke");
+    assert_eq!(r.place_of_last(), None, "and no op after it has a place");
+}
+
+#[test]
+fn ops_after_a_reordered_stretch_keep_their_place_before_the_schedule_resumes() {
+    let mut r = Recorder::with_window(8192);
+    let mut id = 0;
+    // Iterations of 80 ops, found in ten alike; then their ops 60-63 (the autodiff graph's
+    // drops, say) come in another order every iteration, none at the place it had an
+    // iteration before: rotated by a pseudo-random amount that changes from one iteration
+    // to the next.
+    let mut rotations = vec![0u64; 10];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 10..20 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let r = (x >> 33) % 4;
+        let last = *rotations.last().unwrap();
+        rotations.push(if r == last { (r + 1) % 4 } else { r });
+    }
+    let kind = |k: usize, i: u64| match i {
+        60..64 => 60 + (i - 60 + rotations[k]) % 4,
+        _ => i,
+    };
+    for k in 0..10 {
+        for i in 0..80 {
+            op(&mut r, &mut id, kind(k, i), 4 + kind(k, i) as usize);
+        }
+    }
+    assert_eq!(r.period(), Some(80));
+    let key = r.schedule_key();
+    let mut first = None;
+    for k in 10..20 {
+        for i in 0..80u64 {
+            op(&mut r, &mut id, kind(k, i), 4 + kind(k, i) as usize);
+            let place = r.place_of_last();
+            if i == 0 {
+                first = place.map(|p| p.position);
+            }
+            let at = first.map(|f| (f + i as usize) % 80);
+            match i {
+                // Reordered: no op is the one a period before, so none has a place.
+                60..64 => assert_eq!(place, None, "iteration {k}, op {i}"),
+                // After them, each op has its place before the schedule resumes at the
+                // 16th (op 79), where the plan's steps would otherwise wait.
+                64..79 => assert_eq!(
+                    place.map(|p| (p.position, p.verified)),
+                    at.map(|a| (a, false)),
+                    "iteration {k}, op {i}"
+                ),
+                _ => assert_eq!(
+                    place.map(|p| (p.position, p.verified)),
+                    at.map(|a| (a, true)),
+                    "iteration {k}, op {i}"
+                ),
+            }
+        }
+        assert_eq!(r.schedule_key(), key, "iteration {k}: the anchor stays");
+    }
 }
 
 #[test]
