@@ -371,7 +371,7 @@ impl<B: BackendIr> Engine<B> {
         if tracing {
             self.history
                 .recorder
-                .input(tensor, bytes_of(&tensor.shape, tensor.dtype));
+                .dropped(tensor, bytes_of(&tensor.shape, tensor.dtype));
             self.history.recorder.outputs_follow();
             self.record_end(live_before, self.resident());
         }

@@ -371,6 +371,18 @@ impl Recorder {
         self.push_tensor(t, bytes);
     }
 
+    /// Records the tensor a `Drop` lets go of: logged as the op's input, but left out of its
+    /// signature, so that every drop is the same op wherever it stands. Burn's autodiff drops
+    /// a step's graph in an order that changes from step to step; with their shapes hashed,
+    /// those drops broke the schedule at every step (the plan's steps waited until it
+    /// resumed), and a loop whose drops never came twice in one order had no period at all.
+    #[inline]
+    pub(crate) fn dropped(&mut self, t: &TensorIr, bytes: u64) {
+        if !self.draft.lean {
+            self.log_tensor(t, t.shape.as_slice(), bytes);
+        }
+    }
+
     /// Marks the end of the inputs.
     #[inline]
     pub(crate) fn outputs_follow(&mut self) {
