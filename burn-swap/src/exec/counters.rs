@@ -66,7 +66,9 @@ pub(crate) struct Counters {
     /// The schedule in force stays on the fallback: its plan was declined.
     pub plan_declined: bool,
     /// Time waited on transfers, spent recomputing and spent choosing what leaves since the
-    /// device began, never reset: the clock that `exec::meter` measures iterations by.
+    /// device began, and, on a backend whose tensors live in host memory, the transfer
+    /// workers' copying (it takes the CPU the ops run on), never reset: the clock that
+    /// `exec::meter` measures iterations by.
     pub spent_nanos: u64,
     /// When each plan took over, the latest [`TAKEOVERS_KEPT`].
     pub plan_takeovers: Vec<PlanTakeover>,
@@ -185,6 +187,13 @@ impl Counters {
     pub fn add_room_search(&mut self, nanos: u64) {
         self.room_searches += 1;
         self.room_search_nanos += nanos;
+        self.spent_nanos += nanos;
+    }
+
+    /// Counts `nanos` a transfer worker spent copying on a backend whose tensors live in
+    /// host memory: not a wait of the ops, but CPU time taken from them.
+    #[inline]
+    pub fn add_worker_copy(&mut self, nanos: u64) {
         self.spent_nanos += nanos;
     }
 

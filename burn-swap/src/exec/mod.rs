@@ -375,6 +375,41 @@ mod tests {
         data.to_vec::<f32>().unwrap()
     }
 
+    /// On a backend whose tensors live in host memory (Flex), a transfer worker's copies
+    /// take the CPU the ops run on: their time is charged to the clock iterations are
+    /// measured by (`exec::meter`), so that a plan moving more bytes than the fallback is
+    /// judged by it though no op waits. The jitter holds each copy at least its delay.
+    #[test]
+    fn worker_copies_on_a_host_memory_backend_are_charged_to_the_iteration() {
+        let max = 4_000;
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
+            SwapConfig::default().with_transfer_jitter(max),
+            None,
+        );
+        let ids: Vec<_> = (0..4)
+            .map(|k| {
+                let data = TensorData::new(vec![k as f32; 64], [64]);
+                engine.register_data(data).unwrap().id
+            })
+            .collect();
+        let expected: u64 = ids
+            .iter()
+            .map(|id| super::transfer::jitter_micros(id.value(), max) * 1_000)
+            .sum();
+        assert!(expected > 0);
+        let before = engine.spent_nanos_for_test();
+        for &id in &ids {
+            engine.start_offload_for_test(id);
+        }
+        engine.settle_all_for_test();
+        let charged = engine.spent_nanos_for_test() - before;
+        assert!(
+            charged >= expected,
+            "{charged} ns charged, {expected} ns of copies at least"
+        );
+    }
+
     /// The jitter is really applied: each offload reports no sooner than its own delay.
     #[test]
     fn transfer_jitter_holds_each_transfer_its_own_delay() {

@@ -347,6 +347,13 @@ impl<B: BackendIr> Engine<B> {
         self.settle_everything();
     }
 
+    /// The clock `exec::meter` measures iterations by (waits, recomputation, and on a
+    /// host-memory backend the workers' copies).
+    #[doc(hidden)]
+    pub fn spent_nanos_for_test(&self) -> u64 {
+        self.history.counters.spent_nanos
+    }
+
     pub fn offload_nanos_for_test(&self) -> u64 {
         self.history.counters.offload_nanos
     }

@@ -499,6 +499,9 @@ impl<B: BackendIr> Engine<B> {
     /// Applies a finished transfer to the books.
     fn settle(&mut self, done: Done<B>) {
         let id = done.id();
+        // The copy ran whether or not its tensor is still here.
+        let (Done::Offloaded { nanos, .. } | Done::Fetched { nanos, .. }) = &done;
+        self.charge_worker_copy(*nanos);
         let Some(entry) = self.residency.get(&id) else {
             // Burn dropped it meanwhile: the worker's copy is all that is left; it goes.
             return;
@@ -558,6 +561,17 @@ impl<B: BackendIr> Engine<B> {
                     Err(error) => self.fetch_failed(id, error, copy),
                 }
             }
+        }
+    }
+
+    /// Charges a transfer worker's copy of `nanos` to the iteration's cost (the clock
+    /// `exec::meter` reads) where the device's memory is the host's (Flex): the copy then
+    /// runs on the cores the ops run on, so a plan that moves more bytes than the fallback
+    /// costs their time even when no op waits for it. On a GPU the copy engines move the
+    /// bytes, and the ops pay only for what they wait.
+    fn charge_worker_copy(&mut self, nanos: u64) {
+        if self.copies.transfers.pool().is_some() {
+            self.history.counters.add_worker_copy(nanos);
         }
     }
 
