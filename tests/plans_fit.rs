@@ -65,9 +65,9 @@ fn steered(budget: u64) -> SwapConfig {
         .with_plans_judged(false)
 }
 
-/// Checks `workload` at half, a third and a quarter of its peak ([`check_steered_at`]
-/// another count of steps and other fractions): the fallback moves nothing
-/// while a plan is followed, and the measured peak is the prediction by `accuracy`.
+/// Checks `workload` at half, a third and a quarter of its peak (with [`check_steered_at`],
+/// over another number of steps and at other fractions): the fallback moves nothing while a
+/// plan is followed, and the measured peak is the prediction by `accuracy`.
 fn check_steered(workload: Workload, accuracy: Accuracy) {
     check_steered_at(workload, accuracy, STEPS, &[0.5, 0.33, 0.25])
 }
