@@ -253,19 +253,11 @@ pub fn run(
 /// seed, so that over the turns every row runs in every place and after every other row
 /// (a row that runs after a heavy one may find the caches colder), and a run repeats.
 pub fn turn_order(n: usize, step: usize, round: usize) -> Vec<usize> {
-    // SplitMix64, seeded by the turn and the round.
-    let mut state = ((step as u64) << 32) ^ (round as u64) ^ 0x9E37_79B9_7F4A_7C15;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let seed = ((step as u64) << 32) ^ (round as u64) ^ 0x9E37_79B9_7F4A_7C15;
+    let mut rng = burn_swap::unstable::SplitMix64::new(seed);
     let mut order: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
+        order.swap(i, rng.below(i + 1));
     }
     order
 }

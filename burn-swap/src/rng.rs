@@ -5,7 +5,7 @@
 /// SplitMix64 (Steele, Lea and Flood): a 64-bit state advanced by the golden ratio and
 /// mixed.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
     /// A generator seeded with `seed`.

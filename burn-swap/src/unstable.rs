@@ -8,6 +8,9 @@ use crate::backend::registry::{self, DeviceKey};
 
 pub use crate::backend::{SwapBridge, SwapChannel, SwapClient};
 pub use crate::report::format_bytes;
+/// The crate's reproducible pseudo-random bits (the planner's, the stress tests'), for the
+/// harness's own draws.
+pub use crate::rng::SplitMix64;
 
 /// The planners: pure functions of a trace (see the book's *Planners* chapter).
 pub mod plan {

@@ -15,8 +15,9 @@
 //! (rows marked `@balanced`, where it lowers the peak) and at the smallest budget the
 //! unbudgeted run's report names (`minimum_budget_bytes`); `--fractions-only` leaves both
 //! out. Step times are medians of the measured steps with their interquartile range; the
-//! unwrapped backend is measured first and last. `--rounds R` runs each budget's rows R times, interleaved (the policies' order
-//! turned by one each round), and takes each row over the measured steps of all its rounds.
+//! unwrapped backend is measured first and last. `--rounds R` runs each budget's rows R
+//! times, interleaved (the policies' order turned by one each round), and takes each row
+//! over the measured steps of all its rounds.
 //!
 //! `--lockstep`: each budget's rows run in processes of their own, one training step each
 //! in turn (`burn_swap_harness::lockstep`), and each row gets its step times' median ratio

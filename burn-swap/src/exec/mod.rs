@@ -375,19 +375,17 @@ mod tests {
         data.to_vec::<f32>().unwrap()
     }
 
-    /// On a backend whose tensors live in host memory (Flex), a transfer worker's copies
-    /// take the CPU the ops run on: their time is charged to the clock iterations are
-    /// measured by (`exec::meter`), so that a plan moving more bytes than the fallback is
-    /// judged by it though no op waits. The jitter holds each copy at least its delay.
-    #[test]
-    fn worker_copies_on_a_host_memory_backend_are_charged_to_the_iteration() {
+    /// An engine on Flex whose transfers are held by a jitter of up to 4 ms, with `n` tensors
+    /// of 64 floats registered: their ids, and the nanoseconds their offloads are held in
+    /// all (more than none).
+    fn jittered_tensors(n: usize) -> (super::engine::Engine<Flex>, Vec<burn_ir::TensorId>, u64) {
         let max = 4_000;
         let mut engine = super::engine::Engine::<Flex>::new(
             FlexDevice,
             SwapConfig::default().with_transfer_jitter(max),
             None,
         );
-        let ids: Vec<_> = (0..4)
+        let ids: Vec<_> = (0..n)
             .map(|k| {
                 let data = TensorData::new(vec![k as f32; 64], [64]);
                 engine.register_data(data).unwrap().id
@@ -398,6 +396,16 @@ mod tests {
             .map(|id| super::transfer::jitter_micros(id.value(), max) * 1_000)
             .sum();
         assert!(expected > 0);
+        (engine, ids, expected)
+    }
+
+    /// On a backend whose tensors live in host memory (Flex), a transfer worker's copies
+    /// take the CPU the ops run on: their time is charged to the clock iterations are
+    /// measured by (`exec::meter`), so that a plan moving more bytes than the fallback is
+    /// judged by it though no op waits. The jitter holds each copy at least its delay.
+    #[test]
+    fn worker_copies_on_a_host_memory_backend_are_charged_to_the_iteration() {
+        let (mut engine, ids, expected) = jittered_tensors(4);
         let before = engine.spent_nanos_for_test();
         for &id in &ids {
             engine.start_offload_for_test(id);
@@ -413,23 +421,7 @@ mod tests {
     /// The jitter is really applied: each offload reports no sooner than its own delay.
     #[test]
     fn transfer_jitter_holds_each_transfer_its_own_delay() {
-        let max = 4_000;
-        let mut engine = super::engine::Engine::<Flex>::new(
-            FlexDevice,
-            SwapConfig::default().with_transfer_jitter(max),
-            None,
-        );
-        let ids: Vec<_> = (0..6)
-            .map(|k| {
-                let data = TensorData::new(vec![k as f32; 64], [64]);
-                engine.register_data(data).unwrap().id
-            })
-            .collect();
-        let expected: u64 = ids
-            .iter()
-            .map(|id| super::transfer::jitter_micros(id.value(), max) * 1_000)
-            .sum();
-        assert!(expected > 0);
+        let (mut engine, ids, expected) = jittered_tensors(6);
         for &id in &ids {
             engine.start_offload_for_test(id);
         }

@@ -277,7 +277,7 @@ fn a_loop_whose_drops_never_come_twice_in_one_order_is_found_and_holds() {
     let mut id = 0;
     // Iterations of 60 ops and then the drops of four of their tensors, of four sizes, in
     // another order every iteration (Burn's autodiff drops a step's graph so).
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = crate::rng::SplitMix64::new(0x2545_f491_4f6c_dd1d);
     let mut last = 0;
     for k in 0..12 {
         let mut made = Vec::new();
@@ -287,8 +287,7 @@ fn a_loop_whose_drops_never_come_twice_in_one_order_is_found_and_holds() {
                 made.push((id, 4 + i as usize));
             }
         }
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let mut rotation = (x >> 33) as usize % 4;
+        let mut rotation = rng.below(4);
         if rotation == last {
             rotation = (rotation + 1) % 4;
         }
@@ -316,10 +315,9 @@ fn ops_after_a_reordered_stretch_keep_their_place_before_the_schedule_resumes() 
     // iteration before: rotated by a pseudo-random amount that changes from one iteration
     // to the next.
     let mut rotations = vec![0u64; 10];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = crate::rng::SplitMix64::new(0x9e37_79b9_7f4a_7c15);
     for _ in 10..20 {
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let r = (x >> 33) % 4;
+        let r = rng.below(4) as u64;
         let last = *rotations.last().unwrap();
         rotations.push(if r == last { (r + 1) % 4 } else { r });
     }
