@@ -11,7 +11,8 @@
 //! prof gan-bench [steps]   # swap-bench's GAN (two alternating schedules) under BURN_SWAP_*
 //! ```
 //!
-//! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread.
+//! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread; `PROF_UNJUDGED=1`
+//! follows every plan made, whatever it costs (to see what a declined plan does).
 //! `PROF_REPORT=1 prof lstm-swap N` prints burn-swap's report after the steps (the period
 //! found, the op count); `PROF_REPORT=json`, the report as JSON (when each plan took over).
 //!
@@ -83,7 +84,9 @@ fn print_report(device: &FlexDevice) {
 /// one thread at a time, makes its plans within its steps).
 fn env_config() -> SwapConfig {
     let config = SwapConfig::from_env().unwrap();
-    config.with_background_planning(std::env::var_os("PROF_FOREGROUND").is_none())
+    config
+        .with_background_planning(std::env::var_os("PROF_FOREGROUND").is_none())
+        .with_plans_judged(std::env::var_os("PROF_UNJUDGED").is_none())
 }
 
 fn main() {
