@@ -331,21 +331,55 @@ mod tests {
         }
     }
 
-    /// A budget kept full leaves no headroom for the link probe's temporary tensors: the
-    /// links are then those the workers' own copies showed, the fastest copy per size class
-    /// and direction (none before a copy each way; a plan would take copies as instant).
+    /// A budget with a few KiB free is measured by the probe's small sizes: its plans move
+    /// small tensors, whose copies are mostly hand-over and latency, and a plan made without
+    /// links would take them as instant.
     #[test]
-    fn links_are_learned_from_the_copies_made_when_no_probe_fits() {
-        let budget = 8 * 1024;
+    fn a_budget_with_a_few_kib_free_has_its_links_measured() {
+        let budget = 2 * 4000 + 3000;
         let mut engine = super::engine::Engine::<Flex>::new(
             FlexDevice,
             SwapConfig::budget_bytes(budget),
             Some(budget),
         );
-        // Two tensors of 4,000 bytes: 192 bytes of headroom, where the probe needs 32 KiB.
         let tensors: Vec<_> = (0..2)
             .map(|k| {
                 let data = TensorData::new(vec![k as f32; 1000], [1000]);
+                engine.register_data(data).unwrap()
+            })
+            .collect();
+        let links = engine.links().expect("probed in 3,000 bytes of headroom");
+        let sizes: Vec<u64> = links.to_host.iter().map(|s| s.bytes).collect();
+        assert_eq!(sizes, [256, 1024]);
+        assert!(links.to_host.iter().all(|s| s.seconds > 0.0));
+        assert!(
+            links.on_thread.is_some(),
+            "the op thread's copies measured too"
+        );
+        assert_eq!(
+            engine.resident_for_test(),
+            8000,
+            "the probe's tensors are gone"
+        );
+        assert_eq!(read(&mut engine, &tensors[1]), vec![1.0; 1000]);
+    }
+
+    /// A budget kept full leaves no headroom for the link probe's temporary tensors: the
+    /// links are then those the workers' own copies showed, the fastest copy per size class
+    /// and direction (none before a copy each way; a plan would take copies as instant).
+    #[test]
+    fn links_are_learned_from_the_copies_made_when_no_probe_fits() {
+        let budget = 4 * 1800 + 100;
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
+            SwapConfig::budget_bytes(budget),
+            Some(budget),
+        );
+        // Four tensors of 1,800 bytes: 100 bytes of headroom, 1,900 with one offloaded, where
+        // the probe needs 2 KiB.
+        let tensors: Vec<_> = (0..4)
+            .map(|k| {
+                let data = TensorData::new(vec![k as f32; 450], [450]);
                 engine.register_data(data).unwrap()
             })
             .collect();
@@ -356,11 +390,11 @@ mod tests {
         engine.start_prefetch_for_test(tensors[0].id);
         engine.settle_all_for_test();
         let links = engine.links().expect("learned from the two copies");
-        assert_eq!(links.to_host[0].bytes, 4000);
-        assert_eq!(links.to_device[0].bytes, 4000);
+        assert_eq!(links.to_host[0].bytes, 1800);
+        assert_eq!(links.to_device[0].bytes, 1800);
         assert!(links.to_host[0].seconds > 0.0 && links.to_device[0].seconds > 0.0);
         assert_eq!(links.on_thread, None);
-        assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 1000]);
+        assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 450]);
     }
 
     /// A read-only read of `t` through the engine.

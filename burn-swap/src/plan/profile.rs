@@ -201,11 +201,21 @@ impl Profile {
     }
 }
 
-/// The sizes of the temporary tensors that measure the links: 1 KiB to 8 MiB, those that
+/// The sizes of the temporary tensors that measure the links: 256 B to 8 MiB, those that
 /// fit in half of `headroom` (the bytes the budget leaves free); `None` when fewer than two
-/// fit (a fit needs two points).
+/// fit (a fit needs two points). The small sizes let a budget kept nearly full still be
+/// measured: its plans move small tensors, whose copies are mostly latency, which they show.
 pub fn probe_sizes(headroom: u64) -> Option<Vec<u64>> {
-    const SIZES: [u64; 5] = [1 << 10, 16 << 10, 256 << 10, 2 << 20, 8 << 20];
+    const SIZES: [u64; 8] = [
+        256,
+        1 << 10,
+        4 << 10,
+        16 << 10,
+        64 << 10,
+        256 << 10,
+        2 << 20,
+        8 << 20,
+    ];
     let sizes: Vec<u64> = SIZES.into_iter().filter(|&s| s <= headroom / 2).collect();
     (sizes.len() >= 2).then_some(sizes)
 }
@@ -216,11 +226,24 @@ mod tests {
 
     #[test]
     fn probes_fit_in_half_the_headroom() {
-        assert_eq!(probe_sizes((32 << 10) - 1), None);
-        assert_eq!(probe_sizes(32 << 10), Some(vec![1 << 10, 16 << 10]));
+        assert_eq!(probe_sizes((2 << 10) - 1), None);
+        assert_eq!(probe_sizes(2 << 10), Some(vec![256, 1 << 10]));
+        assert_eq!(
+            probe_sizes(32 << 10),
+            Some(vec![256, 1 << 10, 4 << 10, 16 << 10])
+        );
         assert_eq!(
             probe_sizes(u64::MAX),
-            Some(vec![1 << 10, 16 << 10, 256 << 10, 2 << 20, 8 << 20])
+            Some(vec![
+                256,
+                1 << 10,
+                4 << 10,
+                16 << 10,
+                64 << 10,
+                256 << 10,
+                2 << 20,
+                8 << 20
+            ])
         );
     }
 

@@ -357,4 +357,8 @@ impl<B: BackendIr> Engine<B> {
     pub fn offload_nanos_for_test(&self) -> u64 {
         self.history.counters.offload_nanos
     }
+
+    pub fn resident_for_test(&self) -> u64 {
+        self.resident()
+    }
 }
