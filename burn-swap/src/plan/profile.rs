@@ -159,7 +159,15 @@ pub struct Profile {
 impl Profile {
     /// The profile of a traced iteration with the given copy measurements.
     pub fn new(trace: &Trace, links: Option<Links>) -> Self {
-        let bytes_of = |id: &u64| trace.tensor(*id).map_or(0, |t| t.bytes);
+        // One lookup table, not a search of the tensors per operand (the first tensor of an
+        // id, as `Trace::tensor` finds it).
+        let bytes: hashbrown::HashMap<u64, u64> = trace
+            .tensors
+            .iter()
+            .rev()
+            .map(|t| (t.id, t.bytes))
+            .collect();
+        let bytes_of = |id: &u64| bytes.get(id).copied().unwrap_or(0);
         let op_bytes = trace
             .ops
             .iter()
