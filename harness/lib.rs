@@ -36,11 +36,31 @@ static SWAP_DEVICE_LOCK: Mutex<()> = Mutex::new(());
 
 /// burn-swap keeps one configuration and one set of counters per device, and Burn's CPU
 /// backends have a single device: tests of one binary that configure it take this lock so that
-/// their budgets and reports do not mix.
+/// their budgets and reports do not mix. The lock is handed over with the graphs a previous
+/// holder left in Burn's autodiff freed ([`free_orphaned_graphs`]), so that no other thread
+/// frees them in the middle of the new holder's counts.
 pub fn swap_device_lock() -> MutexGuard<'static, ()> {
-    SWAP_DEVICE_LOCK
+    let guard = SWAP_DEVICE_LOCK
         .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+        .unwrap_or_else(PoisonError::into_inner);
+    free_orphaned_graphs();
+    guard
+}
+
+/// Frees the autodiff graphs nothing refers to any more, of every backend. Burn's autodiff
+/// keeps the graphs of all backends in one store per process, and a graph whose tensors were
+/// all dropped without a backward pass (an evaluation's forward pass, a loss never
+/// differentiated) holds the tensors its steps saved until the next `backward`, on any
+/// thread and of any backend, frees such graphs. Between tests that share a device, that is
+/// another test's plain `Autodiff<Flex>` step: the `Swap` device's counted bytes then fell in
+/// the middle of whichever test held it (the `identical` binary's `views` tests, about one
+/// run in three). One backward of a one-element tensor does it here.
+pub fn free_orphaned_graphs() {
+    use burn::backend::{Autodiff, Flex};
+    use burn::tensor::Tensor;
+    let device = Default::default();
+    let x = Tensor::<Autodiff<Flex>, 1>::from_floats([1.0], &device).require_grad();
+    let _gradients = (x * 2.0).sum().backward();
 }
 
 /// Whether CubeCL's wgpu runtime finds an adapter for `device`. Without one the caller's test
@@ -61,4 +81,42 @@ pub fn wgpu_adapter(device: &cubecl::wgpu::WgpuDevice) -> bool {
         eprintln!("SKIPPED: no wgpu adapter for {device:?} (install mesa-vulkan-drivers)");
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::flex::FlexDevice;
+    use burn::backend::{Autodiff, Flex};
+    use burn::tensor::Tensor;
+    use burn_swap::{Swap, SwapConfig};
+
+    fn resident(device: &FlexDevice) -> u64 {
+        burn_swap::memory(device).map_or(0, |m| m.resident_bytes)
+    }
+
+    /// A forward pass of `Autodiff<Swap<Flex>>` never differentiated leaves its graph, with the
+    /// tensor its step saved, in Burn's store after its tensors are dropped; the next holder
+    /// of the lock starts with it freed. (Another thread's backward frees it too: the
+    /// leftover is made again until it is seen, then the lock is taken.)
+    #[test]
+    fn the_device_lock_is_handed_over_with_the_graphs_left_behind_freed() {
+        let device = FlexDevice;
+        let mut seen = None;
+        for _ in 0..20 {
+            let _guard = super::swap_device_lock();
+            burn_swap::configure(&device, SwapConfig::default()).unwrap();
+            let before = resident(&device);
+            let x = Tensor::<Autodiff<Swap<Flex>>, 2>::ones([16, 16], &device).require_grad();
+            let y = x.exp().sum();
+            drop(y);
+            let left = resident(&device);
+            if left > before {
+                seen = Some((before, left));
+                break;
+            }
+        }
+        let (before, left) = seen.expect("a forward pass never differentiated leaves its graph");
+        let _guard = super::swap_device_lock();
+        assert_eq!(resident(&device), before, "{left} bytes were left before");
+    }
 }
