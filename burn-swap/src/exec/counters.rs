@@ -35,7 +35,8 @@ pub(crate) struct Counters {
     /// Reads of a planned prefetch by an op before the wait the cross-queue analysis placed
     /// for it (`Program::fetch_waits`).
     pub unawaited_prefetch_reads: u64,
-    /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost).
+    /// Fetches that failed (each leaving its copy whole, or, in a backend's own panic, lost),
+    /// the link probe's included (its tensors are temporaries).
     pub failed_fetches: u64,
     /// Shared buffers that left as one copy with all their holders (`engine::groups`).
     pub whole_buffer_offloads: u64,

@@ -155,11 +155,17 @@ impl<B: BackendIr> Engine<B> {
             None
         };
         self.handles.remove(&ir.id);
-        let Some(Done::Offloaded {
-            result: Ok(copy), ..
-        }) = done
-        else {
-            return None;
+        // A probe's copy that fails is a failed transfer like any other (the report counts
+        // it); its tensor was a temporary, so nothing is lost.
+        let copy = match done {
+            Some(Done::Offloaded {
+                result: Ok(copy), ..
+            }) => copy,
+            Some(Done::Offloaded { result: Err(_), .. }) => {
+                self.history.counters.failed_offloads += 1;
+                return None;
+            }
+            _ => return None,
         };
         let down = start.elapsed().as_secs_f64();
         let start = Instant::now();
@@ -172,11 +178,15 @@ impl<B: BackendIr> Engine<B> {
             return None;
         }
         let handed_back = start.elapsed().as_secs_f64();
-        let Some(Done::Fetched {
-            result: Ok(handle), ..
-        }) = self.copies.transfers.next()
-        else {
-            return None;
+        let handle = match self.copies.transfers.next() {
+            Some(Done::Fetched {
+                result: Ok(handle), ..
+            }) => handle,
+            Some(Done::Fetched { result: Err(_), .. }) => {
+                self.history.counters.failed_fetches += 1;
+                return None;
+            }
+            _ => return None,
         };
         let up = start.elapsed().as_secs_f64();
         drop(handle);
