@@ -336,18 +336,7 @@ mod tests {
     /// links would take them as instant.
     #[test]
     fn a_budget_with_a_few_kib_free_has_its_links_measured() {
-        let budget = 2 * 4000 + 3000;
-        let mut engine = super::engine::Engine::<Flex>::new(
-            FlexDevice,
-            SwapConfig::budget_bytes(budget),
-            Some(budget),
-        );
-        let tensors: Vec<_> = (0..2)
-            .map(|k| {
-                let data = TensorData::new(vec![k as f32; 1000], [1000]);
-                engine.register_data(data).unwrap()
-            })
-            .collect();
+        let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
         let links = engine.links().expect("probed in 3,000 bytes of headroom");
         let sizes: Vec<u64> = links.to_host.iter().map(|s| s.bytes).collect();
         assert_eq!(sizes, [256, 1024]);
@@ -369,20 +358,9 @@ mod tests {
     /// and direction (none before a copy each way; a plan would take copies as instant).
     #[test]
     fn links_are_learned_from_the_copies_made_when_no_probe_fits() {
-        let budget = 4 * 1800 + 100;
-        let mut engine = super::engine::Engine::<Flex>::new(
-            FlexDevice,
-            SwapConfig::budget_bytes(budget),
-            Some(budget),
-        );
         // Four tensors of 1,800 bytes: 100 bytes of headroom, 1,900 with one offloaded, where
         // the probe needs 2 KiB.
-        let tensors: Vec<_> = (0..4)
-            .map(|k| {
-                let data = TensorData::new(vec![k as f32; 450], [450]);
-                engine.register_data(data).unwrap()
-            })
-            .collect();
+        let (mut engine, tensors) = budgeted_engine(4 * 1800 + 100, 4, 450);
         assert_eq!(engine.links(), None, "no copy made yet");
         engine.start_offload_for_test(tensors[0].id);
         engine.settle_all_for_test();
@@ -395,6 +373,27 @@ mod tests {
         assert!(links.to_host[0].seconds > 0.0 && links.to_device[0].seconds > 0.0);
         assert_eq!(links.on_thread, None);
         assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 450]);
+    }
+
+    /// An engine on Flex under `budget` bytes with `count` tensors of `floats` f32 each
+    /// registered, tensor `k` filled with `k`.
+    fn budgeted_engine(
+        budget: u64,
+        count: usize,
+        floats: usize,
+    ) -> (super::engine::Engine<Flex>, Vec<burn_ir::TensorIr>) {
+        let mut engine = super::engine::Engine::<Flex>::new(
+            FlexDevice,
+            SwapConfig::budget_bytes(budget),
+            Some(budget),
+        );
+        let tensors = (0..count)
+            .map(|k| {
+                let data = TensorData::new(vec![k as f32; floats], [floats]);
+                engine.register_data(data).unwrap()
+            })
+            .collect();
+        (engine, tensors)
     }
 
     /// A read-only read of `t` through the engine.
