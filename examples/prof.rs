@@ -9,6 +9,7 @@
 //! prof deep-flex|deep-bench [steps]   # swap-bench's 12-block transformer, alone / under BURN_SWAP_*
 //! prof bucketed-bench [steps]   # swap-bench's bucketed transformer (three schedules) under BURN_SWAP_*
 //! prof gan-bench [steps]   # swap-bench's GAN (two alternating schedules) under BURN_SWAP_*
+//! prof mlp-bench [steps]   # swap-bench's MLP (matmul-bound) under BURN_SWAP_*
 //! ```
 //!
 //! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread; `PROF_UNJUDGED=1`
@@ -129,6 +130,12 @@ fn main() {
             std::hint::black_box(bucketed.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
+        Some("mlp-bench") => {
+            burn_swap::configure(&device, env_config()).unwrap();
+            let mlp = Workload::Mlp(MlpConfig::bench());
+            std::hint::black_box(mlp.train::<Autodiff<Swap<Flex>>>(&device, count));
+            print_report(&device);
+        }
         Some("gan-bench") => {
             burn_swap::configure(&device, env_config()).unwrap();
             let gan = Workload::Gan(GanConfig::small());
@@ -140,7 +147,7 @@ fn main() {
             print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|mlp-bench"
         ),
     }
 }

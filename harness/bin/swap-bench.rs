@@ -218,6 +218,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "swap-bench: {:?}, {} warm-up + {} measured steps",
             plan.workload, plan.warm_up, plan.steps
         );
+        if cfg!(debug_assertions) {
+            // The dev profile builds Burn optimised and our crates at opt-level 1: the
+            // interception and the planner thread cost several times what they cost in a
+            // release build, and the policies' ratios move with them.
+            eprintln!(
+                "swap-bench: built without --release: burn-swap's own code (interception, \
+                 planning) runs less optimised than users build it; quote release figures"
+            );
+        }
     }
     let (rows, (cap, unwrapped_batch, swap_batch)) =
         devices::bench(&device, &plan, limit, processes)?;
