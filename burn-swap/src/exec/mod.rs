@@ -435,10 +435,23 @@ mod tests {
     /// On a backend whose tensors live in host memory (Flex), a transfer worker's copies
     /// take the CPU the ops run on: their time is charged to the clock iterations are
     /// measured by (`exec::meter`), so that a plan moving more bytes than the fallback is
-    /// judged by it though no op waits. The jitter holds each copy at least its delay.
+    /// judged by it though no op waits. Each copy is charged the CPU time of the fastest copy
+    /// of its size seen, not the time it lasted: here the jitter stretches copies of the
+    /// same size, the fastest first, by its delays. The stretch is not charged (the old
+    /// charge, the time each lasted, was at least the sum of the delays).
     #[test]
-    fn worker_copies_on_a_host_memory_backend_are_charged_to_the_iteration() {
-        let (mut engine, ids, expected) = jittered_tensors(4);
+    fn worker_copies_on_a_host_memory_backend_are_charged_their_cpu_time() {
+        let (mut engine, mut ids, _) = jittered_tensors(16);
+        let delay = |id: &burn_ir::TensorId| super::transfer::jitter_micros(id.value(), 4_000);
+        ids.sort_by_key(delay);
+        // The fastest, then the seven slowest.
+        ids.drain(1..9);
+        let fastest = delay(&ids[0]) * 1_000;
+        let lasted: u64 = ids.iter().map(|id| delay(id) * 1_000).sum();
+        assert!(
+            lasted > 2 * 8 * (fastest + 500_000),
+            "the jitter's delays are too even to tell the charges apart: {lasted} ns"
+        );
         let before = engine.spent_nanos_for_test();
         for &id in &ids {
             engine.start_offload_for_test(id);
@@ -446,8 +459,12 @@ mod tests {
         engine.settle_all_for_test();
         let charged = engine.spent_nanos_for_test() - before;
         assert!(
-            charged >= expected,
-            "{charged} ns charged, {expected} ns of copies at least"
+            charged >= 8 * fastest,
+            "{charged} ns charged: each copy at least the fastest's {fastest} ns"
+        );
+        assert!(
+            charged < lasted / 2,
+            "{charged} ns charged for copies that lasted {lasted} ns: the stretch was charged"
         );
     }
 

@@ -500,8 +500,7 @@ impl<B: BackendIr> Engine<B> {
     fn settle(&mut self, done: Done<B>) {
         let id = done.id();
         // The copy ran whether or not its tensor is still here.
-        let (Done::Offloaded { nanos, .. } | Done::Fetched { nanos, .. }) = &done;
-        self.charge_worker_copy(*nanos);
+        self.charge_worker_copy(&done);
         let Some(entry) = self.residency.get(&id) else {
             // Burn dropped it meanwhile: the worker's copy is all that is left; it goes.
             return;
@@ -569,10 +568,55 @@ impl<B: BackendIr> Engine<B> {
     /// runs on the cores the ops run on, so a plan that moves more bytes than the fallback
     /// costs their time even when no op waits for it. On a GPU the copy engines move the
     /// bytes, and the ops pay only for what they wait.
-    fn charge_worker_copy(&mut self, nanos: u64) {
-        if self.copies.transfers.pool().is_some() {
-            self.history.counters.add_worker_copy(nanos);
+    ///
+    /// A plain copy (no codec) is charged what it costs run alone, not the time it lasted
+    /// (`ObservedCopies::cpu_seconds`): a copy the ops kept off the cores lasts longer
+    /// without taking more of theirs. A copy that compressed, or whose tensor is gone (its
+    /// size unknown), is charged as it lasted.
+    fn charge_worker_copy(&mut self, done: &Done<B>) {
+        if self.copies.transfers.pool().is_none() {
+            return;
         }
+        let (to_host, nanos, queued, plain) = match done {
+            Done::Offloaded {
+                result,
+                nanos,
+                codec_nanos,
+                on_device,
+                queued_nanos,
+                ..
+            } => (
+                true,
+                *nanos,
+                *queued_nanos,
+                result.is_ok() && *codec_nanos == 0 && !on_device,
+            ),
+            Done::Fetched {
+                result,
+                nanos,
+                codec_nanos,
+                on_device,
+                queued_nanos,
+                ..
+            } => (
+                false,
+                *nanos,
+                *queued_nanos,
+                result.is_ok() && *codec_nanos == 0 && !on_device,
+            ),
+        };
+        let bytes = self.residency.get(&done.id()).map(|e| e.bytes());
+        let charged = match bytes {
+            Some(bytes) if plain => {
+                let seconds =
+                    self.machine
+                        .observed
+                        .cpu_seconds(to_host, bytes, queued as f64 * 1e-9);
+                (seconds * 1e9) as u64
+            }
+            _ => nanos,
+        };
+        self.history.counters.add_worker_copy(charged);
     }
 
     /// Puts a fetched handle in the store under the tensor's id, as it is (a strided view

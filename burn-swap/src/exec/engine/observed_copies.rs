@@ -1,6 +1,7 @@
 //! The copies the transfer workers made, timed: the links learned from them where no probe
 //! fits (a budget kept nearly full leaves no headroom for the probe's temporary tensors, and
-//! a plan made without a link takes every copy as instant).
+//! a plan made without a link takes every copy as instant), and on a host-memory backend the
+//! CPU time a copy takes from the ops.
 
 use crate::plan::profile::{CopySample, Links};
 
@@ -9,6 +10,10 @@ use crate::plan::profile::{CopySample, Links};
 pub(super) struct ObservedCopies {
     to_host: SizeClasses,
     to_device: SizeClasses,
+    /// The copies from queueing to end, for [`ObservedCopies::cpu_seconds`] (apart from the
+    /// links' samples, which only copies that landed give).
+    jobs_to_host: SizeClasses,
+    jobs_to_device: SizeClasses,
 }
 
 impl ObservedCopies {
@@ -24,6 +29,25 @@ impl ObservedCopies {
     /// copy, a lower bound.
     pub fn note_to_device(&mut self, bytes: u64, seconds: f64) {
         self.to_device.note(bytes, seconds);
+    }
+
+    /// What a worker's plain copy of `bytes` (no codec) that took `seconds` from its queueing
+    /// to its end costs the ops on a host-memory backend: what the fastest copy of its size
+    /// class seen so far, this one included, took from queueing to end, scaled to its bytes.
+    /// That is the copy run alone, waking the worker and handing it the job included (for
+    /// many small copies those are most of it). A copy lasts longer when it waits in the
+    /// queue behind others or when the ops hold the cores, and neither stretch is time it
+    /// took from the ops.
+    pub fn cpu_seconds(&mut self, to_host: bool, bytes: u64, seconds: f64) -> f64 {
+        let classes = if to_host {
+            &mut self.jobs_to_host
+        } else {
+            &mut self.jobs_to_device
+        };
+        classes.note(bytes, seconds);
+        classes
+            .fastest_scaled(bytes)
+            .map_or(seconds, |fastest| fastest.min(seconds))
     }
 
     /// The links as the copies seen so far show them, the fastest of each size class a
@@ -63,6 +87,20 @@ impl SizeClasses {
         }
     }
 
+    /// The time of the fastest copy of `bytes`'s size class, scaled to `bytes`; `None` when
+    /// none of that class was seen.
+    fn fastest_scaled(&self, bytes: u64) -> Option<f64> {
+        if bytes == 0 {
+            return None;
+        }
+        let fastest = self
+            .fastest
+            .get(bytes.ilog2() as usize)
+            .copied()
+            .flatten()?;
+        Some(fastest.seconds * bytes as f64 / fastest.bytes as f64)
+    }
+
     /// The samples to fit. With one size class seen, the time is taken not to grow with
     /// size (a second sample at twice the size and the same time: the fit's latency-only
     /// case) rather than guessed.
@@ -82,6 +120,25 @@ impl SizeClasses {
 mod tests {
     use super::*;
     use crate::plan::profile::LinkFit;
+
+    #[test]
+    fn a_copy_is_charged_the_cpu_time_of_the_fastest_copy_of_its_size() {
+        let mut seen = ObservedCopies::default();
+        // The first of its class: charged as it lasted.
+        assert_eq!(seen.cpu_seconds(true, 1 << 20, 400e-6), 400e-6);
+        // Stretched: charged the fastest's time, scaled to its bytes.
+        assert_eq!(seen.cpu_seconds(true, 1 << 20, 900e-6), 400e-6);
+        let scaled = seen.cpu_seconds(true, 3 << 19, 2e-3);
+        assert!((scaled - 600e-6).abs() < 1e-12, "{scaled}");
+        // Faster than any before: charged as it lasted, and the new fastest.
+        assert_eq!(seen.cpu_seconds(true, 1 << 20, 300e-6), 300e-6);
+        assert_eq!(seen.cpu_seconds(true, 1 << 20, 350e-6), 300e-6);
+        // Another size class, or the other direction: its own figures.
+        assert_eq!(seen.cpu_seconds(true, 1 << 10, 5e-6), 5e-6);
+        assert_eq!(seen.cpu_seconds(false, 1 << 20, 700e-6), 700e-6);
+        // The queueing times the links learn from are not these.
+        assert_eq!(seen.links(), None);
+    }
 
     #[test]
     fn the_fastest_copy_of_each_size_class_is_kept() {
