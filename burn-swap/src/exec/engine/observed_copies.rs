@@ -1,7 +1,7 @@
 //! The copies the transfer workers made, timed: the links learned from them where no probe
 //! fits (a budget kept nearly full leaves no headroom for the probe's temporary tensors, and
-//! a plan made without a link takes every copy as instant), and on a host-memory backend the
-//! CPU time a copy takes from the ops.
+//! a plan made without a link takes every copy as instant), and on a host-memory backend
+//! what a copy costs the ops (a copy run alone, not the time it lasted).
 
 use crate::plan::profile::{CopySample, Links};
 
@@ -10,10 +10,10 @@ use crate::plan::profile::{CopySample, Links};
 pub(super) struct ObservedCopies {
     to_host: SizeClasses,
     to_device: SizeClasses,
-    /// The copies from queueing to end, for [`ObservedCopies::cpu_seconds`] (apart from the
-    /// links' samples, which only copies that landed give).
-    jobs_to_host: SizeClasses,
-    jobs_to_device: SizeClasses,
+    /// The fastest copies from queueing to end, every one counted (the links' samples count
+    /// only copies that landed), for [`ObservedCopies::cpu_seconds`].
+    solo_to_host: SizeClasses,
+    solo_to_device: SizeClasses,
 }
 
 impl ObservedCopies {
@@ -40,9 +40,9 @@ impl ObservedCopies {
     /// took from the ops.
     pub fn cpu_seconds(&mut self, to_host: bool, bytes: u64, seconds: f64) -> f64 {
         let classes = if to_host {
-            &mut self.jobs_to_host
+            &mut self.solo_to_host
         } else {
-            &mut self.jobs_to_device
+            &mut self.solo_to_device
         };
         classes.note(bytes, seconds);
         classes
