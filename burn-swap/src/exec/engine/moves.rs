@@ -14,7 +14,7 @@ use crate::error::SwapError;
 use crate::exec::counters::Wait;
 use crate::exec::layout;
 use crate::exec::residency::{Group, HostCopy, State};
-use crate::exec::transfer::{self, Done, TransferError};
+use crate::exec::transfer::{self, Done, Timing, TransferError};
 use crate::plan::compression;
 
 /// What a finished copy to the device cost: its time, the codec's part of it, and whether
@@ -499,8 +499,9 @@ impl<B: BackendIr> Engine<B> {
     /// Applies a finished transfer to the books.
     fn settle(&mut self, done: Done<B>) {
         let id = done.id();
+        let timing = done.timing();
         // The copy ran whether or not its tensor is still here.
-        self.charge_worker_copy(&done);
+        self.charge_worker_copy(id, timing);
         let Some(entry) = self.residency.get(&id) else {
             // Burn dropped it meanwhile: the worker's copy is all that is left; it goes.
             return;
@@ -511,15 +512,14 @@ impl<B: BackendIr> Engine<B> {
                 nanos,
                 codec_nanos,
                 on_device,
-                queued_nanos,
                 ..
             } => {
                 if !matches!(entry.state(), State::Offloading) {
                     return;
                 }
                 let bytes = entry.bytes();
-                if result.is_ok() && codec_nanos == 0 && !on_device {
-                    let seconds = queued_nanos as f64 * 1e-9;
+                if timing.plain {
+                    let seconds = timing.queued_nanos as f64 * 1e-9;
                     self.machine.observed.note_to_host(bytes, seconds);
                 }
                 if self.protected(&id) {
@@ -542,14 +542,13 @@ impl<B: BackendIr> Engine<B> {
                 nanos,
                 codec_nanos,
                 on_device,
-                queued_nanos,
                 ..
             } => {
                 if !matches!(entry.state(), State::Fetching) {
                     return;
                 }
-                if result.is_ok() && codec_nanos == 0 && !on_device {
-                    let seconds = queued_nanos as f64 * 1e-9;
+                if timing.plain {
+                    let seconds = timing.queued_nanos as f64 * 1e-9;
                     self.machine.observed.note_to_device(entry.bytes(), seconds);
                 }
                 let ir = entry.ir(id, TensorStatus::NotInit);
@@ -563,7 +562,7 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Charges a transfer worker's copy of `nanos` to the iteration's cost (the clock
+    /// Charges the transfer worker's copy of `id` to the iteration's cost (the clock
     /// `exec::meter` reads) where the device's memory is the host's (Flex): the copy then
     /// runs on the cores the ops run on, so a plan that moves more bytes than the fallback
     /// costs their time even when no op waits for it. On a GPU the copy engines move the
@@ -573,48 +572,21 @@ impl<B: BackendIr> Engine<B> {
     /// (`ObservedCopies::cpu_seconds`): a copy the ops kept off the cores lasts longer
     /// without taking more of theirs. A copy that compressed, or whose tensor is gone (its
     /// size unknown), is charged as it lasted.
-    fn charge_worker_copy(&mut self, done: &Done<B>) {
+    fn charge_worker_copy(&mut self, id: TensorId, timing: Timing) {
         if self.copies.transfers.pool().is_none() {
             return;
         }
-        let (to_host, nanos, queued, plain) = match done {
-            Done::Offloaded {
-                result,
-                nanos,
-                codec_nanos,
-                on_device,
-                queued_nanos,
-                ..
-            } => (
-                true,
-                *nanos,
-                *queued_nanos,
-                result.is_ok() && *codec_nanos == 0 && !on_device,
-            ),
-            Done::Fetched {
-                result,
-                nanos,
-                codec_nanos,
-                on_device,
-                queued_nanos,
-                ..
-            } => (
-                false,
-                *nanos,
-                *queued_nanos,
-                result.is_ok() && *codec_nanos == 0 && !on_device,
-            ),
-        };
-        let bytes = self.residency.get(&done.id()).map(|e| e.bytes());
+        let bytes = self.residency.get(&id).map(|e| e.bytes());
         let charged = match bytes {
-            Some(bytes) if plain => {
-                let seconds =
-                    self.machine
-                        .observed
-                        .cpu_seconds(to_host, bytes, queued as f64 * 1e-9);
+            Some(bytes) if timing.plain => {
+                let queued = timing.queued_nanos as f64 * 1e-9;
+                let seconds = self
+                    .machine
+                    .observed
+                    .cpu_seconds(timing.to_host, bytes, queued);
                 (seconds * 1e9) as u64
             }
-            _ => nanos,
+            _ => timing.nanos,
         };
         self.history.counters.add_worker_copy(charged);
     }

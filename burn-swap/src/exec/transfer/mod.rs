@@ -100,10 +100,52 @@ pub(crate) enum Done<B: BackendIr> {
     },
 }
 
+/// How long a finished transfer took, and whether it was a plain copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// An offload (else a fetch).
+    pub to_host: bool,
+    /// The job's nanoseconds.
+    pub nanos: u64,
+    /// Nanoseconds from its queueing to the job's end.
+    pub queued_nanos: u64,
+    /// It succeeded with no codec on either side: a copy of the raw bytes, whose time is
+    /// the link's.
+    pub plain: bool,
+}
+
 impl<B: BackendIr> Done<B> {
     pub fn id(&self) -> TensorId {
         match self {
             Done::Offloaded { id, .. } | Done::Fetched { id, .. } => *id,
+        }
+    }
+
+    /// Its [`Timing`].
+    pub fn timing(&self) -> Timing {
+        let (to_host, ok) = match self {
+            Done::Offloaded { result, .. } => (true, result.is_ok()),
+            Done::Fetched { result, .. } => (false, result.is_ok()),
+        };
+        let (Done::Offloaded {
+            nanos,
+            codec_nanos,
+            on_device,
+            queued_nanos,
+            ..
+        }
+        | Done::Fetched {
+            nanos,
+            codec_nanos,
+            on_device,
+            queued_nanos,
+            ..
+        }) = self;
+        Timing {
+            to_host,
+            nanos: *nanos,
+            queued_nanos: *queued_nanos,
+            plain: ok && *codec_nanos == 0 && !on_device,
         }
     }
 }
