@@ -375,6 +375,82 @@ mod tests {
         assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 450]);
     }
 
+    /// The reactive policy chooses what leaves by the same scores whether or not the links
+    /// were measured (the planned policy measures them for its first plan, then falls back on
+    /// the reactive policy wherever no plan is followed). Two engines under the reactive
+    /// policy, the links measured on one: a 4 KiB tensor last used many ops ago and a 4 MiB
+    /// one used by the last op, and room for 4 KiB more. The two models rank them apart: the
+    /// staleness ratio is set between the ratios at which each model would send the small
+    /// one first (the default model's, and the one fitted to the links measured here). On
+    /// both engines the one the default model ranks first leaves (here the small one); with
+    /// the fitted model scoring, the measured engine sent the 4 MiB one (checked).
+    #[test]
+    fn the_reactive_choice_does_not_depend_on_the_links_measured() {
+        use crate::config::Policy;
+        use crate::plan::reactive::LinkModel;
+        let (small, large, tiny) = (1usize << 10, 1usize << 20, 16usize);
+        let budget = 4 * (small + large + tiny) as u64 + 4 * small as u64 - 1;
+        let engine = || {
+            super::engine::Engine::<Flex>::new(
+                FlexDevice,
+                SwapConfig::budget_bytes(budget).with_policy(Policy::Reactive),
+                Some(budget),
+            )
+        };
+        let (mut measured, mut unmeasured) = (engine(), engine());
+        // Measured before the large tensor arrives: the probes fit in the headroom.
+        let filler = |e: &mut super::engine::Engine<Flex>, floats: usize| {
+            e.register_data(TensorData::new(vec![1f32; floats], [floats]))
+                .unwrap()
+        };
+        let s = [filler(&mut measured, small), filler(&mut unmeasured, small)];
+        let t = [filler(&mut measured, tiny), filler(&mut unmeasured, tiny)];
+        let fitted = measured
+            .links()
+            .expect("probed in 4 MiB of headroom")
+            .link_model()
+            .expect("the probes fit a line");
+        // The ratio of the large tensor's score to the small one's at equal staleness: the
+        // small one leaves first once it is that many times staler.
+        let ratio = |m: &LinkModel| {
+            let per_byte = |bytes: usize| 1.0 / m.round_trip(4 * bytes as u64);
+            (4 * large) as f64 * per_byte(large) / ((4 * small) as f64 * per_byte(small))
+        };
+        let (default, fitted) = (ratio(&LinkModel::default()), ratio(&fitted));
+        assert!(
+            (fitted / default).ln().abs() > 1.5f64.ln(),
+            "the model fitted here ranks as the default does (ratios {fitted:.1} and \
+             {default:.1}): nothing tells them apart"
+        );
+        // Staleness: the small tensor's `m + 3` ops against the large one's 2.
+        let staler = (fitted * default).sqrt();
+        let m = (2.0 * staler - 3.0).round().max(1.0) as usize;
+        let mut resident = Vec::new();
+        for (k, engine) in [&mut measured, &mut unmeasured].into_iter().enumerate() {
+            read(engine, &s[k]);
+            let l = filler(engine, large);
+            for _ in 0..m {
+                read(engine, &t[k]);
+            }
+            read(engine, &l);
+            filler(engine, small);
+            resident.push(engine.resident_for_test());
+        }
+        // As the default model ranks them (the small one first where the fitted model ranks
+        // the large one first, as on this machine, and the other way round).
+        let left = if staler > default {
+            4 * (small + large + tiny) as u64
+        } else {
+            4 * (2 * small + tiny) as u64
+        };
+        assert_eq!(
+            resident,
+            [left, left],
+            "the same tensor leaves on both engines ({m} reads between, score ratios: \
+             default {default:.1}, fitted {fitted:.1})"
+        );
+    }
+
     /// An engine on Flex under `budget` bytes with `count` tensors of `floats` f32 each
     /// registered, tensor `k` filled with `k`.
     fn budgeted_engine(

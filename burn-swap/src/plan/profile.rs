@@ -133,8 +133,9 @@ impl Links {
         (LinkFit::fit(&self.to_host), LinkFit::fit(&self.to_device))
     }
 
-    /// The round-trip cost model the reactive policy scores with: the slower direction's
-    /// bandwidth and the sum of latencies, halved per copy.
+    /// The round-trip cost model of these links, which the planners cost checkpoints and
+    /// copies with: the slower direction's bandwidth and the sum of latencies, halved per
+    /// copy. (The reactive policy keeps its fixed model: [`LinkModel`].)
     pub fn link_model(&self) -> Option<LinkModel> {
         let (out, back) = self.fits();
         let (out, back) = (out?, back?);

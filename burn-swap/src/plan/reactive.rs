@@ -121,6 +121,16 @@ pub struct Candidate {
 }
 
 /// The cost model of one offload: a copy out now and a copy back later.
+///
+/// The reactive policy scores with the [`Default`] model, never with links measured: the
+/// planned policy falls back on the reactive policy where no plan is followed (before the
+/// first plan, where a plan is declined or none fits), and its plans are judged against
+/// that fallback as measured before the links were. Scoring with the measured model would
+/// make the fallback another policy from then on, judged by figures it did not earn: on
+/// `swap-bench`'s LSTM at a quarter of its peak, the model fitted on a host-memory backend
+/// (54 µs a copy, where a worker's hand-over dominates; 26 GB/s) sent the 4 MiB tensors
+/// first and moved 2.4 times the bytes per step of the reactive policy (the book's
+/// *Results*).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkModel {
     /// Bytes per second of one copy.

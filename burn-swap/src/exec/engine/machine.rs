@@ -1,17 +1,13 @@
 //! What was measured of the machine: the copy links (probed, or learned from the copies
-//! made) and the cost model made from them, the CPU codec's throughput, and the allocator's
-//! pools and the device's memory.
+//! made), the CPU codec's throughput, and the allocator's pools and the device's memory.
 
 use super::observed_copies::ObservedCopies;
 use crate::exec::pools::Pools;
 use crate::plan::profile::Links;
-use crate::plan::reactive::LinkModel;
 
 /// The measured figures of a device and its links.
 #[derive(Default)]
 pub(super) struct Machine {
-    /// The cost model of one offload, for the reactive policy's scores.
-    pub link: LinkModel,
     /// The measured copy throughput, once measured.
     pub links: Option<Links>,
     /// The transfer workers' copies, timed: the links where none could be measured.

@@ -27,8 +27,9 @@ impl<B: BackendIr> Engine<B> {
     /// The copy throughput between device and host, measured on first request with
     /// temporary tensors that fit in the budget's headroom, through the transfer workers (the
     /// path planned transfers take, hand-over latency included) or, when they cannot run, on
-    /// this thread; the fitted model then also scores the reactive policy's choices. Where
-    /// too few probe sizes fit (a budget the fallback keeps nearly full) or the measurement
+    /// this thread. The planners read them; the reactive policy does not (its choices are
+    /// the same whatever was measured: `plan::reactive::LinkModel`). Where too few probe
+    /// sizes fit (a budget the fallback keeps nearly full) or the measurement
     /// failed, the links the workers' own copies show so far (not kept: a later request
     /// probes again); `None` when they have not copied both ways yet.
     pub fn links(&mut self) -> Option<Links> {
@@ -63,12 +64,7 @@ impl<B: BackendIr> Engine<B> {
                 None => link_probe::measure_links(&mut self.handles, &sizes),
             };
             match measured {
-                Ok(links) => {
-                    if let Some(model) = links.link_model() {
-                        self.machine.link = model;
-                    }
-                    self.machine.links = Some(links);
-                }
+                Ok(links) => self.machine.links = Some(links),
                 Err(error) => {
                     tracing::warn!(%error, "burn-swap: could not measure copy throughput");
                     return self.machine.observed.links();

@@ -10,7 +10,7 @@ use super::Engine;
 use crate::error::SwapError;
 use crate::exec::counters::{FALLBACK_ROOMS_KEPT, FallbackRoom, Wait};
 use crate::exec::residency::{Remake, State};
-use crate::plan::reactive::{self, Candidate, Leave, RoomStep, VictimFacts};
+use crate::plan::reactive::{self, Candidate, Leave, LinkModel, RoomStep, VictimFacts};
 
 impl<B: BackendIr> Engine<B> {
     /// Keeps the budget for an op whose inputs are in `self.op.inputs`: its inputs and
@@ -275,7 +275,7 @@ impl<B: BackendIr> Engine<B> {
             deficit,
             self.history.now,
             self.settings.config.eviction,
-            &self.machine.link,
+            &LinkModel::default(),
         );
         self.history
             .counters
