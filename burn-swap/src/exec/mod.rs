@@ -403,18 +403,19 @@ mod tests {
             e.register_data(TensorData::new(vec![1f32; floats], [floats]))
                 .unwrap()
         };
-        let s = [filler(&mut measured, small), filler(&mut unmeasured, small)];
-        let t = [filler(&mut measured, tiny), filler(&mut unmeasured, tiny)];
+        let stale = [filler(&mut measured, small), filler(&mut unmeasured, small)];
+        let ticker = [filler(&mut measured, tiny), filler(&mut unmeasured, tiny)];
         let fitted = measured
             .links()
             .expect("probed in 4 MiB of headroom")
             .link_model()
             .expect("the probes fit a line");
-        // The ratio of the large tensor's score to the small one's at equal staleness: the
-        // small one leaves first once it is that many times staler.
+        // The ratio of the large tensor's DTR score to the small one's at equal staleness
+        // (bytes over a round trip's cost): the small one leaves first once it is that many
+        // times staler.
         let ratio = |m: &LinkModel| {
-            let per_byte = |bytes: usize| 1.0 / m.round_trip(4 * bytes as u64);
-            (4 * large) as f64 * per_byte(large) / ((4 * small) as f64 * per_byte(small))
+            let score = |floats: usize| (4 * floats) as f64 / m.round_trip(4 * floats as u64);
+            score(large) / score(small)
         };
         let (default, fitted) = (ratio(&LinkModel::default()), ratio(&fitted));
         assert!(
@@ -422,17 +423,18 @@ mod tests {
             "the model fitted here ranks as the default does (ratios {fitted:.1} and \
              {default:.1}): nothing tells them apart"
         );
-        // Staleness: the small tensor's `m + 3` ops against the large one's 2.
+        // Staleness when room is made: the small tensor's `m + 3` ops against the large
+        // one's 2 (the tiny one is read in between to move the op clock on).
         let staler = (fitted * default).sqrt();
         let m = (2.0 * staler - 3.0).round().max(1.0) as usize;
         let mut resident = Vec::new();
         for (k, engine) in [&mut measured, &mut unmeasured].into_iter().enumerate() {
-            read(engine, &s[k]);
-            let l = filler(engine, large);
+            read(engine, &stale[k]);
+            let fresh = filler(engine, large);
             for _ in 0..m {
-                read(engine, &t[k]);
+                read(engine, &ticker[k]);
             }
-            read(engine, &l);
+            read(engine, &fresh);
             filler(engine, small);
             resident.push(engine.resident_for_test());
         }
