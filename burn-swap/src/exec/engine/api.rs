@@ -361,4 +361,10 @@ impl<B: BackendIr> Engine<B> {
     pub fn resident_for_test(&self) -> u64 {
         self.resident()
     }
+
+    /// Keeps `links` as a measurement keeps the links it measured (a measurement's figures
+    /// depend on the machine and its load).
+    pub fn keep_links_for_test(&mut self, links: crate::plan::profile::Links) {
+        self.keep_measured_links(links);
+    }
 }

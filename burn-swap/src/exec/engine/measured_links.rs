@@ -64,7 +64,7 @@ impl<B: BackendIr> Engine<B> {
                 None => link_probe::measure_links(&mut self.handles, &sizes),
             };
             match measured {
-                Ok(links) => self.machine.links = Some(links),
+                Ok(links) => self.keep_measured_links(links),
                 Err(error) => {
                     tracing::warn!(%error, "burn-swap: could not measure copy throughput");
                     return self.machine.observed.links();
@@ -79,6 +79,12 @@ impl<B: BackendIr> Engine<B> {
             here.handover_seconds = handover as f64 * 1e-9;
         }
         links
+    }
+
+    /// Keeps the links measured: the planners read them from now on (the reactive policy's
+    /// scores do not; see `plan::reactive::LinkModel`).
+    pub(super) fn keep_measured_links(&mut self, links: Links) {
+        self.machine.links = Some(links);
     }
 
     /// [`Engine::measure_worker_links`] for the given sizes, outside the budget (the caller
