@@ -29,9 +29,9 @@ impl<B: BackendIr> Engine<B> {
     /// path planned transfers take, hand-over latency included) or, when they cannot run, on
     /// this thread. The planners read them; the reactive policy does not (its choices are
     /// the same whatever was measured: `plan::reactive::LinkModel`). Where too few probe
-    /// sizes fit (a budget the fallback keeps nearly full) or the measurement
-    /// failed, the links the workers' own copies show so far (not kept: a later request
-    /// probes again); `None` when they have not copied both ways yet.
+    /// sizes fit (a budget the fallback keeps nearly full) or the measurement failed, the
+    /// links the workers' own copies show so far (not kept: a later request probes again);
+    /// `None` when they have not copied both ways yet.
     pub fn links(&mut self) -> Option<Links> {
         let pinned = PINNED_LINKS
             .lock()
