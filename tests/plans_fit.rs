@@ -270,6 +270,50 @@ fn plans_fit_where_tensors_must_leave_for_a_single_op() {
     check(Workload::Cnn(ResNetConfig::small()));
 }
 
+/// At the smallest budget a model runs under (its largest op's working set), a plan cannot
+/// fit where what lives across iterations must stay: it is made, made once more from the next
+/// iteration's trace, and not again once that one predicts no lower peak, however many
+/// iterations follow. The fallback keeps the budget; every value is the plain backend's.
+#[test]
+fn a_plan_that_cannot_fit_is_made_again_only_while_it_gets_closer() {
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    let mut unfit = 0;
+    for workload in [
+        Workload::ConvNet(ConvNetConfig::small()),
+        Workload::BnCnn(BnCnnConfig::small()),
+    ] {
+        let name = workload.name();
+        let plain = workload.train::<Autodiff<Flex>>(&device, 12);
+        configure_afresh(SwapConfig::default());
+        workload.train::<B>(&device, 3);
+        let budget = burn_swap::report(&device)
+            .unwrap()
+            .workload
+            .minimum_budget_bytes;
+        configure_afresh(steered(budget));
+        let swapped = workload.train::<B>(&device, 12);
+        let report = burn_swap::report(&device).unwrap();
+        configure_afresh(SwapConfig::default());
+        plain.assert_same(&swapped, name);
+        println!(
+            "{name} at {budget} B: {} plans, predicted peak {:?}",
+            report.plan.plans, report.plan.predicted_peak_bytes
+        );
+        assert!(report.memory.peak_bytes <= budget, "{name}\n{report}");
+        assert!(report.plan.plans >= 1, "{name}: no plan made\n{report}");
+        if report.plan.predicted_peak_bytes.is_some_and(|p| p > budget) {
+            unfit += 1;
+            assert!(
+                report.plan.plans <= 2,
+                "{name}: {} plans that do not fit\n{report}",
+                report.plan.plans
+            );
+        }
+    }
+    assert!(unfit > 0, "every plan fitted: the claim went unchecked");
+}
+
 /// A plan speaks of one schedule's ops: when the loop's period changes (Adam's updates of
 /// same-shaped parameters repeat within a step, so a short period is found before the
 /// step's), the plan made for the old schedule is dropped, neither followed nor reported,

@@ -28,7 +28,7 @@ use crate::exec::meter::Meter;
 use crate::plan::program::Program;
 
 /// Plans made again, at the end of each following iteration, while a schedule's plan does
-/// not fit its budget.
+/// not fit its budget and each predicts a lower peak than the one before ([`Plans::keep`]).
 pub(crate) const REPLANS: u8 = 2;
 
 /// Plans kept for schedules seen before.
@@ -196,9 +196,20 @@ impl Plans {
 
     /// Keeps `program` for `content`, in place of any plan kept for it; past [`KEPT`] plans
     /// the least recently used goes.
+    ///
+    /// A plan made again because the one kept did not fit, that does not fit either and
+    /// predicts no lower peak, ends the replans: the later iterations' traces told the
+    /// planner nothing that helps, and the next would not either (a budget at the smallest
+    /// an op needs, where what lives across iterations cannot also leave, never fits).
     pub fn keep(&mut self, content: u64, program: &Program) {
         self.clock += 1;
         if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
+            if !kept.program.fits
+                && !program.fits
+                && program.predicted_peak_bytes >= kept.program.predicted_peak_bytes
+            {
+                self.replans = 0;
+            }
             kept.program = program.clone();
             kept.used = self.clock;
             kept.declined = false;
@@ -356,6 +367,29 @@ mod tests {
         plans.keep(100, &program(7));
         assert_eq!(plans.kept(100).map(|p| p.period), Some(7));
         assert_eq!(plans.kept.len(), KEPT);
+    }
+
+    #[test]
+    fn a_plan_made_again_that_fits_no_better_ends_the_replans() {
+        let unfit = |peak: u64| Program {
+            fits: false,
+            predicted_peak_bytes: peak,
+            ..program(5)
+        };
+        let mut plans = Plans::default();
+        plans.keep(5, &unfit(900));
+        plans.replans = REPLANS;
+        // A lower peak: the next iteration's trace helped; the replans go on.
+        plans.keep(5, &unfit(800));
+        assert_eq!(plans.replans, REPLANS);
+        // No lower: the next would not help either.
+        plans.keep(5, &unfit(800));
+        assert_eq!(plans.replans, 0);
+        // A plan that fits, and a first plan for another content, leave them alone.
+        plans.replans = REPLANS;
+        plans.keep(5, &program(5));
+        plans.keep(6, &unfit(900));
+        assert_eq!(plans.replans, REPLANS);
     }
 
     #[test]
