@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use super::Report;
+use super::{PlanTakeover, Report};
 use crate::config::Compression;
 
 /// Formats bytes with a binary unit, e.g. `12.0 MiB`.
@@ -208,6 +208,9 @@ impl Report {
                 format_bytes(self.plan.fallback_bytes_under_plan)
             ),
         );
+        if let Some(first) = self.plan.plan_takeovers.first() {
+            row("took over", takeovers(&self.plan.plan_takeovers, first));
+        }
         if let Some(first) = self.plan.fallback_rooms.first() {
             row(
                 "first fallback",
@@ -311,5 +314,111 @@ impl Report {
                 format!("#{}: {}", last.iteration, format_bytes(last.peak_bytes)),
             );
         }
+    }
+}
+
+/// The plans' takeovers in words: where the first and the latest took over (the end of an
+/// iteration of their schedule, by op counted from the device's first), and what each was: a
+/// new plan with the time it took and the iterations the fallback ran meanwhile, or a kept
+/// one.
+fn takeovers(all: &[PlanTakeover], first: &PlanTakeover) -> String {
+    let one = |t: &PlanTakeover| {
+        if t.reused {
+            format!("after op {}, a kept plan (period {} ops)", t.op, t.period)
+        } else {
+            format!(
+                "after op {}, made in {:.1} ms beside {} iterations on the fallback (period {} \
+                 ops)",
+                t.op,
+                t.planning_seconds * 1e3,
+                t.waited_iterations,
+                t.period
+            )
+        }
+    };
+    match all.last() {
+        Some(latest) if all.len() > 1 => format!(
+            "{} times{}: first {}; latest {}",
+            all.len(),
+            if all.len() >= crate::exec::counters::TAKEOVERS_KEPT {
+                " (the latest kept)"
+            } else {
+                ""
+            },
+            one(first),
+            one(latest)
+        ),
+        _ => one(first),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SwapConfig;
+    use crate::exec::counters::Counters;
+    use crate::exec::engine::Figures;
+
+    fn report(counters: Counters) -> Report {
+        Report::new(
+            "test".into(),
+            Figures {
+                config: SwapConfig::default(),
+                budget: Some(1 << 20),
+                books: Default::default(),
+                counters,
+                device_memory: None,
+                planned_offloads: 0,
+                planned_recomputes: 0,
+                peers: Vec::new(),
+                peer_fallbacks: 0,
+                period: Some(40),
+                streams: Vec::new(),
+                allocator_cleanups: 0,
+                iteration_peaks: Vec::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_table_says_when_each_plan_took_over_and_what_it_was() {
+        let made = PlanTakeover {
+            op: 240,
+            period: 40,
+            reused: false,
+            planning_seconds: 0.0125,
+            waited_iterations: 2,
+        };
+        let kept = PlanTakeover {
+            op: 900,
+            reused: true,
+            planning_seconds: 0.0,
+            waited_iterations: 0,
+            ..made
+        };
+        let mut counters = Counters {
+            predicted_peak: Some(1 << 19),
+            ..Counters::default()
+        };
+        let none = report(counters.clone()).to_string();
+        assert!(!none.contains("took over"), "{none}");
+        counters.plan_takeovers = vec![made];
+        let text = report(counters.clone()).to_string();
+        assert!(
+            text.contains(
+                "| took over        | after op 240, made in 12.5 ms beside 2 iterations on the \
+                 fallback (period 40 ops) |"
+            ),
+            "{text}"
+        );
+        counters.plan_takeovers = vec![made, kept, kept];
+        let text = report(counters).to_string();
+        assert!(
+            text.contains(
+                "3 times: first after op 240, made in 12.5 ms beside 2 iterations on the \
+                 fallback (period 40 ops); latest after op 900, a kept plan (period 40 ops) |"
+            ),
+            "{text}"
+        );
     }
 }
