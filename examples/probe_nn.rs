@@ -10,14 +10,15 @@
 //! `ln-lstm` (an LSTM cell with layer norms, unrolled by hand over 32 time steps), `enc-dec`
 //! (a transformer encoder-decoder), `llama` (RMS norms, rotary positions, SwiGLU, four
 //! blocks), `classifier` (a transformer encoder over batches of 16, 24 and 32 tokens in a
-//! cycle of six steps, pooled under a padding mask), `cnn-checkpointed` (a CNN under Burn's
+//! cycle of six steps, pooled under a padding mask), `classifier-random` (the same, its
+//! lengths drawn at random), `cnn-checkpointed` (a CNN under Burn's
 //! `BalancedCheckpointing`) and `cnn-dropout` (a CNN with dropout); all of them by default.
 //! Each trains `N` steps (12) with Adam on `Autodiff<Swap<Flex>>`: unbudgeted first, for the
 //! counted peak, then `R` rounds (3) of planned, reactive and plain `Autodiff<Flex>` runs at
 //! `F` (0.5) of that peak (or the model's smallest budget, if larger). Every run's losses are
 //! the plain run's, bit for bit, and every budgeted peak within its budget, or the probe
-//! fails. It prints, per model, the plans of the first planned run and each policy's median
-//! run time over the rounds with its range.
+//! fails. It prints, per model, what the first round's budgeted runs moved and planned, and
+//! each policy's median run time over the rounds with its range.
 
 use std::time::Instant;
 
@@ -46,12 +47,13 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use burn_swap::{Policy, Swap, SwapConfig};
 
-const MODELS: [&str; 7] = [
+const MODELS: [&str; 8] = [
     "tagger",
     "ln-lstm",
     "enc-dec",
     "llama",
     "classifier",
+    "classifier-random",
     "cnn-checkpointed",
     "cnn-dropout",
 ];
@@ -305,7 +307,8 @@ impl<B: Backend> Llama<B> {
 }
 
 /// A text classifier: a transformer encoder over batches whose length changes with the step
-/// (16, 24, 16, 32, 24, 16 tokens, again and again), pooled under a padding mask.
+/// (16, 24, 16, 32, 24, 16 tokens, again and again; or one of the three drawn at random),
+/// pooled under a padding mask.
 #[derive(Module, Debug)]
 struct Classifier<B: Backend> {
     embedding: Embedding<B>,
@@ -322,9 +325,17 @@ impl<B: Backend> Classifier<B> {
         }
     }
 
-    fn loss(&self, step: usize, device: &B::Device) -> Tensor<B, 1> {
+    fn loss(&self, step: usize, device: &B::Device, random: bool) -> Tensor<B, 1> {
         let batch = 8;
-        let seq = [16, 24, 16, 32, 24, 16][step % 6];
+        let seq = if random {
+            // A sampler drawing one of three lengths at random each step (a fixed
+            // sequence: the same in every run).
+            let mut x = (step as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            x ^= x >> 31;
+            [16, 24, 32][(x.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 62) as usize % 3]
+        } else {
+            [16, 24, 16, 32, 24, 16][step % 6]
+        };
         let tokens = ints::<B, 2>([batch, seq], 200, step, device);
         let padding: Tensor<B, 2, Bool> = tokens.clone().equal_elem(0);
         let x = self.encoder.forward(
@@ -381,10 +392,11 @@ impl<B: Backend> Cnn<B> {
     }
 }
 
-/// Trains `$model` (a type with `new` and `loss`) on backend `$backend` for `$steps` steps
-/// from seed 7 and returns each step's loss bits and the run's seconds.
+/// Trains `$model` (a type with `new` and `loss`, which takes `$arg` after the step and the
+/// device when given) on backend `$backend` for `$steps` steps from seed 7 and returns each
+/// step's loss bits and the run's seconds.
 macro_rules! train {
-    ($backend:ty, $model:ident, $new:expr, $steps:expr) => {{
+    ($backend:ty, $model:ident, $new:expr, $steps:expr $(, $arg:expr)?) => {{
         let device = FlexDevice;
         <$backend>::seed(&device, 7);
         let mut model: $model<$backend> = $new(&device);
@@ -392,7 +404,7 @@ macro_rules! train {
         let mut losses = Vec::with_capacity($steps);
         let start = Instant::now();
         for step in 0..$steps {
-            let loss = model.loss(step, &device);
+            let loss = model.loss(step, &device $(, $arg)?);
             let value: f32 = loss.clone().into_scalar().elem();
             losses.push(value.to_bits());
             let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -412,7 +424,10 @@ fn train<C: CheckpointStrategy>(name: &str, steps: usize, swap: bool) -> (Vec<u3
                 "ln-lstm" => train!($backend, LayerNormLstm, LayerNormLstm::new, steps),
                 "enc-dec" => train!($backend, EncoderDecoder, EncoderDecoder::new, steps),
                 "llama" => train!($backend, Llama, Llama::new, steps),
-                "classifier" => train!($backend, Classifier, Classifier::new, steps),
+                "classifier" => train!($backend, Classifier, Classifier::new, steps, false),
+                "classifier-random" => {
+                    train!($backend, Classifier, Classifier::new, steps, true)
+                }
                 "cnn-dropout" => train!($backend, Cnn, |d| Cnn::new(d, 0.3), steps),
                 _ => train!($backend, Cnn, |d| Cnn::new(d, 0.0), steps),
             }
@@ -487,14 +502,16 @@ fn probe<C: CheckpointStrategy>(
                 ));
             }
             times[k].push(seconds);
-            if round == 0 && policy == Policy::Planned {
+            if round == 0 {
                 let p = &report.plan;
                 println!(
-                    "{name}: budget {budget} B ({:.0}% of {peak} B), period {:?} ops; planned: \
-                     {} plans made, {} reused, {} declined, {} planned iterations, planner \
-                     {:.1} ms, op thread {:.2} ms",
+                    "{name}: budget {budget} B ({:.0}% of {peak} B), period {:?} ops; {}: \
+                     {} B offloaded, {} plans made, {} reused, {} declined, {} planned \
+                     iterations, planner {:.1} ms, op thread {:.2} ms",
                     budget as f64 * 100.0 / peak as f64,
                     report.workload.period,
+                    policy.name(),
+                    report.transfers.offloaded_bytes,
                     p.plans,
                     p.plans_reused,
                     p.plans_declined,
