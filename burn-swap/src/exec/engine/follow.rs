@@ -28,6 +28,9 @@ impl<B: BackendIr> Engine<B> {
             self.copies.deferred = deferred;
         }
         self.drop_stale_plan();
+        if self.history.recorder.recognised_at_last() {
+            self.take_back_recognised();
+        }
         let Some(place) = self.history.recorder.place_of_last() else {
             return;
         };
@@ -294,6 +297,45 @@ impl<B: BackendIr> Engine<B> {
         self.history.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
         // Made here (planning on the op's thread), or already done.
         self.take_ready_plan(key);
+    }
+
+    /// At the op a schedule that ran before was recognised at (by the first ops of its
+    /// iteration: `trace/recorder/`), its kept plan takes over there and then, its steps
+    /// taken from this op on (those of the ops before it in the iteration have run): a loop
+    /// whose schedules come back in no order (batches of a few lengths drawn at random)
+    /// follows each one's plan in the iteration it comes back in. One declined stays on the
+    /// fallback; one with no kept plan is planned at its iteration's end as any other.
+    fn take_back_recognised(&mut self) {
+        let (Some(key), Some(budget)) = (self.history.recorder.schedule_key(), self.budget())
+        else {
+            return;
+        };
+        let Some(content) = self.plan_content(budget) else {
+            return;
+        };
+        if self
+            .plans
+            .active
+            .as_ref()
+            .is_some_and(|a| a.content == content)
+        {
+            // The plan in force is this schedule's (one as long, whose key stayed).
+            return;
+        }
+        // Another schedule's plan (one as long keeps the key) goes, and this one's comes
+        // back, or is made at its iteration's end.
+        self.forget_plan();
+        if self.judged_content().is_some() && self.plans.declined(content) {
+            self.plans.planned_for = Some(key);
+            self.plans.replans = 0;
+            self.history.counters.plan_declined = true;
+            return;
+        }
+        if let Some(program) = self.plans.kept(content) {
+            self.plans.replans = REPLANS;
+            self.plans.planned_for = Some(key);
+            self.take_over(program, key, content, None, 0);
+        }
     }
 
     /// What a plan for the schedule in force is kept under: its ops, the budget, the policy

@@ -106,6 +106,8 @@ impl Recorder {
             start
         };
         self.schedule = Some(schedule);
+        self.recognised = None;
+        self.candidate = None;
         if !self.recalled.iter().any(|r| r.period == found.period) {
             if self.recalled.len() >= RECALLED {
                 self.recalled.remove(0);

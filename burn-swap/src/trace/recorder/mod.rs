@@ -199,9 +199,32 @@ pub(crate) struct Recorder {
     /// (another sequence length, a GAN's other step) is taken up again as soon as one
     /// iteration of it matched the one before, without waiting for the next analysis.
     recalled: Vec<Recalled>,
+    /// One iteration of each schedule held before (the latest [`RECALLED`], by content),
+    /// kept when the schedule broke: a schedule that comes back after others (a sampler
+    /// drawing batch lengths at random) is recognised by the first ops of its iteration.
+    iterations: Vec<Iteration>,
+    /// The iteration the schedule in force was recognised by, while its first iteration
+    /// runs: its ops are checked against it (the ops a period before are another
+    /// schedule's).
+    recognised: Option<Iteration>,
+    /// The global indices of the op the schedule in force was recognised at and of the
+    /// boundary its recognised iteration began at.
+    recognised_at: u64,
+    recognised_from: u64,
+    /// The boundary of the iteration the schedule in force broke in, while it is watched
+    /// for a schedule kept before (see `recognise`).
+    candidate: Option<u64>,
     /// The content of the last complete iteration, with its global range: read several
     /// times at each iteration end (the plan's key, its judgement), hashed once.
     content: Cell<Option<(Range<u64>, u64)>>,
+}
+
+/// One complete iteration of a schedule, from its boundary: its op signatures and its
+/// content (see [`Recorder::schedule_content`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Iteration {
+    signatures: Vec<u64>,
+    content: u64,
 }
 
 /// Periods of earlier schedules watched while the schedule in force does not hold.
@@ -225,6 +248,9 @@ const SWAP_OPS: usize = 4;
 const REORDER_FRACTION: usize = 2;
 /// Matching ops after a short difference that resume the schedule in force.
 const SWAP_RESUME: usize = 16;
+/// Ops of an iteration that departs from the schedule in force, matching an iteration kept
+/// from another schedule, after which that schedule is taken up (see `recognise`).
+const RECOGNISED_AFTER: usize = 16;
 
 /// Whether two runs of op signatures hold the same ops, in any order.
 fn same_ops(a: impl Iterator<Item = u64>, b: impl Iterator<Item = u64>) -> bool {
@@ -275,6 +301,11 @@ impl Recorder {
             lean: false,
             full_until: 0,
             recalled: Vec::new(),
+            iterations: Vec::new(),
+            recognised: None,
+            recognised_at: 0,
+            recognised_from: 0,
+            candidate: None,
             content: Cell::new(None),
         }
     }
@@ -540,9 +571,14 @@ impl Recorder {
     /// What the schedule in force does, as one hash: the op signatures of its last complete
     /// iteration from its boundary, in order (those that compute: see below). A schedule
     /// that comes back (found again after another ran, or resynchronised after a one-off
-    /// op) hashes the same, its boundary being placed by the same rule; `None` before an
-    /// iteration is complete.
+    /// op) hashes the same, its boundary being placed by the same rule. While the schedule
+    /// was recognised by an iteration kept before and its own first is not complete, that
+    /// iteration's content; `None` before an iteration is complete.
     pub(crate) fn schedule_content(&self) -> Option<u64> {
+        if let Some(recognised) = &self.recognised {
+            // Recognised by an iteration kept before, its own first not complete yet.
+            return Some(recognised.content);
+        }
         let (_, _, range) = self.last_complete()?;
         // The ops of a complete iteration never change: its content is hashed once.
         if let Some((hashed, content)) = self.content.take() {
@@ -552,6 +588,14 @@ impl Recorder {
                 return Some(content);
             }
         }
+        let content = self.content_of(range.clone());
+        self.content.set(Some((range, content)));
+        Some(content)
+    }
+
+    /// The content of the ops of the global range `range` (in the window): their
+    /// signatures in order, those that compute.
+    fn content_of(&self, range: Range<u64>) -> u64 {
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
         let movable = self.kinds.movable();
         let mut hasher = signature::FxHasher::default();
@@ -563,9 +607,14 @@ impl Recorder {
                 hasher.write_u64(op.signature);
             }
         }
-        let content = hasher.finish();
-        self.content.set(Some((range, content)));
-        Some(content)
+        hasher.finish()
+    }
+
+    /// Whether the schedule in force was recognised at the op recorded last, by an
+    /// iteration kept before (see `recognise`): the executor takes the plan kept for it
+    /// there and then, not at the iteration's end.
+    pub(crate) fn recognised_at_last(&self) -> bool {
+        self.recognised.is_some() && self.recognised_at + 1 == self.next_index()
     }
 
     /// The detected period, if any.

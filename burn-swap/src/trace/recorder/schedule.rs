@@ -4,7 +4,8 @@
 use std::ops::Range;
 
 use super::{
-    FIRST_ANALYSIS, REORDER_FRACTION, Recorder, SWAP_OPS, SWAP_RESUME, Schedule, same_ops,
+    FIRST_ANALYSIS, Iteration, RECALLED, RECOGNISED_AFTER, REORDER_FRACTION, Recorder, SWAP_OPS,
+    SWAP_RESUME, Schedule, same_ops,
 };
 use crate::trace::period;
 
@@ -15,6 +16,10 @@ impl Recorder {
     /// again: the boundary moves with the inserted ops and the numbering continues.
     #[inline]
     pub(super) fn verify_last(&mut self) {
+        if self.recognised.is_some() {
+            self.verify_recognised();
+            return;
+        }
         // The common case inline: the schedule holds up to the op before, and this op is the
         // one a period before.
         if let Some(s) = self.schedule.as_mut() {
@@ -35,6 +40,127 @@ impl Recorder {
     pub(super) fn verify_last_slow(&mut self) {
         self.verify_schedule();
         self.recall();
+        self.recognise();
+    }
+
+    /// Checks the op just recorded against the iteration the schedule in force was
+    /// recognised by, while its first iteration runs; from its second on (or at the first
+    /// op that differs) the ops are checked against the ones a period before again.
+    #[inline(never)]
+    fn verify_recognised(&mut self) {
+        let (Some(s), Some(recognised)) = (self.schedule, self.recognised.as_ref()) else {
+            self.recognised = None;
+            return;
+        };
+        let last = self.next_index() - 1;
+        let at = (last - self.recognised_from) as usize;
+        let matches = at < recognised.signatures.len()
+            && s.verified_end == last
+            && self.ops[(last - self.base) as usize].signature == recognised.signatures[at];
+        if matches {
+            if let Some(s) = self.schedule.as_mut() {
+                s.verified_end = last + 1;
+            }
+            return;
+        }
+        self.recognised = None;
+        self.verify_last_slow();
+    }
+
+    /// Keeps the last complete iteration of the schedule in force, which has just broken,
+    /// among the iterations schedules are recognised by (the latest [`RECALLED`], one per
+    /// content), when each of its ops was the one a period before: an iteration the schedule
+    /// held through a few swapped or reordered ops is a variant of it, not a schedule.
+    fn keep_iteration(&mut self) {
+        let (Some((_, _, range)), Some(content)) = (self.last_complete(), self.schedule_content())
+        else {
+            return;
+        };
+        if self.run_start > range.start {
+            return;
+        }
+        if self.iterations.last().is_some_and(|i| i.content == content) {
+            return;
+        }
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        let signatures = self.ops[local].iter().map(|o| o.signature).collect();
+        self.iterations.retain(|i| i.content != content);
+        if self.iterations.len() >= RECALLED {
+            self.iterations.remove(0);
+        }
+        self.iterations.push(Iteration {
+            signatures,
+            content,
+        });
+    }
+
+    /// Once the iteration in which the schedule in force broke (its boundary `candidate`)
+    /// has run [`RECOGNISED_AFTER`] ops (fewer when the schedule is shorter), and the
+    /// schedule has not resumed meanwhile (a few swapped or inserted ops), the iteration kept
+    /// from another schedule whose first ops these are, the latest kept first, becomes the
+    /// schedule in force from that boundary: its ops are checked against that iteration until
+    /// its own first is complete. A loop fed batches of a few lengths at random (each length
+    /// a schedule of its own, seldom twice in a row) so takes up each length's schedule, and
+    /// its plan, in the iteration it comes back in.
+    fn recognise(&mut self) {
+        let Some(boundary) = self.candidate else {
+            return;
+        };
+        let (Some(s), false) = (self.schedule, self.healthy()) else {
+            self.candidate = None;
+            return;
+        };
+        let last = self.next_index() - 1;
+        let seen = (last + 1).saturating_sub(boundary) as usize;
+        if seen < RECOGNISED_AFTER.min(s.period) {
+            return;
+        }
+        self.candidate = None;
+        if boundary < self.base || self.iterations.is_empty() {
+            return;
+        }
+        let so_far = &self.ops[(boundary - self.base) as usize..];
+        let current = self.schedule_content();
+        let Some(found) = self.iterations.iter().rev().find(|i| {
+            Some(i.content) != current
+                && i.signatures.len() >= so_far.len()
+                && so_far
+                    .iter()
+                    .zip(&i.signatures)
+                    .all(|(o, &signature)| o.signature == signature)
+        }) else {
+            return;
+        };
+        let period = found.signatures.len();
+        tracing::debug!(
+            period,
+            anchor = boundary,
+            "burn-swap: a schedule held before recognised by its first ops"
+        );
+        self.recognised = Some(found.clone());
+        self.recognised_at = last;
+        self.recognised_from = boundary;
+        let aligned =
+            period == s.period && (boundary - s.anchor.min(boundary)) % s.period as u64 == 0;
+        if aligned {
+            // Iterations as long, at the same boundaries: the schedule's place and numbering
+            // stay (so does its key: the executor tells the plans apart by their content).
+            self.schedule = Some(Schedule {
+                verified_end: last + 1,
+                ..s
+            });
+        } else {
+            self.schedule = Some(Schedule {
+                period,
+                anchor: boundary,
+                first_iteration: 0,
+                periodic_from: boundary,
+                verified_end: last + 1,
+            });
+            self.summarised_to = boundary;
+            self.reset_timing(period);
+        }
+        self.run_start = boundary;
     }
 
     /// Counts, for each period of an earlier schedule, the ops in a row that match the op a
@@ -106,6 +232,18 @@ impl Recorder {
                 self.heal(last + 1);
             }
         } else {
+            if s.verified_end == last {
+                // The schedule held up to here: keep its last iteration and, where this
+                // iteration departs from it among its first ops (another schedule's differ
+                // there: a batch of another length is uploaded first), watch whether it is a
+                // schedule kept before (`recognise`). Ops swapped or reordered later in the
+                // iteration are left to the checks above.
+                self.keep_iteration();
+                let position = last.saturating_sub(s.anchor) % s.period as u64;
+                if last >= s.anchor && position < RECOGNISED_AFTER as u64 {
+                    self.candidate = Some(last - position);
+                }
+            }
             self.run_start = last + 1;
         }
     }
@@ -183,6 +321,8 @@ impl Recorder {
             verified_end: end,
         });
         self.summarised_to = anchor;
+        self.recognised = None;
+        self.candidate = None;
         self.reset_timing(p);
     }
 

@@ -11,6 +11,8 @@ struct Loop {
     live: HashMap<u64, u64>,
     /// Every period the recorder held, after any op.
     periods: std::collections::BTreeSet<usize>,
+    /// The ops a schedule was recognised at by the first ops of its iteration.
+    recognised: Vec<u64>,
 }
 
 impl Loop {
@@ -20,6 +22,7 @@ impl Loop {
             next: 0,
             live: HashMap::new(),
             periods: Default::default(),
+            recognised: Vec::new(),
         }
     }
 
@@ -86,6 +89,9 @@ impl Loop {
         }
         if let Some((period, _)) = self.r.schedule_key() {
             self.periods.insert(period);
+        }
+        if self.r.recognised_at_last() {
+            self.recognised.push(self.r.next_index() - 1);
         }
         made
     }
@@ -254,6 +260,44 @@ fn batches_of_another_shape_and_the_same_period_take_their_schedule_up_again() {
         }
     }
     assert!(late.is_empty(), "(run, step, schedule): {late:?}");
+}
+
+/// Batches of three lengths drawn at random (a length seldom twice in a row): once each
+/// length's schedule has been held, a step of it that comes after others is recognised
+/// among its first ops, holds through the step, and has the content its schedule had, so
+/// that its kept plan can take over in it.
+#[test]
+fn a_schedule_that_comes_back_after_others_is_recognised_by_its_first_ops() {
+    let mut l = Loop::new();
+    let mut weight = l.op(0, &[], &[64 * 64])[0];
+    let features = [32, 48, 64];
+    let mut content = [None; 3];
+    for (bucket, &f) in features.iter().enumerate() {
+        for _ in 0..3 {
+            weight = l.rnn_step_of(weight, 5, f);
+        }
+        content[bucket] = l.r.schedule_content();
+        assert!(content[bucket].is_some() && super::holds(&l.r));
+    }
+    let order = [0, 2, 1, 0, 1, 2, 0, 2, 1, 2, 0, 1];
+    let mut late = Vec::new();
+    for (step, &bucket) in order.iter().enumerate() {
+        let first = l.r.next_index();
+        weight = l.rnn_step_of(weight, 5, features[bucket]);
+        // Recognised once its first ops (the batch's upload, whose shape is the length's,
+        // and those after it) have matched the iteration kept of its length.
+        let recognised_first = l
+            .recognised
+            .last()
+            .is_some_and(|&at| (first..first + RECOGNISED_AFTER as u64).contains(&at));
+        if !recognised_first || !super::holds(&l.r) || l.r.schedule_content() != content[bucket] {
+            late.push((step, bucket, recognised_first, super::holds(&l.r)));
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "(step, bucket, recognised among its first ops, holds at its end): {late:?}"
+    );
 }
 
 #[test]
