@@ -554,6 +554,16 @@ impl Recorder {
             && self.ops[local].signature == self.ops[local - p].signature
     }
 
+    /// Whether the op recorded last may be the last of an iteration of the schedule in
+    /// force: false only where it is not (the next boundary the recorder tracks for timing
+    /// is not a period after it), with no division, so that the executor can pass over the
+    /// ops between iteration ends while no plan is in force.
+    #[inline]
+    pub(crate) fn may_end_iteration(&self) -> bool {
+        self.schedule
+            .is_some_and(|s| self.next_boundary == self.next_index() + s.period as u64)
+    }
+
     /// The schedule in force, as `(period, anchor)`, profiled or not.
     #[inline]
     pub(crate) fn schedule_key(&self) -> Option<(usize, u64)> {

@@ -137,6 +137,43 @@ fn a_stream_that_stops_repeating_stays_bounded() {
     }
 }
 
+/// The executor passes over the ops where `may_end_iteration` says no while no plan is in
+/// force: it must say yes at every op that ends an iteration, whatever the loop does (a
+/// schedule found, ops swapped, an op inserted, a schedule of another period and back).
+#[test]
+fn every_iteration_end_is_one_that_may_end_an_iteration() {
+    let mut r = Recorder::with_window(4096);
+    let mut id = 0;
+    let mut ends = 0;
+    let mut check = |r: &Recorder, ends: &mut usize| {
+        let ended = r
+            .place_of_last()
+            .zip(r.schedule_key())
+            .is_some_and(|(place, (period, _))| place.verified && place.position + 1 == period);
+        if ended {
+            *ends += 1;
+            assert!(r.may_end_iteration(), "op {}", r.next_index() - 1);
+        }
+    };
+    for k in 0..60u64 {
+        let period = if (20..30).contains(&k) { 30 } else { 40 };
+        for i in 0..period {
+            let kind = match (k % 7, i) {
+                (3, 7) => 8,
+                (3, 8) => 7,
+                _ => i,
+            };
+            op(&mut r, &mut id, kind, 4 + kind as usize);
+            check(&r, &mut ends);
+        }
+        if k % 11 == 5 {
+            op(&mut r, &mut id, 99, 3);
+            check(&r, &mut ends);
+        }
+    }
+    assert!(ends > 30, "{ends} iteration ends seen");
+}
+
 #[test]
 fn two_ops_that_swap_places_leave_the_schedule_in_force() {
     let mut r = Recorder::with_window(4096);
