@@ -145,7 +145,7 @@ fn every_iteration_end_is_one_that_may_end_an_iteration() {
     let mut r = Recorder::with_window(4096);
     let mut id = 0;
     let mut ends = 0;
-    let mut check = |r: &Recorder, ends: &mut usize| {
+    let check = |r: &Recorder, ends: &mut usize| {
         let ended = r
             .place_of_last()
             .zip(r.schedule_key())
