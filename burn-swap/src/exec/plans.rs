@@ -57,11 +57,17 @@ pub(crate) struct Active {
     /// by tag, with the tensor where one was fetched (`None` where the tensor had not left),
     /// until an op waited for them or for one queued after them.
     pub fetching: Vec<(u32, Option<TensorId>)>,
+    /// Whether the program takes a step or waits anywhere (one made where no plan fits
+    /// does neither: between iteration ends there is nothing to follow).
+    pub steps: bool,
 }
 
 impl Active {
     fn new(program: Program, content: u64) -> Self {
+        let steps = program.after.iter().any(|s| !s.is_empty())
+            || program.fetch_waits.iter().any(|w| !w.is_empty());
         Self {
+            steps,
             program,
             content,
             iterations: 0,
@@ -367,6 +373,23 @@ mod tests {
         plans.keep(100, &program(7));
         assert_eq!(plans.kept(100).map(|p| p.period), Some(7));
         assert_eq!(plans.kept.len(), KEPT);
+    }
+
+    #[test]
+    fn a_program_with_neither_step_nor_wait_is_followed_without_steps() {
+        let mut plans = Plans::default();
+        plans.follow(program(5), 1);
+        assert!(!plans.active.as_ref().unwrap().steps);
+        let mut offloads = program(5);
+        offloads.after[3].push(crate::plan::program::Step::Evict {
+            port: crate::plan::program::Port::Output(0),
+        });
+        plans.follow(offloads, 2);
+        assert!(plans.active.as_ref().unwrap().steps);
+        let mut waits = program(5);
+        waits.fetch_waits[2].push(7);
+        plans.follow(waits, 3);
+        assert!(plans.active.as_ref().unwrap().steps);
     }
 
     #[test]

@@ -28,10 +28,13 @@ impl<B: BackendIr> Engine<B> {
             self.copies.deferred = deferred;
         }
         let recognised = self.history.recorder.recognised_at_last();
-        if self.plans.active.is_none() && !recognised && !self.history.recorder.may_end_iteration()
+        if self.plans.active.as_ref().is_none_or(|a| !a.steps)
+            && !recognised
+            && !self.history.recorder.may_end_iteration()
         {
-            // No plan in force: nothing to do before the iteration's end (the op's place in
-            // its iteration, a division, and the schedule's checks per op otherwise).
+            // No plan in force, or one with no step (made where none fits): nothing to do
+            // before the iteration's end (the op's place in its iteration, a division, and
+            // the schedule's checks per op otherwise).
             return;
         }
         self.drop_stale_plan();
