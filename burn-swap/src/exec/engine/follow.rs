@@ -255,22 +255,9 @@ impl<B: BackendIr> Engine<B> {
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
             // iterations not timed anew; one whose plan was declined stays on the fallback.
-            let content = self.plan_content(budget);
-            if let Some(content) = content
-                && self.judged_content().is_some()
-                && self.plans.declined(content)
+            if let Some(content) = self.plan_content(budget)
+                && self.take_kept(key, content)
             {
-                self.plans.planned_for = Some(key);
-                self.plans.replans = 0;
-                self.history.counters.plan_declined = true;
-                return;
-            }
-            if let Some(content) = content
-                && let Some(program) = self.plans.kept(content)
-            {
-                self.plans.replans = REPLANS;
-                self.plans.planned_for = Some(key);
-                self.take_over(program, key, content, None, 0);
                 return;
             }
             if !profiled {
@@ -335,17 +322,25 @@ impl<B: BackendIr> Engine<B> {
         // Another schedule's plan (one as long keeps the key) goes, and this one's comes
         // back, or is made at its iteration's end.
         self.forget_plan();
+        self.take_kept(key, content);
+    }
+
+    /// The plan kept for schedule `key` of `content`, if any: followed from now on, or, where
+    /// it was declined, the schedule left on the fallback. Whether one was kept.
+    fn take_kept(&mut self, key: (usize, u64), content: u64) -> bool {
         if self.judged_content().is_some() && self.plans.declined(content) {
             self.plans.planned_for = Some(key);
             self.plans.replans = 0;
             self.history.counters.plan_declined = true;
-            return;
+            return true;
         }
-        if let Some(program) = self.plans.kept(content) {
-            self.plans.replans = REPLANS;
-            self.plans.planned_for = Some(key);
-            self.take_over(program, key, content, None, 0);
-        }
+        let Some(program) = self.plans.kept(content) else {
+            return false;
+        };
+        self.plans.replans = REPLANS;
+        self.plans.planned_for = Some(key);
+        self.take_over(program, key, content, None, 0);
+        true
     }
 
     /// What a plan for the schedule in force is kept under: its ops, the budget, the policy

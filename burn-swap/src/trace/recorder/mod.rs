@@ -203,14 +203,10 @@ pub(crate) struct Recorder {
     /// kept when the schedule broke: a schedule that comes back after others (a sampler
     /// drawing batch lengths at random) is recognised by the first ops of its iteration.
     iterations: Vec<Iteration>,
-    /// The iteration the schedule in force was recognised by, while its first iteration
-    /// runs: its ops are checked against it (the ops a period before are another
+    /// How the schedule in force was recognised, while its first iteration runs: its ops
+    /// are checked against the iteration kept (the ops a period before are another
     /// schedule's).
-    recognised: Option<Iteration>,
-    /// The global indices of the op the schedule in force was recognised at and of the
-    /// boundary its recognised iteration began at.
-    recognised_at: u64,
-    recognised_from: u64,
+    recognised: Option<Recognition>,
     /// The boundary of the iteration the schedule in force broke in, while it is watched
     /// for a schedule kept before (see `recognise`).
     candidate: Option<u64>,
@@ -225,6 +221,17 @@ pub(crate) struct Recorder {
 struct Iteration {
     signatures: Vec<u64>,
     content: u64,
+}
+
+/// A schedule taken up by the first ops of its iteration (see `recognise`).
+#[derive(Debug, Clone)]
+struct Recognition {
+    /// The iteration kept of it that they matched.
+    iteration: Iteration,
+    /// The global index of the op it was recognised at.
+    at: u64,
+    /// The global index of the boundary its iteration began at.
+    from: u64,
 }
 
 /// Periods of earlier schedules watched while the schedule in force does not hold.
@@ -303,8 +310,6 @@ impl Recorder {
             recalled: Vec::new(),
             iterations: Vec::new(),
             recognised: None,
-            recognised_at: 0,
-            recognised_from: 0,
             candidate: None,
             content: Cell::new(None),
         }
@@ -587,7 +592,7 @@ impl Recorder {
     pub(crate) fn schedule_content(&self) -> Option<u64> {
         if let Some(recognised) = &self.recognised {
             // Recognised by an iteration kept before, its own first not complete yet.
-            return Some(recognised.content);
+            return Some(recognised.iteration.content);
         }
         let (_, _, range) = self.last_complete()?;
         // The ops of a complete iteration never change: its content is hashed once.
@@ -598,14 +603,6 @@ impl Recorder {
                 return Some(content);
             }
         }
-        let content = self.content_of(range.clone());
-        self.content.set(Some((range, content)));
-        Some(content)
-    }
-
-    /// The content of the ops of the global range `range` (in the window): their
-    /// signatures in order, those that compute.
-    fn content_of(&self, range: Range<u64>) -> u64 {
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
         let movable = self.kinds.movable();
         let mut hasher = signature::FxHasher::default();
@@ -617,14 +614,18 @@ impl Recorder {
                 hasher.write_u64(op.signature);
             }
         }
-        hasher.finish()
+        let content = hasher.finish();
+        self.content.set(Some((range, content)));
+        Some(content)
     }
 
     /// Whether the schedule in force was recognised at the op recorded last, by an
     /// iteration kept before (see `recognise`): the executor takes the plan kept for it
     /// there and then, not at the iteration's end.
     pub(crate) fn recognised_at_last(&self) -> bool {
-        self.recognised.is_some() && self.recognised_at + 1 == self.next_index()
+        self.recognised
+            .as_ref()
+            .is_some_and(|r| r.at + 1 == self.next_index())
     }
 
     /// The detected period, if any.

@@ -4,8 +4,8 @@
 use std::ops::Range;
 
 use super::{
-    FIRST_ANALYSIS, Iteration, RECALLED, RECOGNISED_AFTER, REORDER_FRACTION, Recorder, SWAP_OPS,
-    SWAP_RESUME, Schedule, same_ops,
+    FIRST_ANALYSIS, Iteration, RECALLED, RECOGNISED_AFTER, REORDER_FRACTION, Recognition, Recorder,
+    SWAP_OPS, SWAP_RESUME, Schedule, same_ops,
 };
 use crate::trace::period;
 
@@ -53,10 +53,11 @@ impl Recorder {
             return;
         };
         let last = self.next_index() - 1;
-        let at = (last - self.recognised_from) as usize;
-        let matches = at < recognised.signatures.len()
+        let at = (last - recognised.from) as usize;
+        let signatures = &recognised.iteration.signatures;
+        let matches = at < signatures.len()
             && s.verified_end == last
-            && self.ops[(last - self.base) as usize].signature == recognised.signatures[at];
+            && self.ops[(last - self.base) as usize].signature == signatures[at];
         if matches {
             if let Some(s) = self.schedule.as_mut() {
                 s.verified_end = last + 1;
@@ -137,12 +138,14 @@ impl Recorder {
             anchor = boundary,
             "burn-swap: a schedule held before recognised by its first ops"
         );
-        self.recognised = Some(found.clone());
-        self.recognised_at = last;
-        self.recognised_from = boundary;
-        let aligned =
-            period == s.period && (boundary - s.anchor.min(boundary)) % s.period as u64 == 0;
-        if aligned {
+        self.recognised = Some(Recognition {
+            iteration: found.clone(),
+            at: last,
+            from: boundary,
+        });
+        // The candidate's boundary is one of the schedule in force's (set when it broke,
+        // cleared when another schedule is adopted or resynchronised).
+        if period == s.period {
             // Iterations as long, at the same boundaries: the schedule's place and numbering
             // stay (so does its key: the executor tells the plans apart by their content).
             self.schedule = Some(Schedule {
