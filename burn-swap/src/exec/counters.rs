@@ -55,8 +55,9 @@ pub(crate) struct Counters {
     /// The planners' own time (on the planner thread, or on the op's thread when planning
     /// there).
     pub planning_nanos: u64,
-    /// The op's thread's time spent planning: the trace handed to the planner, and the
-    /// planning itself when it runs there.
+    /// The op's thread's time spent planning: the trace handed to the planner, the copy
+    /// throughput measured before the first plan, and the planning itself when it runs
+    /// there.
     pub planning_op_thread_nanos: u64,
     /// Plans taken back from those kept for a schedule seen before.
     pub plans_reused: u64,

@@ -162,7 +162,9 @@ pub struct PlanReport {
     /// [`crate::SwapConfig::with_background_planning`]).
     pub planning_seconds: f64,
     /// Of the op threads' time, the seconds spent on planning: handing each plan's trace to
-    /// the planner (and the planning itself when it runs on the op's thread).
+    /// the planner, measuring the copy throughput once before the first plan (round trips
+    /// of temporary tensors, waited for), and the planning itself when it runs on the op's
+    /// thread.
     #[serde(default)]
     pub planning_op_thread_seconds: f64,
     /// Plans taken back, at once, from those kept for a schedule that ran before (a loop

@@ -266,13 +266,14 @@ impl<B: BackendIr> Engine<B> {
             self.plans.replans = REPLANS;
         }
         self.plans.planned_for = Some(key);
-        // The copy throughput is measured once, on the device, before the first plan.
+        // The copy throughput is measured once, on the device, before the first plan: on
+        // the op's thread (the probe's copies wait for the device), and counted there.
+        let start = Instant::now();
         let links = if self.settings.config.policy.moves_by_copy() {
             self.links()
         } else {
             None
         };
-        let start = Instant::now();
         // The op's thread copies the iterations the trace reads; the trace is derived where
         // the plan is made.
         let (Some(content), Some(excerpt)) =
