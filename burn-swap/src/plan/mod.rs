@@ -117,7 +117,9 @@ impl PlanChoice {
 /// between two uses; when no plan fits so, the same planners are run again with the
 /// single-op gaps as well (named `..., single-op gaps`). Every candidate's score is in
 /// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
-/// end) and the reactive fallback keeps the budget alone. A `planner` other than
+/// end) and the reactive fallback keeps the budget alone. The segment plan is not made
+/// where a plan that fits costs within `payoff::SLACK` of the iteration already (under
+/// [`Planner::Cheapest`]). A `planner` other than
 /// [`Planner::Cheapest`] limits the candidates to that planner's (keep-all aside).
 pub fn build(
     trace: &Trace,
@@ -152,7 +154,17 @@ pub fn build(
         (policy, PLANNERS),
     );
     plans.retain(|(name, _)| admits(planner, name));
-    if policy != Policy::RecomputeOnly && admits(planner, "segments") {
+    // The segment search is most of a plan's making (its genetic rounds do not shrink with
+    // the trace). Under the cheapest choice it is not run where a plan that fits already
+    // costs less than `payoff::SLACK` of the iteration: what a plan may cost more than
+    // another and still be followed, so nothing the search finds could be told apart.
+    let close_enough = planner == Planner::Cheapest
+        && plans.iter().any(|(_, plan)| {
+            plan.feasible
+                && plan.exposed_seconds + plan.recompute_seconds + plan.handover_seconds
+                    <= payoff::SLACK * profile.iteration_seconds()
+        });
+    if policy != Policy::RecomputeOnly && admits(planner, "segments") && !close_enough {
         // The segments do not depend on the candidates: made once.
         let ga = segments::GaConfig {
             work: GA_WORK,

@@ -463,6 +463,32 @@ fn a_named_planner_is_the_only_one_judged() {
     );
 }
 
+/// The segment search is skipped where a plan that fits costs nothing worth telling apart
+/// (copies the ops hide: a fast link), and made where the plans that fit cost more (a slow
+/// link), or where it is the planner named.
+#[test]
+fn the_segment_search_is_skipped_where_a_plan_that_fits_costs_nothing() {
+    use crate::config::{Planner, Policy};
+    let trace = crate::trace::synthetic::chain(12, |_| 8000, |_| 1000);
+    let budget = keep_all(&trace, &profile(&trace, 1e9), u64::MAX)
+        .simulation
+        .peak_live_bytes
+        / 2;
+    let made = |bandwidth: f64, planner| {
+        let p = profile(&trace, bandwidth);
+        let program = crate::plan::build(&trace, &p, budget, (Policy::Planned, planner));
+        let chosen = program.choices.get(program.chosen).cloned();
+        let segments = program.choices.iter().any(|c| c.planner.starts_with("segments"));
+        (segments, chosen)
+    };
+    let (searched, chosen) = made(1e15, Planner::Cheapest);
+    let chosen = chosen.expect("a plan fits");
+    assert!(chosen.seconds() <= 1e-12, "{chosen:?}");
+    assert!(!searched, "the segments were searched past a plan that costs nothing");
+    assert!(made(1e9, Planner::Cheapest).0, "a slow link: the segments are searched");
+    assert!(made(1e15, Planner::Segments).0, "the planner named is made");
+}
+
 #[test]
 fn a_plan_predicts_its_counted_bytes_at_every_op() {
     // The chain of 8 under half its keep-all peak: the plan's per-op bytes are those of its
