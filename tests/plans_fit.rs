@@ -7,7 +7,8 @@
 //! timing, for `swap-bench`). The simulator counts each op's bytes as the executor does.
 //! Every candidate plan is judged (the combiner's, offload-only, recompute-only, seed 004's
 //! checkpoints, seed 001's segments) and the cheapest that fits is the one in force. The
-//! figures are printed. A plan that costs more than the reactive fallback is declined.
+//! figures are printed. A plan that costs more than the reactive fallback is declined. A
+//! schedule that comes back in no order gets its plan back by its iteration's first ops.
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -745,4 +746,87 @@ fn the_simulator_counts_every_op_as_the_executor_does() {
         }
     }
     assert!(failures.is_empty(), "per-op counts differ on {failures:?}");
+}
+
+/// A schedule that comes back in no order gets its plan back by the first ops of its
+/// iteration: a transformer trained on batches of three lengths, each length first for five
+/// steps in a row (its schedule found and planned; a run's first step, the model's first or
+/// a length's first, is not periodic), then one length per step, never the same twice in a
+/// row, so that no iteration matches the one before it (which is how a schedule that holds
+/// again is taken up otherwise). Each later step's schedule is recognised among its first
+/// ops and its kept plan takes over in that very iteration: plans are taken back in most of
+/// those steps, no more plans are made than schedules plus one, every loss and parameter is
+/// the plain backend's, bit for bit, and the budget holds. Without the recognition no plan
+/// is taken back there (checked).
+#[test]
+fn a_schedule_that_comes_back_in_no_order_gets_its_plan_back_by_its_first_ops() {
+    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    use burn::tensor::ElementConversion;
+    use burn_swap_harness::models::Transformer;
+    use burn_swap_harness::train::{Outcome, init_seeded, parameters};
+
+    const PREFIX: [usize; 15] = [8, 8, 8, 8, 8, 12, 12, 12, 12, 12, 16, 16, 16, 16, 16];
+    // One length per step, never the one before (three lengths, a fixed order).
+    const LATER: [usize; 18] = [
+        8, 12, 16, 8, 16, 12, 8, 12, 8, 16, 12, 16, 8, 12, 16, 12, 8, 16,
+    ];
+    fn train<Bk: burn::tensor::backend::AutodiffBackend>(
+        device: &Bk::Device,
+        lengths: &[usize],
+    ) -> Outcome {
+        let config = TransformerConfig::small();
+        let mut model: Transformer<Bk> =
+            init_seeded::<Bk, _>(device, 42, || config.init::<Bk>(device));
+        let mut adam = AdamConfig::new().init::<Bk, Transformer<Bk>>();
+        let mut losses = Vec::with_capacity(lengths.len());
+        for (step, &seq) in lengths.iter().enumerate() {
+            let loss = model.loss(&TransformerConfig { seq, ..config }, step, device);
+            losses.push(loss.clone().into_scalar().elem::<f32>());
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = adam.step(1e-3, model, grads);
+        }
+        Outcome {
+            losses,
+            params: parameters(&model),
+        }
+    }
+
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    let lengths: Vec<usize> = PREFIX.iter().chain(LATER.iter()).copied().collect();
+    let plain = train::<Autodiff<Flex>>(&device, &lengths);
+    configure_afresh(SwapConfig::default());
+    train::<B>(&device, &PREFIX[14..15]);
+    let budget = burn_swap::report(&device).unwrap().memory.peak_bytes / 2;
+    configure_afresh(
+        SwapConfig::budget_bytes(budget)
+            .with_background_planning(false)
+            .with_plans_judged(false),
+    );
+    let swapped = train::<B>(&device, &lengths);
+    let report = burn_swap::report(&device).unwrap();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    plain.assert_same(&swapped, "bucketed lengths in no order");
+    assert!(report.memory.peak_bytes <= budget, "{report}");
+    let taken_back = report
+        .plan
+        .plan_takeovers
+        .iter()
+        .filter(|t| t.reused)
+        .count();
+    println!(
+        "{} plans made, {} reused ({taken_back} of the takeovers kept), {} planned iterations",
+        report.plan.plans, report.plan.plans_reused, report.plan.planned_iterations
+    );
+    assert!(
+        report.plan.plans <= 3 + 1,
+        "{} plans\n{report}",
+        report.plan.plans
+    );
+    assert!(
+        report.plan.plans_reused as usize >= LATER.len() / 2,
+        "{} plans taken back in {} steps that no step before matched\n{report}",
+        report.plan.plans_reused,
+        LATER.len()
+    );
 }

@@ -478,14 +478,23 @@ fn the_segment_search_is_skipped_where_a_plan_that_fits_costs_nothing() {
         let p = profile(&trace, bandwidth);
         let program = crate::plan::build(&trace, &p, budget, (Policy::Planned, planner));
         let chosen = program.choices.get(program.chosen).cloned();
-        let segments = program.choices.iter().any(|c| c.planner.starts_with("segments"));
+        let segments = program
+            .choices
+            .iter()
+            .any(|c| c.planner.starts_with("segments"));
         (segments, chosen)
     };
     let (searched, chosen) = made(1e15, Planner::Cheapest);
     let chosen = chosen.expect("a plan fits");
     assert!(chosen.seconds() <= 1e-12, "{chosen:?}");
-    assert!(!searched, "the segments were searched past a plan that costs nothing");
-    assert!(made(1e9, Planner::Cheapest).0, "a slow link: the segments are searched");
+    assert!(
+        !searched,
+        "the segments were searched past a plan that costs nothing"
+    );
+    assert!(
+        made(1e9, Planner::Cheapest).0,
+        "a slow link: the segments are searched"
+    );
     assert!(made(1e15, Planner::Segments).0, "the planner named is made");
 }
 
