@@ -40,6 +40,7 @@ impl Recorder {
     pub(super) fn verify_last_slow(&mut self) {
         self.verify_schedule();
         self.recall();
+        self.watch_kept();
         self.recognise();
     }
 
@@ -84,8 +85,19 @@ impl Recorder {
             return;
         }
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
-        let signatures = self.ops[local].iter().map(|o| o.signature).collect();
-        self.iterations.retain(|i| i.content != content);
+        let signatures: Vec<u64> = self.ops[local].iter().map(|o| o.signature).collect();
+        // An inner loop is not a schedule to recognise: a block of identical layers found
+        // (and broken) before the iteration that holds it. Whichever of the two was kept
+        // first, the one whose first ops come inside the other's iteration goes.
+        if self
+            .iterations
+            .iter()
+            .any(|i| i.content != content && begins_inside(&signatures, &i.signatures))
+        {
+            return;
+        }
+        self.iterations
+            .retain(|i| i.content != content && !begins_inside(&i.signatures, &signatures));
         if self.iterations.len() >= RECALLED {
             self.iterations.remove(0);
         }
@@ -95,14 +107,69 @@ impl Recorder {
         });
     }
 
-    /// Once the iteration in which the schedule in force broke (its boundary `candidate`)
-    /// has run [`RECOGNISED_AFTER`] ops (fewer when the schedule is shorter), and the
-    /// schedule has not resumed meanwhile (a few swapped or inserted ops), the iteration kept
-    /// from another schedule whose first ops these are, the latest kept first, becomes the
-    /// schedule in force from that boundary: its ops are checked against that iteration until
-    /// its own first is complete. A loop fed batches of a few lengths at random (each length
-    /// a schedule of its own, seldom twice in a row) so takes up each length's schedule, and
-    /// its plan, in the iteration it comes back in.
+    /// While the schedule in force does not hold (and none is being recognised), watches for
+    /// the first ops of an iteration kept before: an op that begins one is a candidate
+    /// boundary, as a departure among an iteration's first ops is (`verify_schedule`), and a
+    /// candidate whose ops so far begin none is dropped at once, so that the next op may be
+    /// one. A schedule that comes back after an iteration of none kept (a length seen once,
+    /// an evaluation pass) is so recognised too, not only one that follows a schedule that
+    /// held up to its boundary.
+    fn watch_kept(&mut self) {
+        if self.recognised.is_some() || self.iterations.is_empty() || self.healthy() {
+            return;
+        }
+        if let Some(boundary) = self.candidate
+            && !self.begins_kept(boundary)
+        {
+            self.candidate = None;
+        }
+        let last = self.next_index() - 1;
+        if self.candidate.is_none() && self.begins_kept(last) {
+            self.candidate = Some(last);
+        }
+    }
+
+    /// Whether the ops from the global index `from` to the last recorded are the first ops
+    /// of an iteration kept (see [`Recorder::kept_begun_at`]).
+    fn begins_kept(&self, from: u64) -> bool {
+        self.kept_begun_at(from).is_some()
+    }
+
+    /// The iteration kept, the latest first, whose first ops are the ops from the global
+    /// index `from` to the last recorded: of another schedule than the one in force, or of
+    /// that one where it had not held for a period's ops or more before `from` (it comes
+    /// back after an iteration of another length). Not sooner: a schedule that breaks for a
+    /// few inserted ops resumes or heals (`verify_schedule`), and a block of identical
+    /// layers that broke at its iteration's own ops gives way to the iteration's period.
+    fn kept_begun_at(&self, from: u64) -> Option<&Iteration> {
+        if from < self.base {
+            return None;
+        }
+        let so_far = &self.ops[(from - self.base) as usize..];
+        let current = self.schedule_content();
+        let away = self
+            .schedule
+            .map_or(0, |s| from.saturating_sub(s.verified_end));
+        let own_back = self.schedule.is_some_and(|s| away >= s.period as u64);
+        self.iterations.iter().rev().find(|i| {
+            (Some(i.content) != current || own_back)
+                && i.signatures.len() >= so_far.len()
+                && so_far
+                    .iter()
+                    .zip(&i.signatures)
+                    .all(|(o, &signature)| o.signature == signature)
+        })
+    }
+
+    /// Once the iteration that begins at the `candidate` boundary (where the schedule in force
+    /// broke, or where the first ops of a kept iteration came while it did not hold) has run
+    /// [`RECOGNISED_AFTER`] ops (fewer when the schedule is shorter), and the schedule has not
+    /// resumed meanwhile (a few swapped or inserted ops), the iteration kept whose first ops
+    /// these are ([`Recorder::kept_begun_at`]) becomes the schedule in force from that
+    /// boundary: its ops are checked against that iteration until its own first is complete.
+    /// A loop fed batches of a few lengths at random (each length a schedule of its own,
+    /// seldom twice in a row) so takes up each length's schedule, and its plan, in the
+    /// iteration it comes back in.
     fn recognise(&mut self) {
         let Some(boundary) = self.candidate else {
             return;
@@ -120,32 +187,31 @@ impl Recorder {
         if boundary < self.base || self.iterations.is_empty() {
             return;
         }
-        let so_far = &self.ops[(boundary - self.base) as usize..];
         let current = self.schedule_content();
-        let Some(found) = self.iterations.iter().rev().find(|i| {
-            Some(i.content) != current
-                && i.signatures.len() >= so_far.len()
-                && so_far
-                    .iter()
-                    .zip(&i.signatures)
-                    .all(|(o, &signature)| o.signature == signature)
-        }) else {
+        let Some(found) = self.kept_begun_at(boundary).cloned() else {
             return;
         };
         let period = found.signatures.len();
+        let own = Some(found.content) == current;
+        if own && self.analyse_if_due() {
+            // The schedule's own iteration come back is a heal: the window analysed first,
+            // when due, in case a longer period explains it (see `heal`).
+            return;
+        }
         tracing::debug!(
             period,
             anchor = boundary,
             "burn-swap: a schedule held before recognised by its first ops"
         );
         self.recognised = Some(Recognition {
-            iteration: found.clone(),
+            iteration: found,
             at: last,
             from: boundary,
         });
-        // The candidate's boundary is one of the schedule in force's (set when it broke,
-        // cleared when another schedule is adopted or resynchronised).
-        if period == s.period {
+        // A candidate set where the schedule in force broke is at one of its boundaries; one
+        // watched for (`watch_kept`), wherever the kept iteration's first ops came.
+        if period == s.period && boundary >= s.anchor && (boundary - s.anchor) % period as u64 == 0
+        {
             // Iterations as long, at the same boundaries: the schedule's place and numbering
             // stay (so does its key: the executor tells the plans apart by their content).
             self.schedule = Some(Schedule {
@@ -153,10 +219,17 @@ impl Recorder {
                 ..s
             });
         } else {
+            // Its own iteration come back elsewhere (after one of another length) goes on
+            // with its numbering, as a schedule resynchronised does.
+            let first_iteration = if own && s.verified_end >= s.anchor + s.period as u64 {
+                s.first_iteration + (s.verified_end - s.anchor) / s.period as u64
+            } else {
+                0
+            };
             self.schedule = Some(Schedule {
                 period,
                 anchor: boundary,
-                first_iteration: 0,
+                first_iteration,
                 periodic_from: boundary,
                 verified_end: last + 1,
             });
@@ -273,15 +346,21 @@ impl Recorder {
     /// next doubling of the window (the benches' GPT preset: its 1,731 ops found at op 8,515
     /// instead of 6,315, after a 208-op block).
     pub(super) fn heal(&mut self, end: u64) {
-        let due = self.analysed_len.max(FIRST_ANALYSIS) as u64 / 4;
-        if self.next_index() - self.analysed_at >= due {
-            let before = self.schedule.map(|s| (s.period, s.anchor));
-            self.analyse();
-            if self.schedule.map(|s| (s.period, s.anchor)) != before {
-                return;
-            }
+        if !self.analyse_if_due() {
+            self.resync(end);
         }
-        self.resync(end);
+    }
+
+    /// Analyses the window when an analysis is a quarter due; whether that changed the
+    /// schedule in force (its period or its place).
+    fn analyse_if_due(&mut self) -> bool {
+        let due = self.analysed_len.max(FIRST_ANALYSIS) as u64 / 4;
+        if self.next_index() - self.analysed_at < due {
+            return false;
+        }
+        let before = self.schedule.map(|s| (s.period, s.anchor));
+        self.analyse();
+        self.schedule.map(|s| (s.period, s.anchor)) != before
     }
 
     /// Re-anchors a broken schedule on the period that has matched again up to `end`.
@@ -344,4 +423,11 @@ impl Recorder {
         self.schedule
             .is_some_and(|s| s.verified_end == self.next_index())
     }
+}
+
+/// Whether the first ops of `inner` (as many as a schedule is recognised by) come in
+/// `outer` past its first op: `inner` is a loop inside `outer`'s iteration.
+fn begins_inside(inner: &[u64], outer: &[u64]) -> bool {
+    let head = &inner[..inner.len().min(RECOGNISED_AFTER)];
+    !head.is_empty() && outer.windows(head.len()).skip(1).any(|w| w == head)
 }

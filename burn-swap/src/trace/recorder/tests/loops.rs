@@ -300,6 +300,59 @@ fn a_schedule_that_comes_back_after_others_is_recognised_by_its_first_ops() {
     );
 }
 
+/// Batches of three lengths held before, with now and then a batch of a length seen once
+/// in between (an iteration of no schedule kept): the step of a held length that follows
+/// one is recognised among its first ops all the same, as is the step after it. Without
+/// the watch for kept first ops while no schedule holds, none after a new length is.
+#[test]
+fn a_schedule_that_comes_back_after_a_length_seen_once_is_recognised_by_its_first_ops() {
+    let mut l = Loop::new();
+    let mut weight = l.op(0, &[], &[64 * 64])[0];
+    let features = [32, 48, 64];
+    let mut content = [None; 3];
+    for (bucket, &f) in features.iter().enumerate() {
+        for _ in 0..3 {
+            weight = l.rnn_step_of(weight, 5, f);
+        }
+        content[bucket] = l.r.schedule_content();
+    }
+    // `None`: a length of its own, seen once (40, 56, 24, ...).
+    let order = [
+        Some(0),
+        None,
+        Some(2),
+        Some(1),
+        None,
+        Some(0),
+        None,
+        None,
+        Some(1),
+        Some(2),
+        None,
+        Some(2),
+    ];
+    let mut late = Vec::new();
+    for (step, bucket) in order.iter().enumerate() {
+        let first = l.r.next_index();
+        let Some(bucket) = *bucket else {
+            weight = l.rnn_step_of(weight, 5, 24 + 8 * step);
+            continue;
+        };
+        weight = l.rnn_step_of(weight, 5, features[bucket]);
+        let recognised_first = l
+            .recognised
+            .last()
+            .is_some_and(|&at| (first..first + RECOGNISED_AFTER as u64).contains(&at));
+        if !recognised_first || !super::holds(&l.r) || l.r.schedule_content() != content[bucket] {
+            late.push((step, bucket, recognised_first, super::holds(&l.r)));
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "(step, bucket, recognised among its first ops, holds at its end): {late:?}"
+    );
+}
+
 #[test]
 fn a_model_let_go_layer_by_layer_after_training_is_not_a_training_loop() {
     let mut l = Loop::new();

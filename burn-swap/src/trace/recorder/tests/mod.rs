@@ -424,6 +424,55 @@ fn an_op_inserted_once_still_moves_the_anchor() {
     );
 }
 
+/// A block of identical layers held as the schedule before the iteration's period was
+/// found is an inner loop, not a schedule to recognise: in an evaluation pass (a block among
+/// ops of its own), neither the block nor the training iterations after it take the block's
+/// period up again by its first ops. Fails with the block kept (checked).
+#[test]
+fn an_inner_loop_held_before_the_iteration_is_not_recognised_later() {
+    let mut r = Recorder::with_window(1 << 17);
+    let mut id = 0;
+    let iteration = |r: &mut Recorder, id: &mut u64| {
+        for _ in 0..8 {
+            for i in 0..208 {
+                op(r, id, i, 8);
+            }
+        }
+        for i in 0..67 {
+            op(r, id, 5_000 + i, 4);
+        }
+    };
+    for i in 0..1584 {
+        op(&mut r, &mut id, 10_000 + i, 3);
+    }
+    for _ in 0..4 {
+        iteration(&mut r, &mut id);
+    }
+    assert_eq!(r.period(), Some(1731));
+    let mut periods = Vec::new();
+    // An evaluation pass: one block between ops of its own (too few blocks in a row for
+    // their period to be found again), then training again.
+    for i in 0..40 {
+        op(&mut r, &mut id, 20_000 + i, 5);
+    }
+    for i in 0..208 {
+        op(&mut r, &mut id, i, 8);
+        periods.push(r.schedule_key().map(|(p, _)| p));
+    }
+    for i in 0..40 {
+        op(&mut r, &mut id, 30_000 + i, 5);
+    }
+    for _ in 0..3 {
+        iteration(&mut r, &mut id);
+        periods.push(r.schedule_key().map(|(p, _)| p));
+    }
+    assert!(
+        !periods.contains(&Some(208)),
+        "the block's period came back: {:?}",
+        periods.iter().filter(|p| **p == Some(208)).count()
+    );
+}
+
 #[test]
 fn identical_layers_give_way_to_the_iteration_soon() {
     // The shape of the benches' GPT preset: an iteration of eight identical blocks of 208
