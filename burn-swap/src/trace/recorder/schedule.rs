@@ -119,20 +119,14 @@ impl Recorder {
             return;
         }
         if let Some(boundary) = self.candidate
-            && !self.begins_kept(boundary)
+            && self.kept_begun_at(boundary).is_none()
         {
             self.candidate = None;
         }
         let last = self.next_index() - 1;
-        if self.candidate.is_none() && self.begins_kept(last) {
+        if self.candidate.is_none() && self.kept_begun_at(last).is_some() {
             self.candidate = Some(last);
         }
-    }
-
-    /// Whether the ops from the global index `from` to the last recorded are the first ops
-    /// of an iteration kept (see [`Recorder::kept_begun_at`]).
-    fn begins_kept(&self, from: u64) -> bool {
-        self.kept_begun_at(from).is_some()
     }
 
     /// The iteration kept, the latest first, whose first ops are the ops from the global
