@@ -70,6 +70,12 @@ const SHORTEST_GAP: usize = 2;
 /// its plan stays the same on every machine.
 const GA_WORK: u64 = 10_000_000;
 
+/// The segment search's work limit where its plan is one candidate among the others (under
+/// [`Planner::Cheapest`]): a tenth of [`GA_WORK`]. The search is most of a plan's making,
+/// and where every planner is judged its plan has seldom been the one chosen, so it gets the
+/// rounds that find most of what it finds, not the last of its gains.
+const GA_WORK_AMONG_OTHERS: u64 = GA_WORK / 10;
+
 /// One candidate plan as the simulator judged it, for the report: the planner that made it,
 /// whether it fits, its predicted peaks and time, and the smallest budget it reaches.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -117,9 +123,9 @@ impl PlanChoice {
 /// between two uses; when no plan fits so, the same planners are run again with the
 /// single-op gaps as well (named `..., single-op gaps`). Every candidate's score is in
 /// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
-/// end) and the reactive fallback keeps the budget alone. The segment plan is not made
-/// where a plan that fits costs within `payoff::SLACK` of the iteration already (under
-/// [`Planner::Cheapest`]). A `planner` other than
+/// end) and the reactive fallback keeps the budget alone. Under [`Planner::Cheapest`] the
+/// segment plan is searched with a tenth of its work limit, and not at all where a plan that
+/// fits costs within `payoff::SLACK` of the iteration already. A `planner` other than
 /// [`Planner::Cheapest`] limits the candidates to that planner's (keep-all aside).
 pub fn build(
     trace: &Trace,
@@ -166,11 +172,7 @@ pub fn build(
         });
     if policy != Policy::RecomputeOnly && admits(planner, "segments") && !close_enough {
         // The segments do not depend on the candidates: made once.
-        let ga = segments::GaConfig {
-            work: GA_WORK,
-            ..Default::default()
-        };
-        if let Some(plan) = combine::segmented(trace, &copying, budget, &ga) {
+        if let Some(plan) = combine::segmented(trace, &copying, budget, &segment_search(planner)) {
             // Listed after the offload plans, before the recomputing ones.
             let at = plans
                 .iter()
@@ -201,6 +203,19 @@ pub fn build(
         return compile_none(trace, &combine::Plan::empty(&keep_all), Vec::new());
     }
     choose(trace, &plans)
+}
+
+/// The segment search's settings under `planner`: the whole work limit where it is the
+/// planner named, a tenth of it where its plan is one candidate among the others.
+fn segment_search(planner: Planner) -> segments::GaConfig {
+    segments::GaConfig {
+        work: if planner == Planner::Segments {
+            GA_WORK
+        } else {
+            GA_WORK_AMONG_OTHERS
+        },
+        ..Default::default()
+    }
 }
 
 /// Whether the plan named `name` (one of [`PLANNERS`], [`SHORT_GAP_NAMES`] or `segments`) is

@@ -498,6 +498,25 @@ fn the_segment_search_is_skipped_where_a_plan_that_fits_costs_nothing() {
     assert!(made(1e15, Planner::Segments).0, "the planner named is made");
 }
 
+/// The segment search gets its whole work limit where it is the planner named and a tenth
+/// of it where its plan is one candidate among the others (the cheapest choice).
+#[test]
+fn the_segment_search_among_other_plans_gets_a_tenth_of_its_work() {
+    use crate::config::Planner;
+    let named = crate::plan::segment_search(Planner::Segments);
+    let among = crate::plan::segment_search(Planner::Cheapest);
+    assert_eq!(named.work, 10_000_000);
+    assert_eq!(among.work, named.work / 10);
+    assert_eq!(
+        crate::plan::segments::GaConfig {
+            work: named.work,
+            ..among
+        },
+        named,
+        "only the work differs"
+    );
+}
+
 #[test]
 fn a_plan_predicts_its_counted_bytes_at_every_op() {
     // The chain of 8 under half its keep-all peak: the plan's per-op bytes are those of its
