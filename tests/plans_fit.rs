@@ -425,7 +425,8 @@ fn planned_copies_on_the_op_thread_change_no_value() {
 /// of each model's peak, a model of one schedule (an MLP, a GPT, a BatchNorm CNN, an
 /// unrolled LSTM, twelve identical transformer blocks: loops inside the step that repeat as
 /// exactly as the step) makes at most two plans, a GAN (critic and generator steps) at most
-/// three, a transformer on three bucketed sequence lengths at most four; the op threads
+/// three, a transformer on three bucketed sequence lengths at most four; the links are
+/// measured beside the ops (the probe ran, and no op waited for it); the op threads
 /// spend less time on planning than the planner; every value is the plain backend's, bit
 /// for bit; the budget holds. Plans kept for a schedule that comes back are reused: asserted
 /// on the bucketed transformer planned on the op's thread (when a plan made beside the ops
@@ -463,6 +464,8 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
         burn_swap::configure(&device, SwapConfig::budget_bytes(budget)).unwrap();
         burn_swap::restart_trace(&device);
         burn_swap::reset_counters(&device);
+        // Measured again in each run, beside its ops.
+        burn_swap::unstable::forget_links(&device);
         let swapped = workload.train::<B>(&device, steps);
         let report = burn_swap::report(&device).unwrap();
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -519,6 +522,14 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
                     report.plan.plans, report.plan.plans_reused
                 ));
             }
+        }
+        // The links are measured beside the ops: no op waited for the probe to plan.
+        if report.plan.link_probe_waits > 0 || report.plan.link_probe_seconds == 0.0 {
+            failures.push(format!(
+                "{name}: the link probe took {:.2} ms, waited for {} times",
+                report.plan.link_probe_seconds * 1e3,
+                report.plan.link_probe_waits
+            ));
         }
         if report.plan.planning_op_thread_seconds >= report.plan.planning_seconds {
             failures.push(format!(

@@ -116,6 +116,16 @@ pub fn measure_transfers<D: DeviceOps + 'static>(
     registry::first(DeviceKey::of(device)).and_then(|c| c.measure_transfers(sizes))
 }
 
+/// Drops the links measured on `device` (after a probe running now has reported): the next
+/// plan, or [`profile`], measures them again, beside the ops. For experiments after the
+/// machine's load changed, and tests that watch the probe. Nothing when the device was never
+/// used under [`crate::Swap`].
+pub fn forget_links<D: DeviceOps + 'static>(device: &D) {
+    if let Some(control) = registry::first(DeviceKey::of(device)) {
+        control.forget_links();
+    }
+}
+
 /// Makes every tensor resident on `device` now unable to leave it, as a strided view with no
 /// op to make it again is: a test fixture for what no budget can move (on Flex every other
 /// tensor can leave), for the errors that say so. Nothing when the device was never used

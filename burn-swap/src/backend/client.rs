@@ -359,6 +359,10 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
         self.engine().measure_transfers(sizes)
     }
 
+    fn forget_links(&self) {
+        self.engine().forget_links();
+    }
+
     fn trace(&self) -> Option<Trace> {
         self.engine().trace()
     }

@@ -26,6 +26,7 @@ pub(crate) trait DeviceControl: Send + Sync {
     fn trace(&self) -> Option<Trace>;
     fn profile(&self) -> Option<crate::plan::profile::Profile>;
     fn measure_transfers(&self, sizes: &[u64]) -> Option<crate::plan::profile::Links>;
+    fn forget_links(&self);
     fn trace_window(&self) -> Trace;
     fn hold_resident(&self);
     /// Gives the idle buffers and free pages of every stream burn-swap uses on the device
@@ -171,6 +172,7 @@ mod tests {
         fn measure_transfers(&self, _: &[u64]) -> Option<crate::plan::profile::Links> {
             None
         }
+        fn forget_links(&self) {}
         fn trace_window(&self) -> Trace {
             unimplemented!("not needed")
         }

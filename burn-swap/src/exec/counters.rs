@@ -55,10 +55,14 @@ pub(crate) struct Counters {
     /// The planners' own time (on the planner thread, or on the op's thread when planning
     /// there).
     pub planning_nanos: u64,
-    /// The op's thread's time spent planning: the trace handed to the planner, the copy
-    /// throughput measured before the first plan, and the planning itself when it runs
-    /// there.
+    /// The op's thread's time spent planning: the trace handed to the planner, and when
+    /// planning runs there, the planning itself and the wait for the link probe.
     pub planning_op_thread_nanos: u64,
+    /// The link probes' time from queueing on the send worker to their reports taken.
+    pub link_probe_nanos: u64,
+    /// Times an op's thread waited for the link probe's report to plan (planning on the op's
+    /// thread) or on request; room its temporaries held is waited for as any room is.
+    pub link_probe_waits: u64,
     /// Plans taken back from those kept for a schedule seen before.
     pub plans_reused: u64,
     /// Plans not followed because they cost more than the fallback (`plan::payoff`).

@@ -353,6 +353,47 @@ mod tests {
         assert_eq!(read(&mut engine, &tensors[1]), vec![1.0; 1000]);
     }
 
+    /// The link probe runs on the send worker, beside the ops: the op's thread queues it and
+    /// goes on, the probe's largest temporary tensor counted in the books until it reports
+    /// (polled before each op, or waited for).
+    #[test]
+    fn the_link_probe_runs_beside_the_ops_its_temporaries_counted() {
+        let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
+        assert!(!engine.links_known_for_test(), "queued, not measured here");
+        assert_eq!(
+            engine.resident_for_test(),
+            8000 + 1024,
+            "the largest probe size lent"
+        );
+        assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 1000]);
+        let links = engine.links().expect("the probe reported");
+        assert_eq!(links.to_host.len(), 2);
+        assert!(
+            links.on_thread.is_some(),
+            "the hand-over measured on the worker"
+        );
+        assert_eq!(engine.resident_for_test(), 8000, "taken back");
+        assert!(engine.links_known_for_test(), "kept");
+    }
+
+    /// An op that needs the room the link probe's temporaries hold waits for the probe's
+    /// report rather than failing: every other tensor is held on the device here, so only
+    /// the probe's bytes can make the room.
+    #[test]
+    fn room_the_link_probe_holds_is_waited_for_not_refused() {
+        let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
+        engine.hold_resident();
+        assert!(!engine.links_known_for_test());
+        assert_eq!(engine.resident_for_test(), 8000 + 1024);
+        let values: Vec<f32> = (0..725).map(|i| i as f32).collect();
+        let late = engine
+            .register_data(TensorData::new(values.clone(), [725]))
+            .expect("room made once the probe reported");
+        assert_eq!(engine.resident_for_test(), 8000 + 2900);
+        assert_eq!(read(&mut engine, &late), values);
+        assert_eq!(read(&mut engine, &tensors[1]), vec![1.0; 1000]);
+    }
+
     /// A budget kept full leaves no headroom for the link probe's temporary tensors: the
     /// links are then those the workers' own copies showed, the fastest copy per size class
     /// and direction (none before a copy each way; a plan would take copies as instant).

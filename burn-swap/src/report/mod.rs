@@ -167,6 +167,8 @@ impl Report {
                 fallback_rooms: c.fallback_rooms.clone(),
                 planning_seconds: seconds(c.planning_nanos),
                 planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
+                link_probe_seconds: seconds(c.link_probe_nanos),
+                link_probe_waits: c.link_probe_waits,
                 plans_reused: c.plans_reused,
                 plan_takeovers: c.plan_takeovers.clone(),
                 plans_declined: c.plans_declined,

@@ -162,11 +162,21 @@ pub struct PlanReport {
     /// [`crate::SwapConfig::with_background_planning`]).
     pub planning_seconds: f64,
     /// Of the op threads' time, the seconds spent on planning: handing each plan's trace to
-    /// the planner, measuring the copy throughput once before the first plan (round trips
-    /// of temporary tensors, waited for), and the planning itself when it runs on the op's
-    /// thread.
+    /// the planner, and where planning runs on the op's thread, the planning itself and the
+    /// wait for the link probe.
     #[serde(default)]
     pub planning_op_thread_seconds: f64,
+    /// Seconds the link probe took, from its queueing on the send worker to its report
+    /// (copies of temporary tensors off the device and back, measured once, before the
+    /// first plan, beside the ops).
+    #[serde(default)]
+    pub link_probe_seconds: f64,
+    /// Times an op's thread waited for the link probe to plan (where planning runs on the
+    /// op's thread) or on request (a profile asked for); zero when planning beside the ops.
+    /// (An op that needs the room the probe's temporary tensors hold waits for its report
+    /// as it waits for any transfer that holds room: exposed time.)
+    #[serde(default)]
+    pub link_probe_waits: u64,
     /// Plans taken back, at once, from those kept for a schedule that ran before (a loop
     /// that alternates schedules plans each once).
     #[serde(default)]

@@ -190,11 +190,14 @@ impl Report {
         row(
             "plan",
             format!(
-                "{} off + {} rec, {:.1} ms planning ({:.1} ms of it on the op thread)",
+                "{} off + {} rec, {:.1} ms planning ({:.1} ms of it on the op thread); \
+                 links probed in {:.1} ms, waited for {} times",
                 self.plan.planned_offloads,
                 self.plan.planned_recomputes,
                 self.plan.planning_seconds * 1e3,
-                self.plan.planning_op_thread_seconds * 1e3
+                self.plan.planning_op_thread_seconds * 1e3,
+                self.plan.link_probe_seconds * 1e3,
+                self.plan.link_probe_waits
             ),
         );
         row(

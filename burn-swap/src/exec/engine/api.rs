@@ -362,6 +362,14 @@ impl<B: BackendIr> Engine<B> {
         self.resident()
     }
 
+    /// Whether the links are known without waiting (the probe is queued on first call).
+    pub fn links_known_for_test(&mut self) -> bool {
+        matches!(
+            self.links_beside(),
+            super::measured_links::LinksNow::Known(_)
+        )
+    }
+
     /// Keeps `links` as a measurement keeps the links it measured (a measurement's figures
     /// depend on the machine and its load).
     pub fn keep_links_for_test(&mut self, links: crate::plan::profile::Links) {

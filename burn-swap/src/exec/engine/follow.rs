@@ -8,11 +8,13 @@ use std::time::Instant;
 use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
+use super::measured_links::LinksNow;
 use crate::config::Policy;
 use crate::exec::counters::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT, Wait};
 use crate::exec::plans::{JUDGED_AFTER, REPLANS};
 use crate::exec::residency::State;
 use crate::plan::payoff::{self, IterationCost};
+use crate::plan::profile::Links;
 use crate::plan::program::{Port, Program, Step};
 
 /// The planned prefetches listed as started before those no longer in flight are let go.
@@ -251,7 +253,13 @@ impl<B: BackendIr> Engine<B> {
             if fits || self.plans.replans == 0 || !profiled {
                 return;
             }
+            let start = Instant::now();
+            let Some(links) = self.links_for_plan() else {
+                self.note_op_thread_planning(start);
+                return;
+            };
             self.plans.replans -= 1;
+            self.make_plan(key, budget, links, start);
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
             // iterations not timed anew; one whose plan was declined stays on the fallback.
@@ -263,17 +271,42 @@ impl<B: BackendIr> Engine<B> {
             if !profiled {
                 return;
             }
+            let start = Instant::now();
+            let Some(links) = self.links_for_plan() else {
+                self.note_op_thread_planning(start);
+                return;
+            };
             self.plans.replans = REPLANS;
+            self.make_plan(key, budget, links, start);
         }
+    }
+
+    /// The links a plan is made with (none for a policy that moves nothing by copy), once
+    /// they are known: `None` while the probe measures them beside the ops (the plan is made
+    /// at a later iteration's end; the fallback keeps the budget meanwhile). Planning on the
+    /// op's thread waits for the probe instead, as it waits for the plan.
+    fn links_for_plan(&mut self) -> Option<Option<Links>> {
+        if !self.settings.config.policy.moves_by_copy() {
+            return Some(None);
+        }
+        if !self.settings.config.background_planning {
+            return Some(self.links());
+        }
+        match self.links_beside() {
+            LinksNow::Known(links) => Some(links),
+            LinksNow::Measuring => None,
+        }
+    }
+
+    /// Counts the op thread's share of planning since `start`.
+    fn note_op_thread_planning(&mut self, start: Instant) {
+        self.history.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
+    }
+
+    /// Makes the plan of schedule `key` from its last complete iteration, with `links`: on
+    /// the planner thread, or on this one (`start`: when this thread began on it).
+    fn make_plan(&mut self, key: (usize, u64), budget: u64, links: Option<Links>, start: Instant) {
         self.plans.planned_for = Some(key);
-        // The copy throughput is measured once, on the device, before the first plan: on
-        // the op's thread (the probe's copies wait for the device), and counted there.
-        let start = Instant::now();
-        let links = if self.settings.config.policy.moves_by_copy() {
-            self.links()
-        } else {
-            None
-        };
         // The op's thread copies the iterations the trace reads; the trace is derived where
         // the plan is made.
         let (Some(content), Some(excerpt)) =
@@ -292,7 +325,7 @@ impl<B: BackendIr> Engine<B> {
                 crate::plan::build(&trace, &profile, budget, choice)
             },
         );
-        self.history.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
+        self.note_op_thread_planning(start);
         // Made here (planning on the op's thread), or already done.
         self.take_ready_plan(key);
     }

@@ -1,7 +1,10 @@
 //! What was measured of the machine: the copy links (probed, or learned from the copies
 //! made), the CPU codec's throughput, and the allocator's pools and the device's memory.
 
+use std::sync::mpsc;
+
 use super::observed_copies::ObservedCopies;
+use crate::exec::link_probe::ProbeFailed;
 use crate::exec::pools::Pools;
 use crate::plan::profile::Links;
 
@@ -10,6 +13,8 @@ use crate::plan::profile::Links;
 pub(super) struct Machine {
     /// The measured copy throughput, once measured.
     pub links: Option<Links>,
+    /// The link probe running on the send worker, beside the ops.
+    pub probe: Option<RunningProbe>,
     /// The transfer workers' copies, timed: the links where none could be measured.
     pub observed: ObservedCopies,
     /// The CPU codec's measured throughput (raw bytes per second), once measured.
@@ -21,3 +26,15 @@ pub(super) struct Machine {
     /// The device's total memory, when the backend can tell it.
     pub device_memory: Option<u64>,
 }
+
+/// The link probe while it runs on the send worker: where it reports, and the bytes the books
+/// count for its temporary tensors until it has.
+pub(super) struct RunningProbe {
+    pub report: ProbeReport,
+    pub lent: u64,
+    /// When it was queued.
+    pub queued: std::time::Instant,
+}
+
+/// Where the link probe reports.
+pub(super) type ProbeReport = mpsc::Receiver<Result<Links, ProbeFailed>>;

@@ -1,17 +1,17 @@
 //! Measuring the copy throughput between the device and host memory (the trial run
-//! measures the links too): round trips of temporary tensors through the transfer workers,
-//! outside the books. The probe sizes are `plan::profile::probe_sizes`'.
+//! measures the links too), beside the ops: the probe (`exec::link_probe`) runs on the send
+//! worker, its temporary tensors counted in the books until it reports. The probe sizes are
+//! `plan::profile::probe_sizes`'.
 
-use std::time::Instant;
+use std::sync::mpsc;
 
-use burn_backend::TensorData;
-use burn_ir::{BackendIr, TensorIr, TensorStatus};
+use burn_ir::BackendIr;
 
 use super::Engine;
-use crate::exec::link_probe;
-use crate::exec::transfer::{self, Done};
-use crate::plan::compression;
-use crate::plan::profile::{self, CopySample, Links, OnThread};
+use super::machine::{ProbeReport, RunningProbe};
+use crate::exec::link_probe::{self, ProbeFailed, ProbeRoute};
+use crate::exec::transfer::Errand;
+use crate::plan::profile::{self, Links};
 
 /// The hand-over time that the links report instead of the one measured
 /// (`unstable::set_handover_seconds`), in nanoseconds; `u64::MAX` for none.
@@ -23,62 +23,214 @@ pub(crate) static HANDOVER_OVERRIDE: std::sync::atomic::AtomicU64 =
 /// machine copied when the links were measured.
 pub(crate) static PINNED_LINKS: std::sync::Mutex<Option<Links>> = std::sync::Mutex::new(None);
 
+/// The links as far as they are known now, without waiting ([`Engine::links_beside`]).
+pub(super) enum LinksNow {
+    /// The probe runs on the send worker: ask again later.
+    Measuring,
+    /// Measured, pinned, or (where no probe fits or it failed) as the workers' own copies
+    /// show them so far; `None` when nothing shows them yet.
+    Known(Option<Links>),
+}
+
+/// How a request to probe went.
+enum Probe {
+    /// Queued on the send worker.
+    Queued,
+    /// Measured on this thread (no send worker): the links are kept.
+    Measured,
+    /// No probe: too few sizes fit, or the measurement on this thread failed.
+    None,
+}
+
 impl<B: BackendIr> Engine<B> {
     /// The copy throughput between device and host, measured on first request with
-    /// temporary tensors that fit in the budget's headroom, through the transfer workers (the
-    /// path planned transfers take, hand-over latency included) or, when they cannot run, on
-    /// this thread. The planners read them; the reactive policy does not (its choices are
-    /// the same whatever was measured: `plan::reactive::LinkModel`). Where too few probe
-    /// sizes fit (a budget the fallback keeps nearly full) or the measurement failed, the
-    /// links the workers' own copies show so far (not kept: a later request probes again);
-    /// `None` when they have not copied both ways yet.
+    /// temporary tensors that fit in the budget's headroom, waiting for the probe: what
+    /// [`Engine::links_beside`] gives once it has reported. The planners read them; the
+    /// reactive policy does not (its choices are the same whatever was measured:
+    /// `plan::reactive::LinkModel`).
     pub fn links(&mut self) -> Option<Links> {
-        let pinned = PINNED_LINKS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        if pinned.is_some() {
-            return pinned;
+        match self.links_beside() {
+            LinksNow::Known(links) => links,
+            LinksNow::Measuring => {
+                self.history.counters.link_probe_waits += 1;
+                self.wait_for_link_probe();
+                self.known_links()
+            }
+        }
+    }
+
+    /// The links without waiting for them. On first request the probe is queued on the send
+    /// worker with temporary tensors that fit in the budget's headroom (the largest counted in
+    /// the books until it reports: the fallback keeps the budget around it), and `Measuring`
+    /// comes back until it has reported (polled before each op). Where too few probe sizes
+    /// fit (a budget the fallback keeps nearly full) or the measurement failed, the links the
+    /// workers' own copies show so far (not kept: a later request probes again). Where the
+    /// send worker cannot run, the probe runs on this thread, without the op thread's figures
+    /// (every copy is made here then).
+    pub(super) fn links_beside(&mut self) -> LinksNow {
+        if let Some(pinned) = pinned_links() {
+            return LinksNow::Known(Some(pinned));
         }
         if self.machine.links.is_none() {
-            let headroom = self
-                .budget()
-                .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
-            let Some(sizes) = profile::probe_sizes(headroom) else {
-                return self.machine.observed.links();
-            };
-            let measured = match self.measure_worker_links(&sizes) {
-                Some((mut links, handover_seconds)) => {
-                    // The same copies on the op thread, for the planner to weigh against the
-                    // hand-over (none when they cannot be measured: every copy goes to a
-                    // worker then).
-                    links.on_thread = link_probe::measure_links(&mut self.handles, &sizes)
-                        .ok()
-                        .map(|here| OnThread {
-                            handover_seconds,
-                            to_host: here.to_host,
-                            to_device: here.to_device,
-                        });
-                    Ok(links)
+            if self.machine.probe.is_some() {
+                match self.poll_link_probe() {
+                    None => return LinksNow::Measuring,
+                    Some(false) => return LinksNow::Known(self.machine.observed.links()),
+                    Some(true) => {}
                 }
-                None => link_probe::measure_links(&mut self.handles, &sizes),
-            };
-            match measured {
-                Ok(links) => self.keep_measured_links(links),
-                Err(error) => {
-                    tracing::warn!(%error, "burn-swap: could not measure copy throughput");
-                    return self.machine.observed.links();
+            } else {
+                match self.start_link_probe() {
+                    Probe::Queued => return LinksNow::Measuring,
+                    Probe::None => return LinksNow::Known(self.machine.observed.links()),
+                    Probe::Measured => {}
                 }
             }
         }
-        let mut links = self.machine.links.clone();
+        LinksNow::Known(self.known_links())
+    }
+
+    /// Whether the link probe is running beside the ops.
+    pub(super) fn link_probe_running(&self) -> bool {
+        self.machine.probe.is_some()
+    }
+
+    /// The links kept (pinned ones first), with the hand-over override; else those the
+    /// workers' copies show.
+    fn known_links(&self) -> Option<Links> {
+        if let Some(pinned) = pinned_links() {
+            return Some(pinned);
+        }
+        let Some(mut links) = self.machine.links.clone() else {
+            return self.machine.observed.links();
+        };
         let handover = HANDOVER_OVERRIDE.load(std::sync::atomic::Ordering::Relaxed);
         if handover != u64::MAX
-            && let Some(here) = links.as_mut().and_then(|l| l.on_thread.as_mut())
+            && let Some(here) = links.on_thread.as_mut()
         {
             here.handover_seconds = handover as f64 * 1e-9;
         }
-        links
+        Some(links)
+    }
+
+    /// Where the probe's copies go: as planned offloads go.
+    fn probe_route(&self) -> ProbeRoute<B> {
+        ProbeRoute {
+            device: self.handles.device().clone(),
+            peers: self.copies.peers.clone(),
+            pool: self.copies.transfers.shared_pool(),
+        }
+    }
+
+    /// The probe of `sizes` as an errand for the send worker (the hand-over timed first), and
+    /// where it reports.
+    fn probe_errand(&self, sizes: Vec<u64>) -> (Errand<B>, ProbeReport) {
+        let (report, receive) = mpsc::channel();
+        let route = self.probe_route();
+        let errand = Errand {
+            device: route.device.clone(),
+            work: Box::new(move || {
+                let handover = link_probe::handover();
+                let _ = report.send(link_probe::measure::<B>(&route, &sizes, handover));
+            }),
+        };
+        (errand, receive)
+    }
+
+    /// Queues the probe on the send worker with the sizes that fit in half the headroom, the
+    /// largest lent from the budget until it reports; on this thread where the worker cannot
+    /// take it.
+    fn start_link_probe(&mut self) -> Probe {
+        let headroom = self
+            .budget()
+            .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
+        let Some(sizes) = profile::probe_sizes(headroom) else {
+            return Probe::None;
+        };
+        let lent = sizes.iter().copied().max().unwrap_or(0);
+        let (errand, receive) = self.probe_errand(sizes.clone());
+        if self.copies.transfers.errand(errand).is_ok() {
+            self.residency.lend(lent);
+            self.machine.probe = Some(RunningProbe {
+                report: receive,
+                lent,
+                queued: std::time::Instant::now(),
+            });
+            return Probe::Queued;
+        }
+        // No send worker: here, on the op's thread, the temporaries within the headroom.
+        match link_probe::measure::<B>(&self.probe_route(), &sizes, None) {
+            Ok(links) => {
+                self.keep_measured_links(links);
+                Probe::Measured
+            }
+            Err(failed) => {
+                self.count_failed_probe(&failed);
+                Probe::None
+            }
+        }
+    }
+
+    /// Takes the probe's report when it has come, without waiting: `None` while it runs,
+    /// else whether it measured the links (kept). Its lent bytes are taken back either way.
+    pub(super) fn poll_link_probe(&mut self) -> Option<bool> {
+        let probe = self.machine.probe.as_ref()?;
+        let report = match probe.report.try_recv() {
+            Ok(report) => Some(report),
+            Err(mpsc::TryRecvError::Empty) => return None,
+            Err(mpsc::TryRecvError::Disconnected) => None,
+        };
+        Some(self.end_link_probe(report))
+    }
+
+    /// Waits for the probe's report, when it runs; whether it measured the links.
+    pub(super) fn wait_for_link_probe(&mut self) -> bool {
+        let Some(probe) = self.machine.probe.as_ref() else {
+            return self.machine.links.is_some();
+        };
+        let report = probe.report.recv().ok();
+        self.end_link_probe(report)
+    }
+
+    /// The probe reported (`None`: its worker went away, a panic took it, before it could):
+    /// its bytes taken back, its links kept when it measured them.
+    fn end_link_probe(&mut self, report: Option<Result<Links, ProbeFailed>>) -> bool {
+        if let Some(probe) = self.machine.probe.take() {
+            self.residency.take_back(probe.lent);
+            self.history.counters.link_probe_nanos += probe.queued.elapsed().as_nanos() as u64;
+        }
+        match report {
+            Some(Ok(links)) => {
+                self.keep_measured_links(links);
+                true
+            }
+            Some(Err(failed)) => {
+                self.count_failed_probe(&failed);
+                false
+            }
+            None => {
+                tracing::warn!("burn-swap: the link probe ended without a report");
+                false
+            }
+        }
+    }
+
+    /// A probe's copy that failed is a failed transfer like any other (its tensors were
+    /// temporaries, so nothing is lost).
+    fn count_failed_probe(&mut self, failed: &ProbeFailed) {
+        tracing::warn!(error = %failed.error, "burn-swap: could not measure copy throughput");
+        let counters = &mut self.history.counters;
+        if failed.to_device {
+            counters.failed_fetches += 1;
+        } else {
+            counters.failed_offloads += 1;
+        }
+    }
+
+    /// Drops the links measured, once a probe running has reported: the next request
+    /// probes again.
+    pub fn forget_links(&mut self) {
+        self.wait_for_link_probe();
+        self.machine.links = None;
     }
 
     /// Keeps the links measured: the planners read them from now on (the reactive policy's
@@ -87,111 +239,22 @@ impl<B: BackendIr> Engine<B> {
         self.machine.links = Some(links);
     }
 
-    /// [`Engine::measure_worker_links`] for the given sizes, outside the budget (the caller
-    /// makes sure they fit on the device).
+    /// The probe's copies for the given sizes (bytes) on the send worker, waited for, the
+    /// wake-up of a parked worker included: what a transfer of each size takes there. Outside
+    /// the books and not kept (the caller makes sure they fit on the device); `None` when the
+    /// send worker is unavailable or a copy failed.
     pub fn measure_transfers(&mut self, sizes: &[u64]) -> Option<Links> {
-        self.measure_worker_links(sizes).map(|(links, _)| links)
-    }
-
-    /// Times round trips of temporary tensors (outside the books) through the send and
-    /// receive workers, the fastest of three per size, with the median time the op thread
-    /// took to hand a copy over; `None` when a worker is unavailable. Each fetch is timed
-    /// until its bytes are on the device.
-    fn measure_worker_links(&mut self, sizes: &[u64]) -> Option<(Links, f64)> {
-        let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
-        // Transfers in flight first, so that each measured one is alone.
         self.settle_everything();
-        let mut links = Links {
-            to_host: Vec::new(),
-            to_device: Vec::new(),
-            on_thread: None,
-        };
-        let mut handovers = Vec::with_capacity(6 * sizes.len());
-        for &bytes in sizes {
-            let elements = (bytes / 4) as usize;
-            let (mut down, mut up) = (f64::INFINITY, f64::INFINITY);
-            for _ in 0..3 {
-                let (d, u, handover) = self.round_trip(elements)?;
-                down = down.min(d);
-                up = up.min(u);
-                handovers.extend(handover);
-            }
-            let bytes = 4 * elements as u64;
-            links.to_host.push(CopySample {
-                bytes,
-                seconds: down,
-            });
-            links.to_device.push(CopySample { bytes, seconds: up });
-        }
-        handovers.sort_by(f64::total_cmp);
-        let handover = handovers.get(handovers.len() / 2).copied().unwrap_or(0.0);
-        Some((links, handover))
+        let (errand, receive) = self.probe_errand(sizes.to_vec());
+        self.copies.transfers.errand(errand).ok()?;
+        receive.recv().ok()?.ok()
     }
+}
 
-    /// One round trip of a temporary tensor of `elements` zeros through the workers: the
-    /// seconds out and back, and the seconds this thread took to hand each copy over.
-    fn round_trip(&mut self, elements: usize) -> Option<(f64, f64, [f64; 2])> {
-        let device = self.handles.device().clone();
-        let ir = self
-            .handles
-            .upload(TensorData::new(vec![0f32; elements], [elements]));
-        let read = TensorIr {
-            status: TensorStatus::ReadOnly,
-            ..ir.clone()
-        };
-        let handle = self.handles.handle(&read);
-        let start = Instant::now();
-        let route = transfer::Route {
-            compression: compression::Policy::off(),
-            device: device.clone(),
-            peers: self.copies.peers.clone(),
-        };
-        let queued =
-            self.copies
-                .transfers
-                .offload(ir.id, handle, ir.shape.clone(), ir.dtype, route);
-        let handed_out = start.elapsed().as_secs_f64();
-        let done = if queued {
-            self.copies.transfers.next()
-        } else {
-            None
-        };
-        self.handles.remove(&ir.id);
-        // A probe's copy that fails is a failed transfer like any other (the report counts
-        // it); its tensor was a temporary, so nothing is lost.
-        let copy = match done {
-            Some(Done::Offloaded {
-                result: Ok(copy), ..
-            }) => copy,
-            Some(Done::Offloaded { result: Err(_), .. }) => {
-                self.history.counters.failed_offloads += 1;
-                return None;
-            }
-            _ => return None,
-        };
-        let down = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        if self
-            .copies
-            .transfers
-            .fetch(ir.id, copy, device, true)
-            .is_err()
-        {
-            return None;
-        }
-        let handed_back = start.elapsed().as_secs_f64();
-        let handle = match self.copies.transfers.next() {
-            Some(Done::Fetched {
-                result: Ok(handle), ..
-            }) => handle,
-            Some(Done::Fetched { result: Err(_), .. }) => {
-                self.history.counters.failed_fetches += 1;
-                return None;
-            }
-            _ => return None,
-        };
-        let up = start.elapsed().as_secs_f64();
-        drop(handle);
-        Some((down, up, [handed_out, handed_back]))
-    }
+/// The links pinned for every engine, if any.
+fn pinned_links() -> Option<Links> {
+    PINNED_LINKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
 }

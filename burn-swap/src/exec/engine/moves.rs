@@ -9,6 +9,7 @@ use burn_backend::{DType, Shape};
 use burn_ir::{BackendIr, TensorId, TensorIr, TensorStatus};
 
 use super::Engine;
+use super::measured_links::LinksNow;
 use crate::config::Compression;
 use crate::error::SwapError;
 use crate::exec::counters::Wait;
@@ -139,7 +140,11 @@ impl<B: BackendIr> Engine<B> {
         if !compression::Policy::needs_rates(mode) {
             return compression::Policy::new(mode, None, None);
         }
-        let links = self.links();
+        // Not waited for: until the probe has reported, the copies seen so far.
+        let links = match self.links_beside() {
+            LinksNow::Known(links) => links,
+            LinksNow::Measuring => self.machine.observed.links(),
+        };
         let codec_bandwidth = *self
             .machine
             .codec_bandwidth
@@ -472,6 +477,9 @@ impl<B: BackendIr> Engine<B> {
     /// Settles every transfer that has finished, without waiting.
     #[inline]
     pub(super) fn poll_transfers(&mut self) {
+        if self.link_probe_running() {
+            self.poll_link_probe();
+        }
         if self.copies.transfers.in_flight() == 0 {
             return;
         }
@@ -491,9 +499,11 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Waits for every transfer in flight and settles them.
+    /// Waits for every transfer in flight and settles them, and for the link probe (its
+    /// temporaries then leave the books).
     pub(super) fn settle_everything(&mut self) {
         while self.settle_next() {}
+        self.wait_for_link_probe();
     }
 
     /// Applies a finished transfer to the books.

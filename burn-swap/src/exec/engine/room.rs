@@ -252,7 +252,9 @@ impl<B: BackendIr> Engine<B> {
             if self.resident() <= target {
                 return Ok(());
             }
-            step = now.next(result.is_ok(), self.copies.transfers.in_flight() > 0);
+            // The link probe's temporaries are room that only its report gives back.
+            let in_flight = self.copies.transfers.in_flight() > 0 || self.link_probe_running();
+            step = now.next(result.is_ok(), in_flight);
         }
         result
     }

@@ -12,6 +12,9 @@ pub(crate) struct Books {
     pub host: u64,
     /// Bytes of the tensors whose offload is in flight (part of `resident`).
     pub offloading: u64,
+    /// Bytes lent to device work outside the tensors: the link probe's temporary tensors
+    /// while it runs beside the ops (part of `resident`).
+    pub lent: u64,
     /// Highest `resident` (or bytes noted during an op) since the last reset.
     pub peak: u64,
     /// Highest `host` since the last reset.

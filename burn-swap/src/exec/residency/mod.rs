@@ -128,6 +128,20 @@ impl Residency {
         self.books.reset_peaks();
     }
 
+    /// Counts `bytes` on the device for device work outside the tensors (the link probe's
+    /// temporaries) until [`Residency::take_back`] is called with them.
+    pub fn lend(&mut self, bytes: u64) {
+        self.books.add_resident(bytes);
+        self.books.lent += bytes;
+    }
+
+    /// Takes back `bytes` that [`Residency::lend`] counted: that work is over.
+    pub fn take_back(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.books.lent);
+        self.books.lent -= bytes;
+        self.books.resident -= bytes;
+    }
+
     /// A new tensor, resident. Replaces (and removes) an entry of the same id.
     #[inline]
     pub fn admit(&mut self, id: TensorId, entry: Entry) {
@@ -600,7 +614,7 @@ impl Residency {
     /// The books as the entries add them up (for tests: must equal [`Residency::books`]).
     #[cfg(test)]
     fn recount(&self) -> (u64, u64, u64) {
-        let (mut resident, mut host, mut offloading) = (0, 0, 0);
+        let (mut resident, mut host, mut offloading) = (self.books.lent, 0, 0);
         let mut holders: HashMap<u32, u32> = HashMap::new();
         for entry in self.entries.values() {
             if entry.buffer != 0 {

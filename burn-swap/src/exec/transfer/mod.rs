@@ -58,6 +58,21 @@ struct OffloadJob<B: BackendIr> {
     queued: Instant,
 }
 
+/// Work for the send worker that moves no tensor of the books (the link probe): run on the
+/// worker's thread and stream between offloads, in queue order, reporting on a channel of
+/// its own; a panic in it drops that channel's sender, which its receiver sees.
+pub(crate) struct Errand<B: BackendIr> {
+    /// The device whose stream it works on.
+    pub device: B::Device,
+    pub work: Box<dyn FnOnce() + Send>,
+}
+
+/// A job of the send worker.
+enum SendJob<B: BackendIr> {
+    Offload(OffloadJob<B>),
+    Errand(Errand<B>),
+}
+
 /// A fetch for the receive worker.
 struct FetchJob<B: BackendIr> {
     id: TensorId,
@@ -153,7 +168,7 @@ impl<B: BackendIr> Done<B> {
 /// The two workers of one device and their queues. Started on first use; stopped (queues
 /// closed, threads joined) when dropped.
 pub(crate) struct Transfers<B: BackendIr> {
-    send: Option<mpsc::Sender<OffloadJob<B>>>,
+    send: Option<mpsc::Sender<SendJob<B>>>,
     receive: Option<mpsc::Sender<FetchJob<B>>>,
     done: Option<mpsc::Receiver<Done<B>>>,
     workers: Vec<JoinHandle<()>>,
@@ -223,15 +238,18 @@ type Shared = (Arc<AtomicU64>, Arc<WorkerPools>);
 
 /// A job of a transfer worker.
 trait Job<B: BackendIr>: Send + 'static {
-    /// The tensor it moves.
-    fn id(&self) -> TensorId;
+    /// The tensor it moves (`None`: an errand, which reports on its own).
+    fn id(&self) -> Option<TensorId>;
     /// What the engine is told of a job that a panic took before it could report.
     fn lost(id: TensorId, error: TransferError) -> Done<B>;
 }
 
-impl<B: BackendIr> Job<B> for OffloadJob<B> {
-    fn id(&self) -> TensorId {
-        self.id
+impl<B: BackendIr> Job<B> for SendJob<B> {
+    fn id(&self) -> Option<TensorId> {
+        match self {
+            SendJob::Offload(job) => Some(job.id),
+            SendJob::Errand(_) => None,
+        }
     }
 
     /// An offload only reads the device copy: the tensor stays resident.
@@ -248,8 +266,8 @@ impl<B: BackendIr> Job<B> for OffloadJob<B> {
 }
 
 impl<B: BackendIr> Job<B> for FetchJob<B> {
-    fn id(&self) -> TensorId {
-        self.id
+    fn id(&self) -> Option<TensorId> {
+        Some(self.id)
     }
 
     /// The copy went with the job (the engine recomputes the tensor from its recipe, or its
@@ -268,14 +286,14 @@ impl<B: BackendIr> Job<B> for FetchJob<B> {
 }
 
 /// A worker thread named `name`: does each job of `jobs` with `work` and reports it on
-/// `done`, until either queue closes. A panic that escapes a job is reported as that job's
-/// failure and the worker goes on: a worker never dies with a job in flight, which would
-/// leave the engine waiting for it forever.
+/// `done` (an errand reports on its own), until either queue closes. A panic that escapes a
+/// job is reported as that job's failure and the worker goes on: a worker never dies with a
+/// job in flight, which would leave the engine waiting for it forever.
 fn spawn_worker<J: Job<B>, B: BackendIr>(
     name: &str,
     jobs: mpsc::Receiver<J>,
     done: mpsc::Sender<Done<B>>,
-    work: impl Fn(J) -> Done<B> + Send + 'static,
+    work: impl Fn(J) -> Option<Done<B>> + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.into())
@@ -283,8 +301,10 @@ fn spawn_worker<J: Job<B>, B: BackendIr>(
             for job in jobs {
                 let id = job.id();
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(job)))
-                    .unwrap_or_else(|panic| J::lost(id, panic_message(panic)));
-                if done.send(report).is_err() {
+                    .unwrap_or_else(|panic| id.map(|id| J::lost(id, panic_message(panic))));
+                if let Some(report) = report
+                    && done.send(report).is_err()
+                {
                     return;
                 }
             }
@@ -334,6 +354,15 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
         on_device,
         queued_nanos: queued.elapsed().as_nanos() as u64,
     }
+}
+
+/// An errand on the send worker's thread, its stream in the allocation mode wanted and its
+/// figures noted after, as an offload's.
+fn run_errand<B: BackendIr>(errand: Errand<B>, (_, memory): &Shared) {
+    let Errand { device, work } = errand;
+    memory.enter::<B>(Worker::Send, &device);
+    work();
+    after_job(|| memory.note::<B>(Worker::Send, &device));
 }
 
 /// The receive worker's job: a copy written back to the device, decompressed where needed.
@@ -403,6 +432,11 @@ impl<B: BackendIr> Transfers<B> {
         self.pool.as_deref()
     }
 
+    /// [`Transfers::pool`], shared (for work on a worker's thread).
+    pub fn shared_pool(&self) -> Option<Arc<HostPool>> {
+        self.pool.clone()
+    }
+
     /// Drops the device copy of a tensor whose offload completed: on a backend whose tensors
     /// live in host memory its buffer goes to the pool of host copies, within the room below
     /// the host copies' highest peak (`host` and `peak`: their bytes now and their peak).
@@ -423,15 +457,24 @@ impl<B: BackendIr> Transfers<B> {
             return;
         }
         let (done_tx, done_rx) = mpsc::channel();
-        let (send_tx, send_rx) = mpsc::channel::<OffloadJob<B>>();
+        let (send_tx, send_rx) = mpsc::channel::<SendJob<B>>();
         let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
         let shared: Shared = (self.jitter.clone(), self.memory.clone());
         let on_send = shared.clone();
-        let sender = spawn_worker("burn-swap-send", send_rx, done_tx.clone(), move |job| {
-            send_job(job, &on_send)
-        });
+        let sender = spawn_worker(
+            "burn-swap-send",
+            send_rx,
+            done_tx.clone(),
+            move |job| match job {
+                SendJob::Offload(job) => Some(send_job(job, &on_send)),
+                SendJob::Errand(errand) => {
+                    run_errand(errand, &on_send);
+                    None
+                }
+            },
+        );
         let receiver = spawn_worker("burn-swap-receive", receive_rx, done_tx, move |job| {
-            receive_job(job, &shared)
+            Some(receive_job(job, &shared))
         });
         // A worker that cannot start leaves its queue closed: requests then run on the
         // compute thread (see `offload`/`fetch`).
@@ -469,12 +512,27 @@ impl<B: BackendIr> Transfers<B> {
             pool: self.pool.clone(),
             queued: Instant::now(),
         };
-        if send.send(job).is_err() {
+        if send.send(SendJob::Offload(job)).is_err() {
             self.send = None;
             return false;
         }
         self.in_flight += 1;
         true
+    }
+
+    /// Queues an errand on the send worker, behind the offloads queued (it is not counted
+    /// in flight: it reports on its own). Gives it back when the send worker is not
+    /// available.
+    pub fn errand(&mut self, errand: Errand<B>) -> Result<(), Errand<B>> {
+        self.start();
+        let Some(send) = &self.send else {
+            return Err(errand);
+        };
+        if let Err(mpsc::SendError(SendJob::Errand(errand))) = send.send(SendJob::Errand(errand)) {
+            self.send = None;
+            return Err(errand);
+        }
+        Ok(())
     }
 
     /// Queues a fetch (decompressed on the worker). Gives the copy back when the receive

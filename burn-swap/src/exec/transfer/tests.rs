@@ -81,7 +81,10 @@ fn a_worker_survives_a_panic_that_escapes_its_job() {
         if job.id.value() == 1 {
             panic!("injected escape");
         }
-        <FetchJob<Flex> as super::Job<Flex>>::lost(job.id, super::TransferError::Injected("test"))
+        Some(<FetchJob<Flex> as super::Job<Flex>>::lost(
+            job.id,
+            super::TransferError::Injected("test"),
+        ))
     })
     .unwrap();
     for id in [1, 2] {
