@@ -103,12 +103,13 @@ pub fn profile<D: DeviceOps + 'static>(device: &D) -> Option<crate::plan::profil
     registry::first(DeviceKey::of(device)).and_then(|c| c.profile())
 }
 
-/// Measures burn-swap's own transfers on a device used under [`crate::Swap`]: round trips of
-/// temporary `f32` tensors of each size in `sizes` (bytes) through the send and receive
-/// workers (the path planned offloads and prefetches take, on their own streams on CubeCL
-/// backends), the fastest of three per size, each fetch timed until its bytes are on the
-/// device. Outside the budget: the caller makes sure they fit. `None` when the device was
-/// never used under [`crate::Swap`] or a transfer failed.
+/// Measures burn-swap's own transfers on a device used under [`crate::Swap`]: temporary
+/// `f32` tensors of each size in `sizes` (bytes) copied off the device and back on the send
+/// worker (the copies planned offloads and prefetches make, on a worker's own stream on
+/// CubeCL backends), the fastest of three per size, each write back timed until its bytes
+/// are on the device, plus the wake-up of a parked worker. Waited for, outside the budget:
+/// the caller makes sure they fit. `None` when the device was never used under
+/// [`crate::Swap`] or a transfer failed.
 pub fn measure_transfers<D: DeviceOps + 'static>(
     device: &D,
     sizes: &[u64],

@@ -332,7 +332,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
     }
 
     fn memory(&self) -> crate::report::Memory {
-        let engine = self.engine();
+        let mut engine = self.engine();
         let books = engine.books();
         crate::report::Memory {
             resident_bytes: books.resident,

@@ -3,11 +3,12 @@
 //! and back through `transfer::write`, on every thread), and what handing a copy to a worker
 //! thread costs.
 //!
-//! [`measure`] runs on the send worker, beside the ops (the engine queues it and counts its
-//! temporary tensors in the books while it runs: `Engine::links_beside`), or on the op's
-//! thread where no worker could start. Each size is copied out and back three times, the
-//! fastest kept. A copy made on a worker also waits for the worker to wake: a hand-over to a
-//! parked thread is timed apart ([`handover`]) and added to the worker's samples.
+//! The probe runs on the send worker, beside the ops ([`run_on_worker`]: the engine queues
+//! it and counts its temporary tensors in the books until its copies are made:
+//! `Engine::links_beside`), or on the op's thread where no worker could start. Each size is
+//! copied out and back three times, the fastest kept ([`copies`]). A copy made on a worker
+//! also waits for the worker to wake: a hand-over to a parked thread is timed apart
+//! ([`handover`]), once the temporaries are gone, and added to the workers' samples.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -27,7 +28,7 @@ const HANDOVERS: usize = 9;
 
 /// How long the helper thread is left idle before each hand-over, so that it has parked
 /// (as an idle worker has) rather than spinning on its queue.
-const PARK: Duration = Duration::from_micros(200);
+const PARK: Duration = Duration::from_micros(100);
 
 /// What handing a job to a parked thread costs, as [`handover`] measures it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,17 +98,28 @@ pub(crate) struct ProbeRoute<B: BackendIr> {
     pub pool: Option<Arc<HostPool>>,
 }
 
-/// Measures the links with temporary `f32` tensors of each size in `sizes` (bytes), copied
-/// off the device and back (the fastest of three each): the copies themselves are the op
-/// thread's samples, the same copies plus the wake-up of a parked worker the workers'. With
-/// `handover` (the probe runs on a worker), the op thread's share of a copy handed to a
-/// worker is measured too; without, the worker's samples are the copies alone and no op
-/// thread figures are given. Outside the books: the caller counts the largest size.
-pub(crate) fn measure<B: BackendIr>(
+/// What the probe tells the engine while it runs on the send worker, in this order.
+pub(crate) enum ProbeNews {
+    /// The copies are made: the temporary tensors are off the device (the hand-over is
+    /// timed after, with none held).
+    CopiesMade,
+    /// The links, or the copy that failed.
+    Done(Result<Links, ProbeFailed>),
+}
+
+/// The probe's copies, the fastest of three per size, each way.
+pub(crate) struct Copies {
+    out: Vec<CopySample>,
+    back: Vec<CopySample>,
+}
+
+/// Copies temporary `f32` tensors of each size in `sizes` (bytes) off the device and back,
+/// three times each, the fastest kept. Outside the books: the caller counts the largest
+/// size until this returns (one temporary is on the device at a time).
+pub(crate) fn copies<B: BackendIr>(
     route: &ProbeRoute<B>,
     sizes: &[u64],
-    handover: Option<Handover>,
-) -> Result<Links, ProbeFailed> {
+) -> Result<Copies, ProbeFailed> {
     let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
     let mut out = Vec::with_capacity(sizes.len());
     let mut back = Vec::with_capacity(sizes.len());
@@ -126,25 +138,48 @@ pub(crate) fn measure<B: BackendIr>(
         });
         back.push(CopySample { bytes, seconds: up });
     }
-    let wake = handover.map_or(0.0, |h| h.wake_seconds);
-    let on_worker = |samples: &[CopySample]| {
-        samples
-            .iter()
-            .map(|s| CopySample {
-                bytes: s.bytes,
-                seconds: s.seconds + wake,
-            })
-            .collect()
-    };
-    Ok(Links {
-        to_host: on_worker(&out),
-        to_device: on_worker(&back),
-        on_thread: handover.map(|h| OnThread {
-            handover_seconds: h.send_seconds,
-            to_host: out,
-            to_device: back,
-        }),
-    })
+    Ok(Copies { out, back })
+}
+
+impl Copies {
+    /// The links the copies show: the copies themselves are the op thread's samples, the same
+    /// copies plus the wake-up of a parked worker the workers'. With `handover` (the probe
+    /// ran on a worker), the op thread's share of a copy handed to a worker too; without,
+    /// the workers' samples are the copies alone and no op thread figures are given.
+    pub fn links(self, handover: Option<Handover>) -> Links {
+        let wake = handover.map_or(0.0, |h| h.wake_seconds);
+        let on_worker = |samples: &[CopySample]| {
+            samples
+                .iter()
+                .map(|s| CopySample {
+                    bytes: s.bytes,
+                    seconds: s.seconds + wake,
+                })
+                .collect()
+        };
+        Links {
+            to_host: on_worker(&self.out),
+            to_device: on_worker(&self.back),
+            on_thread: handover.map(|h| OnThread {
+                handover_seconds: h.send_seconds,
+                to_host: self.out,
+                to_device: self.back,
+            }),
+        }
+    }
+}
+
+/// The probe as the send worker runs it: the copies, news that they are made (the engine
+/// takes the temporaries out of its books), then the hand-over timed and the links.
+pub(crate) fn run_on_worker<B: BackendIr>(
+    route: &ProbeRoute<B>,
+    sizes: &[u64],
+    news: &mpsc::Sender<ProbeNews>,
+) {
+    let copies = copies(route, sizes);
+    let _ = news.send(ProbeNews::CopiesMade);
+    let links = copies.map(|c| c.links(handover()));
+    let _ = news.send(ProbeNews::Done(links));
 }
 
 /// One temporary tensor of `elements` zeros made on the device, copied off it as an offload

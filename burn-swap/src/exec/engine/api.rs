@@ -34,8 +34,10 @@ pub(crate) struct Figures {
 }
 
 impl<B: BackendIr> Engine<B> {
-    /// The figures of the device now.
+    /// The figures of the device now, once the link probe, when it runs, has reported.
     pub fn figures(&mut self) -> Figures {
+        // The link probe's outcome is part of them (its time, a copy of its that failed).
+        self.wait_for_link_probe();
         // The period is read first: reading it may find a new schedule, whose plan is not
         // made yet.
         let period = self.history.recorder.period();
@@ -62,8 +64,10 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The counted bytes now: the books.
-    pub fn books(&self) -> Books {
+    /// The counted bytes now: the books (once the link probe's temporaries, when it runs,
+    /// are off the device).
+    pub fn books(&mut self) -> Books {
+        self.wait_for_link_probe_copies();
         *self.residency.books()
     }
 

@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 
 use super::observed_copies::ObservedCopies;
-use crate::exec::link_probe::ProbeFailed;
+use crate::exec::link_probe::ProbeNews;
 use crate::exec::pools::Pools;
 use crate::plan::profile::Links;
 
@@ -28,13 +28,14 @@ pub(super) struct Machine {
 }
 
 /// The link probe while it runs on the send worker: where it reports, and the bytes the books
-/// count for its temporary tensors until it has.
+/// count for its temporary tensors until its copies are made.
 pub(super) struct RunningProbe {
     pub report: ProbeReport,
+    /// Bytes lent from the budget (zero once the copies are made).
     pub lent: u64,
     /// When it was queued.
     pub queued: std::time::Instant,
 }
 
 /// Where the link probe reports.
-pub(super) type ProbeReport = mpsc::Receiver<Result<Links, ProbeFailed>>;
+pub(super) type ProbeReport = mpsc::Receiver<ProbeNews>;

@@ -1,6 +1,6 @@
 //! Measuring the copy throughput between the device and host memory (the trial run
 //! measures the links too), beside the ops: the probe (`exec::link_probe`) runs on the send
-//! worker, its temporary tensors counted in the books until it reports. The probe sizes are
+//! worker, its temporary tensors counted in the books until its copies are made. The probe sizes are
 //! `plan::profile::probe_sizes`'.
 
 use std::sync::mpsc;
@@ -9,7 +9,7 @@ use burn_ir::BackendIr;
 
 use super::Engine;
 use super::machine::{ProbeReport, RunningProbe};
-use crate::exec::link_probe::{self, ProbeFailed, ProbeRoute};
+use crate::exec::link_probe::{self, ProbeFailed, ProbeNews, ProbeRoute};
 use crate::exec::transfer::Errand;
 use crate::plan::profile::{self, Links};
 
@@ -61,7 +61,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// The links without waiting for them. On first request the probe is queued on the send
     /// worker with temporary tensors that fit in the budget's headroom (the largest counted in
-    /// the books until it reports: the fallback keeps the budget around it), and `Measuring`
+    /// the books until its copies are made: the fallback keeps the budget around it), and `Measuring`
     /// comes back until it has reported (polled before each op). Where too few probe sizes
     /// fit (a budget the fallback keeps nearly full) or the measurement failed, the links the
     /// workers' own copies show so far (not kept: a later request probes again). Where the
@@ -121,17 +121,13 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The probe of `sizes` as an errand for the send worker (the hand-over timed first), and
-    /// where it reports.
+    /// The probe of `sizes` as an errand for the send worker, and where it reports.
     fn probe_errand(&self, sizes: Vec<u64>) -> (Errand<B>, ProbeReport) {
-        let (report, receive) = mpsc::channel();
+        let (news, receive) = mpsc::channel();
         let route = self.probe_route();
         let errand = Errand {
             device: route.device.clone(),
-            work: Box::new(move || {
-                let handover = link_probe::handover();
-                let _ = report.send(link_probe::measure::<B>(&route, &sizes, handover));
-            }),
+            work: Box::new(move || link_probe::run_on_worker::<B>(&route, &sizes, &news)),
         };
         (errand, receive)
     }
@@ -158,9 +154,9 @@ impl<B: BackendIr> Engine<B> {
             return Probe::Queued;
         }
         // No send worker: here, on the op's thread, the temporaries within the headroom.
-        match link_probe::measure::<B>(&self.probe_route(), &sizes, None) {
-            Ok(links) => {
-                self.keep_measured_links(links);
+        match link_probe::copies::<B>(&self.probe_route(), &sizes) {
+            Ok(copies) => {
+                self.keep_measured_links(copies.links(None));
                 Probe::Measured
             }
             Err(failed) => {
@@ -170,32 +166,66 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Takes the probe's report when it has come, without waiting: `None` while it runs,
-    /// else whether it measured the links (kept). Its lent bytes are taken back either way.
+    /// Takes the probe's news that has come, without waiting: `None` while it runs, else
+    /// whether it measured the links (kept). Its lent bytes are taken back once its copies
+    /// are made.
     pub(super) fn poll_link_probe(&mut self) -> Option<bool> {
-        let probe = self.machine.probe.as_ref()?;
-        let report = match probe.report.try_recv() {
-            Ok(report) => Some(report),
-            Err(mpsc::TryRecvError::Empty) => return None,
-            Err(mpsc::TryRecvError::Disconnected) => None,
-        };
-        Some(self.end_link_probe(report))
+        loop {
+            let probe = self.machine.probe.as_ref()?;
+            match probe.report.try_recv() {
+                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
+                Ok(ProbeNews::Done(report)) => return Some(self.end_link_probe(Some(report))),
+                Err(mpsc::TryRecvError::Empty) => return None,
+                Err(mpsc::TryRecvError::Disconnected) => return Some(self.end_link_probe(None)),
+            }
+        }
     }
 
     /// Waits for the probe's report, when it runs; whether it measured the links.
     pub(super) fn wait_for_link_probe(&mut self) -> bool {
-        let Some(probe) = self.machine.probe.as_ref() else {
-            return self.machine.links.is_some();
-        };
-        let report = probe.report.recv().ok();
-        self.end_link_probe(report)
+        loop {
+            let Some(probe) = self.machine.probe.as_ref() else {
+                return self.machine.links.is_some();
+            };
+            match probe.report.recv() {
+                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
+                Ok(ProbeNews::Done(report)) => return self.end_link_probe(Some(report)),
+                Err(_) => return self.end_link_probe(None),
+            }
+        }
+    }
+
+    /// Waits until the probe's temporaries are off the device (its copies made), when it
+    /// runs: the books then count only what the device still holds.
+    pub(super) fn wait_for_link_probe_copies(&mut self) {
+        while self.machine.probe.as_ref().is_some_and(|p| p.lent > 0) {
+            let Some(probe) = self.machine.probe.as_ref() else {
+                return;
+            };
+            match probe.report.recv() {
+                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
+                Ok(ProbeNews::Done(report)) => {
+                    self.end_link_probe(Some(report));
+                }
+                Err(_) => {
+                    self.end_link_probe(None);
+                }
+            }
+        }
+    }
+
+    /// The probe's copies are made: its temporaries are off the device.
+    fn take_back_probe_bytes(&mut self) {
+        if let Some(probe) = self.machine.probe.as_mut() {
+            self.residency.take_back(std::mem::take(&mut probe.lent));
+        }
     }
 
     /// The probe reported (`None`: its worker went away, a panic took it, before it could):
     /// its bytes taken back, its links kept when it measured them.
     fn end_link_probe(&mut self, report: Option<Result<Links, ProbeFailed>>) -> bool {
+        self.take_back_probe_bytes();
         if let Some(probe) = self.machine.probe.take() {
-            self.residency.take_back(probe.lent);
             self.history.counters.link_probe_nanos += probe.queued.elapsed().as_nanos() as u64;
         }
         match report {
@@ -247,7 +277,10 @@ impl<B: BackendIr> Engine<B> {
         self.settle_everything();
         let (errand, receive) = self.probe_errand(sizes.to_vec());
         self.copies.transfers.errand(errand).ok()?;
-        receive.recv().ok()?.ok()
+        receive.iter().find_map(|news| match news {
+            ProbeNews::CopiesMade => None,
+            ProbeNews::Done(report) => Some(report.ok()),
+        })?
     }
 }
 
