@@ -573,8 +573,12 @@ fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links 
 /// machine, waits microseconds: declined when ready, never followed. Judged by what it
 /// cost: links pinned as free predict nothing exposed for the cheapest plan, and the
 /// transfer workers held up to 20 ms per copy (the ordering stress) make its prefetches
-/// wait: declined after its first full iterations. Neither judgement changes a value, and with judging off both plans are
-/// followed to the end (so that the test fails when the judgement is lost).
+/// wait: declined after its first full iterations. Judged with its hand-overs: links free
+/// but each copy handed to a worker for 20 µs of the op thread (copies on the op thread as
+/// slow as 1 MB/s), the segment plan predicts nothing exposed (the compute hides the
+/// hand-overs' delay) and its hand-overs cost more than the fallback's waits: declined when
+/// ready (followed when the judgement leaves the hand-overs out). Neither judgement changes a value, and with judging off
+/// every plan is followed to the end (so that the test fails when the judgement is lost).
 #[test]
 fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     use burn_swap::Planner;
@@ -587,15 +591,27 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     burn_swap::reset_counters(&device);
     workload.train::<B>(&device, 3);
     let budget = burn_swap::report(&device).unwrap().memory.peak_bytes / 2;
-    // (links, transfer jitter in µs, planner, whether the plan is judged by what it cost)
+    // (links, hand-over in seconds, transfer jitter in µs, planner, whether the plan is
+    // judged by what it cost)
     let cases = [
-        (1e6, 0, Planner::Segments, false),
-        (1e15, 20_000, Planner::Cheapest, true),
+        (1e6, 0.0, 0, Planner::Segments, false),
+        (1e15, 0.0, 20_000, Planner::Cheapest, true),
+        (1e15, 2e-5, 0, Planner::Segments, false),
     ];
-    for (bytes_per_second, jitter, planner, measured) in cases {
+    for (bytes_per_second, handover, jitter, planner, measured) in cases {
         for judged in [true, false] {
-            burn_swap::unstable::set_links(Some(links_at(bytes_per_second)));
-            burn_swap::unstable::set_handover_seconds(Some(0.0));
+            let mut links = links_at(bytes_per_second);
+            if handover > 0.0 {
+                // Copies on the op thread as slow as 1 MB/s: the plan's copies go to the
+                // workers, each handed over for `handover` seconds of the op thread.
+                links.on_thread = Some(burn_swap::unstable::plan::profile::OnThread {
+                    handover_seconds: handover,
+                    to_host: copy_samples(0.0, 1e6),
+                    to_device: copy_samples(0.0, 1e6),
+                });
+            }
+            burn_swap::unstable::set_links(Some(links));
+            burn_swap::unstable::set_handover_seconds(Some(handover));
             let config = SwapConfig::budget_bytes(budget)
                 .with_policy(Policy::Planned)
                 .with_planner(planner)
@@ -609,8 +625,10 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
             burn_swap::unstable::set_links(None);
             burn_swap::unstable::set_handover_seconds(None);
             burn_swap::configure(&device, SwapConfig::default()).unwrap();
-            let what =
-                format!("links {bytes_per_second:e} B/s, jitter {jitter} us, judged {judged}");
+            let what = format!(
+                "links {bytes_per_second:e} B/s, hand-over {handover} s, jitter {jitter} us, \
+                 judged {judged}"
+            );
             plain.assert_same(&swapped, &what);
             assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
             println!(

@@ -58,6 +58,8 @@ pub(crate) struct Counters {
     /// The op's thread's time spent planning: the trace handed to the planner, and when
     /// planning runs there, the planning itself and the wait for the link probe.
     pub planning_op_thread_nanos: u64,
+    /// The op thread's time handing copies to the transfer workers.
+    pub handover_nanos: u64,
     /// The link probes' time from queueing on the send worker to their reports taken.
     pub link_probe_nanos: u64,
     /// Times an op's thread waited for the link probe's report to plan (planning on the op's
@@ -200,6 +202,14 @@ impl Counters {
     /// host memory: not a wait of the ops, but CPU time taken from them.
     #[inline]
     pub fn add_worker_copy(&mut self, nanos: u64) {
+        self.spent_nanos += nanos;
+    }
+
+    /// Counts `nanos` the op thread spent handing a copy to a transfer worker (queueing it,
+    /// waking the worker): not a wait, but the op thread's time all the same.
+    #[inline]
+    pub fn add_handover(&mut self, nanos: u64) {
+        self.handover_nanos += nanos;
         self.spent_nanos += nanos;
     }
 

@@ -101,7 +101,7 @@ struct Making {
 
 enum Job {
     Thread(JoinHandle<Option<Made>>),
-    Done(Made),
+    Done(Box<Made>),
 }
 
 /// A plan and the time it took to make.
@@ -273,15 +273,15 @@ impl Plans {
             match spawned {
                 Ok(handle) => match send.send(Box::new(timed)) {
                     Ok(()) => Job::Thread(handle),
-                    Err(returned) => Job::Done((returned.0)()),
+                    Err(returned) => Job::Done(Box::new((returned.0)())),
                 },
                 Err(error) => {
                     tracing::warn!(%error, "burn-swap: no planner thread; planning on the op's thread");
-                    Job::Done(timed())
+                    Job::Done(Box::new(timed()))
                 }
             }
         } else {
-            Job::Done(timed())
+            Job::Done(Box::new(timed()))
         };
         self.making = Some(Making {
             key,
@@ -311,7 +311,7 @@ impl Plans {
         }
         let making = self.making.take()?;
         let made = match making.job {
-            Job::Done(made) => Some(made),
+            Job::Done(made) => Some(*made),
             Job::Thread(handle) => handle.join().ok().flatten(),
         };
         Some(Ready {
@@ -339,6 +339,7 @@ mod tests {
             predicted_live_bytes: Vec::new(),
             predicted_exposed_seconds: 0.0,
             predicted_recompute_seconds: 0.0,
+            predicted_handover_seconds: 0.0,
             choices: Vec::new(),
             chosen: 0,
             tagged: Vec::new(),

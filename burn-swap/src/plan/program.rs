@@ -73,6 +73,9 @@ pub struct Program {
     pub predicted_exposed_seconds: f64,
     /// Recompute time the plan expects, per iteration.
     pub predicted_recompute_seconds: f64,
+    /// Op-thread time the plan expects to spend handing its copies to the transfer
+    /// workers, per iteration.
+    pub predicted_handover_seconds: f64,
     /// The candidate plans judged when this one was chosen (empty for a plan compiled
     /// directly), and which of them it is.
     pub choices: Vec<super::PlanChoice>,
@@ -115,6 +118,7 @@ pub fn compile(trace: &Trace, plan: &Plan) -> Program {
         predicted_live_bytes: plan.live_bytes.clone(),
         predicted_exposed_seconds: plan.exposed_seconds,
         predicted_recompute_seconds: plan.recompute_seconds,
+        predicted_handover_seconds: plan.handover_seconds,
         choices: Vec::new(),
         chosen: 0,
         tagged: Vec::new(),

@@ -134,6 +134,7 @@ impl Report {
                 recomputes: c.recomputes,
                 recompute_seconds: seconds(c.recompute_nanos),
                 room_search_seconds: seconds(c.room_search_nanos),
+                handover_seconds: seconds(c.handover_nanos),
                 room_searches: c.room_searches,
                 exposed_wait_seconds: seconds(c.exposed_wait_nanos()),
                 exposed_wait: ExposedWait {

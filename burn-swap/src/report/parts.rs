@@ -82,6 +82,12 @@ pub struct TransferReport {
     /// recomputation, and none under a plan that makes its room itself.
     #[serde(default)]
     pub room_search_seconds: f64,
+    /// Seconds the op threads spent handing copies to the transfer workers (queueing each,
+    /// waking the worker): neither a wait nor a recomputation, but the ops' time. A plan is
+    /// judged with it (predicted, then measured) against the fallback, whose copies are made
+    /// on the op thread and counted as waits.
+    #[serde(default)]
+    pub handover_seconds: f64,
     /// How many times the fallback chose what leaves (each a pass over the tensors that may
     /// leave; room made for an op frees some headroom beyond its need, so that the next ops
     /// rarely make room again).

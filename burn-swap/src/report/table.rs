@@ -148,6 +148,15 @@ impl Report {
                 ),
             );
         }
+        if self.transfers.handover_seconds > 0.0 {
+            row(
+                "hand-overs",
+                format!(
+                    "{:.3} s on the op's path (copies queued for the transfer workers)",
+                    self.transfers.handover_seconds
+                ),
+            );
+        }
         let w = &self.transfers.exposed_wait;
         row(
             "exposed wait",

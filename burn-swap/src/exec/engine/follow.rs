@@ -516,7 +516,12 @@ impl<B: BackendIr> Engine<B> {
         if self.judged_content() == Some(content)
             && let Some(fallback) = self.plans.meter.fallback(content)
         {
-            let predicted = program.predicted_exposed_seconds + program.predicted_recompute_seconds;
+            // What the ops pay for the plan: its waits, its recomputation, and the op thread's
+            // hand-overs of its copies to the workers (the fallback's own copies, made on
+            // the op thread, are in its measured waits).
+            let predicted = program.predicted_exposed_seconds
+                + program.predicted_recompute_seconds
+                + program.predicted_handover_seconds;
             if !payoff::pays(predicted, fallback) {
                 self.decline(content, predicted, false, fallback);
                 return;

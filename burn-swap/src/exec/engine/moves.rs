@@ -406,11 +406,15 @@ impl<B: BackendIr> Engine<B> {
             device: self.handles.device().clone(),
             peers: self.copies.peers.clone(),
         };
-        if !self
+        let start = Instant::now();
+        let queued = self
             .copies
             .transfers
-            .offload(id, handle, shape, dtype, route)
-        {
+            .offload(id, handle, shape, dtype, route);
+        self.history
+            .counters
+            .add_handover(start.elapsed().as_nanos() as u64);
+        if !queued {
             return self.offload(id).is_ok();
         }
         self.residency.begin_offload(&id);
@@ -464,7 +468,12 @@ impl<B: BackendIr> Engine<B> {
             return true;
         };
         let device = self.handles.device().clone();
-        if let Err(copy) = self.copies.transfers.fetch(id, *copy, device, false) {
+        let start = Instant::now();
+        let queued = self.copies.transfers.fetch(id, *copy, device, false);
+        self.history
+            .counters
+            .add_handover(start.elapsed().as_nanos() as u64);
+        if let Err(copy) = queued {
             // The receive worker is gone: fetch here (an error surfaces at the next use).
             self.residency.restore_fetch(&id, copy);
             let _ = self.fetch(id);
