@@ -133,7 +133,7 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Queues the probe on the send worker with the sizes that fit in half the headroom, the
-    /// largest lent from the budget until it reports; on this thread where the worker cannot
+    /// largest lent from the budget until its copies are made; on this thread where the worker cannot
     /// take it.
     fn start_link_probe(&mut self) -> Probe {
         let headroom = self
