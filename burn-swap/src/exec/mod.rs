@@ -354,8 +354,8 @@ mod tests {
     }
 
     /// The link probe runs on the send worker, beside the ops: the op's thread queues it and
-    /// goes on, the probe's largest temporary tensor counted in the books until its copies are made
-    /// (polled before each op, or waited for).
+    /// goes on, the probe's largest temporary tensor counted in the books until its copies
+    /// are made (polled before each op, or waited for).
     #[test]
     fn the_link_probe_runs_beside_the_ops_its_temporaries_counted() {
         let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
