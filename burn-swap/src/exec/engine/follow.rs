@@ -244,7 +244,7 @@ impl<B: BackendIr> Engine<B> {
         let profiled = self.history.recorder.profiled_schedule() == Some(key)
             && !self.plans.making()
             && !unmeasured;
-        if self.plans.planned_for == Some(key) {
+        let replans = if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
             // an optimizer's first step), so which tensors it carries to the next is unknown
@@ -253,13 +253,7 @@ impl<B: BackendIr> Engine<B> {
             if fits || self.plans.replans == 0 || !profiled {
                 return;
             }
-            let start = Instant::now();
-            let Some(links) = self.links_for_plan() else {
-                self.note_op_thread_planning(start);
-                return;
-            };
-            self.plans.replans -= 1;
-            self.make_plan(key, budget, links, start);
+            self.plans.replans - 1
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
             // iterations not timed anew; one whose plan was declined stays on the fallback.
@@ -271,14 +265,15 @@ impl<B: BackendIr> Engine<B> {
             if !profiled {
                 return;
             }
-            let start = Instant::now();
-            let Some(links) = self.links_for_plan() else {
-                self.note_op_thread_planning(start);
-                return;
-            };
-            self.plans.replans = REPLANS;
-            self.make_plan(key, budget, links, start);
-        }
+            REPLANS
+        };
+        let start = Instant::now();
+        let Some(links) = self.links_for_plan() else {
+            self.note_op_thread_planning(start);
+            return;
+        };
+        self.plans.replans = replans;
+        self.make_plan(key, budget, links, start);
     }
 
     /// The links a plan is made with (none for a policy that moves nothing by copy), once

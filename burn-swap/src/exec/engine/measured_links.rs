@@ -1,7 +1,7 @@
 //! Measuring the copy throughput between the device and host memory (the trial run
 //! measures the links too), beside the ops: the probe (`exec::link_probe`) runs on the send
-//! worker, its temporary tensors counted in the books until its copies are made. The probe sizes are
-//! `plan::profile::probe_sizes`'.
+//! worker, its temporary tensors counted in the books until its copies are made. The probe
+//! sizes are `plan::profile::probe_sizes`'.
 
 use std::sync::mpsc;
 
@@ -61,8 +61,8 @@ impl<B: BackendIr> Engine<B> {
 
     /// The links without waiting for them. On first request the probe is queued on the send
     /// worker with temporary tensors that fit in the budget's headroom (the largest counted in
-    /// the books until its copies are made: the fallback keeps the budget around it), and `Measuring`
-    /// comes back until it has reported (polled before each op). Where too few probe sizes
+    /// the books until its copies are made: the fallback keeps the budget around it), and
+    /// `Measuring` comes back until it has reported (polled before each op). Where too few probe sizes
     /// fit (a budget the fallback keeps nearly full) or the measurement failed, the links the
     /// workers' own copies show so far (not kept: a later request probes again). Where the
     /// send worker cannot run, the probe runs on this thread, without the op thread's figures
@@ -133,8 +133,8 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Queues the probe on the send worker with the sizes that fit in half the headroom, the
-    /// largest lent from the budget until its copies are made; on this thread where the worker cannot
-    /// take it.
+    /// largest lent from the budget until its copies are made; on this thread where the
+    /// worker cannot take it.
     fn start_link_probe(&mut self) -> Probe {
         let headroom = self
             .budget()
@@ -171,12 +171,13 @@ impl<B: BackendIr> Engine<B> {
     /// are made.
     pub(super) fn poll_link_probe(&mut self) -> Option<bool> {
         loop {
-            let probe = self.machine.probe.as_ref()?;
-            match probe.report.try_recv() {
-                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
-                Ok(ProbeNews::Done(report)) => return Some(self.end_link_probe(Some(report))),
+            let news = match self.machine.probe.as_ref()?.report.try_recv() {
+                Ok(news) => Some(news),
                 Err(mpsc::TryRecvError::Empty) => return None,
-                Err(mpsc::TryRecvError::Disconnected) => return Some(self.end_link_probe(None)),
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            };
+            if let Some(measured) = self.take_probe_news(news) {
+                return Some(measured);
             }
         }
     }
@@ -187,10 +188,9 @@ impl<B: BackendIr> Engine<B> {
             let Some(probe) = self.machine.probe.as_ref() else {
                 return self.machine.links.is_some();
             };
-            match probe.report.recv() {
-                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
-                Ok(ProbeNews::Done(report)) => return self.end_link_probe(Some(report)),
-                Err(_) => return self.end_link_probe(None),
+            let news = probe.report.recv().ok();
+            if let Some(measured) = self.take_probe_news(news) {
+                return measured;
             }
         }
     }
@@ -198,19 +198,22 @@ impl<B: BackendIr> Engine<B> {
     /// Waits until the probe's temporaries are off the device (its copies made), when it
     /// runs: the books then count only what the device still holds.
     pub(super) fn wait_for_link_probe_copies(&mut self) {
-        while self.machine.probe.as_ref().is_some_and(|p| p.lent > 0) {
-            let Some(probe) = self.machine.probe.as_ref() else {
-                return;
-            };
-            match probe.report.recv() {
-                Ok(ProbeNews::CopiesMade) => self.take_back_probe_bytes(),
-                Ok(ProbeNews::Done(report)) => {
-                    self.end_link_probe(Some(report));
-                }
-                Err(_) => {
-                    self.end_link_probe(None);
-                }
+        while let Some(probe) = self.machine.probe.as_ref().filter(|p| p.lent > 0) {
+            let news = probe.report.recv().ok();
+            self.take_probe_news(news);
+        }
+    }
+
+    /// Takes one piece of the probe's news (`None`: its worker went away, a panic took it,
+    /// before it reported): `Some` when the probe ended, with whether it measured the links.
+    fn take_probe_news(&mut self, news: Option<ProbeNews>) -> Option<bool> {
+        match news {
+            Some(ProbeNews::CopiesMade) => {
+                self.take_back_probe_bytes();
+                None
             }
+            Some(ProbeNews::Done(report)) => Some(self.end_link_probe(Some(report))),
+            None => Some(self.end_link_probe(None)),
         }
     }
 
