@@ -101,18 +101,20 @@ impl<B: Backend> Batcher<B, Item, ImageBatch<B>> for ImageBatcher {
 #[derive(Module, Debug)]
 struct Net<B: Backend> {
     conv1: Conv2d<B>,
-    norm1: BatchNorm<B>,
+    norm1: Option<BatchNorm<B>>,
     conv2: Conv2d<B>,
-    norm2: BatchNorm<B>,
+    norm2: Option<BatchNorm<B>>,
     pool: AdaptiveAvgPool2d,
-    dropout: Dropout,
+    dropout: Option<Dropout>,
     hidden: Linear<B>,
     out: Linear<B>,
     act: Relu,
 }
 
 impl<B: Backend> Net<B> {
-    fn new(device: &B::Device) -> Self {
+    /// The guide's model; `plain`: without its batch norms and dropout, so that a validation
+    /// step runs the very ops of a training step's forward pass.
+    fn new(device: &B::Device, plain: bool) -> Self {
         let conv = |i, o| {
             Conv2dConfig::new([i, o], [3, 3])
                 .with_padding(PaddingConfig2d::Same)
@@ -120,11 +122,11 @@ impl<B: Backend> Net<B> {
         };
         Self {
             conv1: conv(1, 8),
-            norm1: BatchNormConfig::new(8).init(device),
+            norm1: (!plain).then(|| BatchNormConfig::new(8).init(device)),
             conv2: conv(8, 8),
-            norm2: BatchNormConfig::new(8).init(device),
+            norm2: (!plain).then(|| BatchNormConfig::new(8).init(device)),
             pool: AdaptiveAvgPool2dConfig::new([4, 4]).init(),
-            dropout: DropoutConfig::new(0.25).init(),
+            dropout: (!plain).then(|| DropoutConfig::new(0.25).init()),
             hidden: LinearConfig::new(8 * 16, 32).init(device),
             out: LinearConfig::new(32, CLASSES).init(device),
             act: Relu::new(),
@@ -132,11 +134,20 @@ impl<B: Backend> Net<B> {
     }
 
     fn classify(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
+        let norm = |norm: &Option<BatchNorm<B>>, x| match norm {
+            Some(norm) => norm.forward(x),
+            None => x,
+        };
         let x = self
             .act
-            .forward(self.norm1.forward(self.conv1.forward(batch.images)));
-        let x = self.act.forward(self.norm2.forward(self.conv2.forward(x)));
-        let x = self.dropout.forward(self.pool.forward(x)).flatten(1, 3);
+            .forward(norm(&self.norm1, self.conv1.forward(batch.images)));
+        let x = self.act.forward(norm(&self.norm2, self.conv2.forward(x)));
+        let x = self.pool.forward(x);
+        let x = match &self.dropout {
+            Some(dropout) => dropout.forward(x),
+            None => x,
+        }
+        .flatten(1, 3);
         let output = self.out.forward(self.act.forward(self.hidden.forward(x)));
         let loss = CrossEntropyLossConfig::new()
             .init(&output.device())
@@ -213,6 +224,17 @@ fn run_with<B: AutodiffBackend>(steps: usize) -> Outcome {
 /// Two epochs of `steps` steps of 16 images, batched by `workers` threads of the data loader
 /// (none: on the training thread).
 fn run_loading<B: AutodiffBackend>(steps: usize, workers: usize) -> Outcome {
+    run_model::<B>(steps, workers, (false, 2))
+}
+
+/// `epochs` epochs of `steps` steps of 16 images, batched by `workers` threads of the data
+/// loader, each followed by a validation of two batches of 16; `plain`: the model without
+/// batch norms and dropout ([`Net::new`]).
+fn run_model<B: AutodiffBackend>(
+    steps: usize,
+    workers: usize,
+    (plain, epochs): (bool, usize),
+) -> Outcome {
     let device = B::Device::default();
     let _rng = burn_swap_harness::rng_lock();
     B::seed(&device, 21);
@@ -232,12 +254,12 @@ fn run_loading<B: AutodiffBackend>(steps: usize, workers: usize) -> Outcome {
         .metric_train_numeric(LossMetric::new())
         .metric_valid_numeric(LossMetric::new())
         .with_file_checkpointer(BinFileRecorder::<FullPrecisionSettings>::new())
-        .num_epochs(2);
+        .num_epochs(epochs);
     let schedule = CosineAnnealingLrSchedulerConfig::new(5e-3, 12)
         .init()
         .expect("a valid schedule");
     let result = training.launch(Learner::new(
-        Net::<B>::new(&device),
+        Net::<B>::new(&device, plain),
         AdamConfig::new().init(),
         schedule,
     ));
@@ -327,6 +349,51 @@ fn data_loader_workers_upload_under_the_budget() {
                 assert!(values.iter().all(|v| v.is_finite()), "{what}: {report}");
             }
         }
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
+
+/// Validation between epochs runs the first ops of a training step (the forward pass of a
+/// model without batch norms or dropout) and then stops: the training schedule's first ops
+/// come back in each validation batch, and the epoch (ten steps and two validation batches)
+/// repeats too. Under the planned policy the learner's metrics and parameters are Burn's alone,
+/// bit for bit, the counted peak stays within the budget, and the training schedule's plan is
+/// made once and taken back after each validation: plans made stay within the schedules
+/// seen (the step, the epoch) and one more.
+#[test]
+fn validation_that_begins_as_a_training_step_does_not_remake_plans() {
+    let device = burn::backend::flex::FlexDevice;
+    let _guard = burn_swap_harness::swap_device_lock();
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    let plain = run_model::<Plain>(10, 0, (true, 4));
+    burn_swap::restart_trace(&device);
+    burn_swap::reset_counters(&device);
+    let unbudgeted = run_model::<Swapped>(10, 0, (true, 4));
+    plain.assert_same(&unbudgeted, "unbudgeted");
+    let measured = burn_swap::report(&device).unwrap();
+    let peak = measured.memory.peak_bytes;
+    let minimum = measured.workload.minimum_budget_bytes;
+    for budget in [peak / 2, (peak / 3).max(minimum)] {
+        let config = SwapConfig::budget_bytes(budget).with_policy(Policy::Planned);
+        burn_swap::configure(&device, config).unwrap();
+        burn_swap::restart_trace(&device);
+        burn_swap::reset_counters(&device);
+        let swapped = run_model::<Swapped>(10, 0, (true, 4));
+        let report = burn_swap::report(&device).unwrap();
+        plain.assert_same(&swapped, &format!("planned at {budget} of {peak} bytes"));
+        let plan = &report.plan;
+        assert!(
+            report.memory.peak_bytes <= budget,
+            "over the budget of {budget} bytes\n{report}"
+        );
+        assert!(
+            plan.plans >= 1 && plan.plans <= 3 && plan.planned_iterations > 0,
+            "{} plans made, {} reused, {} iterations planned at {budget} bytes: {:?}\n{report}",
+            plan.plans,
+            plan.plans_reused,
+            plan.planned_iterations,
+            plan.plan_takeovers
+        );
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
