@@ -60,14 +60,33 @@ pub(crate) struct Active {
     /// Whether the program takes a step or waits anywhere (one made where no plan fits
     /// does neither: between iteration ends there is nothing to follow).
     pub steps: bool,
+    /// Per position, whether the program takes steps after its op ([`STEPS_AFTER`]) or
+    /// waits for fetches before it ([`WAITS_BEFORE`]): a byte per op read after every op,
+    /// where the step and wait lists are three words each. Most ops have neither, and the
+    /// lists, a cache line for every op or so, are out of the cache by the next op on a
+    /// long iteration (the 12-block transformer's 4,706 ops spent about 100 ns per op in
+    /// those reads).
+    work: Vec<u8>,
 }
+
+/// [`Active::work`]: the program takes steps after the op at this position.
+const STEPS_AFTER: u8 = 1;
+/// [`Active::work`]: the program waits for fetches before the op at this position.
+const WAITS_BEFORE: u8 = 2;
 
 impl Active {
     fn new(program: Program, content: u64) -> Self {
-        let steps = program.after.iter().any(|s| !s.is_empty())
-            || program.fetch_waits.iter().any(|w| !w.is_empty());
+        let work: Vec<u8> = (0..program.period)
+            .map(|pos| {
+                let steps = program.after.get(pos).is_some_and(|s| !s.is_empty());
+                let waits = program.fetch_waits.get(pos).is_some_and(|w| !w.is_empty());
+                u8::from(steps) * STEPS_AFTER | u8::from(waits) * WAITS_BEFORE
+            })
+            .collect();
+        let steps = work.iter().any(|&w| w != 0);
         Self {
             steps,
+            work,
             program,
             content,
             iterations: 0,
@@ -76,6 +95,20 @@ impl Active {
             tags: Default::default(),
             fetching: Default::default(),
         }
+    }
+}
+
+impl Active {
+    /// Whether the program takes steps after the op at `pos`.
+    #[inline]
+    pub fn steps_after(&self, pos: usize) -> bool {
+        self.work.get(pos).is_some_and(|&w| w & STEPS_AFTER != 0)
+    }
+
+    /// Whether the program waits for fetches before the op at `pos`.
+    #[inline]
+    pub fn waits_before(&self, pos: usize) -> bool {
+        self.work.get(pos).is_some_and(|&w| w & WAITS_BEFORE != 0)
     }
 }
 

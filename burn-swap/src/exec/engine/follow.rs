@@ -71,14 +71,26 @@ impl<B: BackendIr> Engine<B> {
         if pos >= active.program.period {
             return;
         }
-        let steps = std::mem::take(&mut active.program.after[pos]);
-        for &step in &steps {
-            self.take_step(step);
+        if active.steps_after(pos) {
+            let steps = std::mem::take(&mut active.program.after[pos]);
+            for &step in &steps {
+                self.take_step(step);
+            }
+            if let Some(active) = self.plans.active.as_mut() {
+                active.program.after[pos] = steps;
+            }
         }
-        if let Some(active) = self.plans.active.as_mut() {
-            active.program.after[pos] = steps;
+        // The waits before the next op (of the program in force after the steps).
+        let next = self.plans.active.as_ref().and_then(|a| {
+            let next = match a.program.period {
+                p if pos + 1 < p => pos + 1,
+                p => (pos + 1).checked_rem(p)?,
+            };
+            a.waits_before(next).then_some(next)
+        });
+        if let Some(next) = next {
+            self.await_fetches(next);
         }
-        self.await_fetches((pos + 1) % self.plans.active.as_ref().map_or(1, |a| a.program.period));
     }
 
     /// Drops the plan when the loop's schedule changed since it was made (a longer period
