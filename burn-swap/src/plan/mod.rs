@@ -162,8 +162,8 @@ pub fn build(
     plans.retain(|(name, _)| admits(planner, name));
     // The segment search is most of a plan's making (its genetic rounds do not shrink with
     // the trace). Under the cheapest choice it is not run where a plan that fits already
-    // costs less than `payoff::SLACK` of the iteration: the difference in cost the
-    // judgement of plans takes for noise, so nothing the search finds could be told apart.
+    // costs less than `payoff::SLACK` of the iteration: what a plan may cost more than
+    // another and still be followed, so nothing the search finds could be told apart.
     let close_enough = planner == Planner::Cheapest
         && plans.iter().any(|(_, plan)| {
             plan.feasible

@@ -463,7 +463,7 @@ impl<B: BackendIr> Engine<B> {
         }
         let measured = active.measured_seconds / f64::from(active.measured);
         if let Some(fallback) = self.plans.meter.fallback(content)
-            && !payoff::measured_to_pay(measured, fallback)
+            && !payoff::pays(measured, fallback)
         {
             self.decline(content, measured, true, fallback);
         }
@@ -529,7 +529,7 @@ impl<B: BackendIr> Engine<B> {
             let predicted = program.predicted_exposed_seconds
                 + program.predicted_recompute_seconds
                 + program.predicted_handover_seconds;
-            if !payoff::predicted_to_pay(predicted, fallback) {
+            if !payoff::pays(predicted, fallback) {
                 self.decline(content, predicted, false, fallback);
                 return;
             }
