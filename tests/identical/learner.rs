@@ -357,9 +357,10 @@ fn data_loader_workers_upload_under_the_budget() {
 /// model without batch norms or dropout) and then stops: the training schedule's first ops
 /// come back in each validation batch, and the epoch (ten steps and two validation batches)
 /// repeats too. Under the planned policy the learner's metrics and parameters are Burn's alone,
-/// bit for bit, the counted peak stays within the budget, and the training schedule's plan is
-/// made once and taken back after each validation: plans made stay within the schedules
-/// seen (the step, the epoch) and one more.
+/// bit for bit, the counted peak stays within the budget, and plans are followed without being
+/// made again after each validation: plans made stay within the schedules seen (the step, the
+/// epoch) and one more. (Its plans are followed unjudged: whether one pays depends on the
+/// machine.)
 #[test]
 fn validation_that_begins_as_a_training_step_does_not_remake_plans() {
     let device = burn::backend::flex::FlexDevice;
@@ -374,7 +375,9 @@ fn validation_that_begins_as_a_training_step_does_not_remake_plans() {
     let peak = measured.memory.peak_bytes;
     let minimum = measured.workload.minimum_budget_bytes;
     for budget in [peak / 2, (peak / 3).max(minimum)] {
-        let config = SwapConfig::budget_bytes(budget).with_policy(Policy::Planned);
+        let config = SwapConfig::budget_bytes(budget)
+            .with_policy(Policy::Planned)
+            .with_plans_judged(false);
         burn_swap::configure(&device, config).unwrap();
         burn_swap::restart_trace(&device);
         burn_swap::reset_counters(&device);
