@@ -10,6 +10,7 @@
 //! prof bucketed-bench [steps]   # swap-bench's bucketed transformer (three schedules) under BURN_SWAP_*
 //! prof gan-bench [steps]   # swap-bench's GAN (two alternating schedules) under BURN_SWAP_*
 //! prof mlp-bench [steps]   # swap-bench's MLP (matmul-bound) under BURN_SWAP_*
+//! prof gpt-bench [steps]   # swap-bench's GPT (its `small` preset) under BURN_SWAP_*
 //! ```
 //!
 //! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread; `PROF_UNJUDGED=1`
@@ -26,7 +27,9 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_harness::baseline::BareRouter;
-use burn_swap_harness::models::{LstmNet, LstmNetConfig, Mlp, MlpConfig, TransformerConfig};
+use burn_swap_harness::models::{
+    GptConfig, LstmNet, LstmNetConfig, Mlp, MlpConfig, TransformerConfig,
+};
 use burn_swap_harness::schedules::GanConfig;
 use burn_swap_harness::train::{init_mlp, init_seeded, train_loop};
 use burn_swap_harness::workload::Workload;
@@ -136,6 +139,12 @@ fn main() {
             std::hint::black_box(mlp.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
+        Some("gpt-bench") => {
+            burn_swap::configure(&device, env_config()).unwrap();
+            let gpt = Workload::Gpt(GptConfig::small());
+            std::hint::black_box(gpt.train::<Autodiff<Swap<Flex>>>(&device, count));
+            print_report(&device);
+        }
         Some("gan-bench") => {
             burn_swap::configure(&device, env_config()).unwrap();
             let gan = Workload::Gan(GanConfig::small());
@@ -147,7 +156,7 @@ fn main() {
             print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|mlp-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|gpt-bench|mlp-bench"
         ),
     }
 }
