@@ -80,7 +80,7 @@ impl Active {
             .map(|pos| {
                 let steps = program.after.get(pos).is_some_and(|s| !s.is_empty());
                 let waits = program.fetch_waits.get(pos).is_some_and(|w| !w.is_empty());
-                u8::from(steps) * STEPS_AFTER | u8::from(waits) * WAITS_BEFORE
+                (if steps { STEPS_AFTER } else { 0 }) | (if waits { WAITS_BEFORE } else { 0 })
             })
             .collect();
         let steps = work.iter().any(|&w| w != 0);
