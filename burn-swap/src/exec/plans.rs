@@ -96,9 +96,7 @@ impl Active {
             fetching: Default::default(),
         }
     }
-}
 
-impl Active {
     /// Whether the program takes steps after the op at `pos`.
     #[inline]
     pub fn steps_after(&self, pos: usize) -> bool {
