@@ -32,7 +32,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_harness::data::XorShift;
 use burn_swap_harness::train::{Outcome, parameters};
-use burn_swap_harness::verify::every_policy;
+use burn_swap_harness::verify::{every_policy, run_configured};
 use burn_train::metric::{AccuracyMetric, LossMetric};
 use burn_train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
@@ -365,24 +365,19 @@ fn data_loader_workers_upload_under_the_budget() {
 fn validation_that_begins_as_a_training_step_does_not_remake_plans() {
     let device = burn::backend::flex::FlexDevice;
     let _guard = burn_swap_harness::swap_device_lock();
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
     let plain = run_model::<Plain>(10, 0, (true, 4));
-    burn_swap::restart_trace(&device);
-    burn_swap::reset_counters(&device);
-    let unbudgeted = run_model::<Swapped>(10, 0, (true, 4));
+    let (unbudgeted, measured) = run_configured(&device, SwapConfig::default(), || {
+        run_model::<Swapped>(10, 0, (true, 4))
+    });
     plain.assert_same(&unbudgeted, "unbudgeted");
-    let measured = burn_swap::report(&device).unwrap();
     let peak = measured.memory.peak_bytes;
     let minimum = measured.workload.minimum_budget_bytes;
     for budget in [peak / 2, (peak / 3).max(minimum)] {
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
             .with_plans_judged(false);
-        burn_swap::configure(&device, config).unwrap();
-        burn_swap::restart_trace(&device);
-        burn_swap::reset_counters(&device);
-        let swapped = run_model::<Swapped>(10, 0, (true, 4));
-        let report = burn_swap::report(&device).unwrap();
+        let (swapped, report) =
+            run_configured(&device, config, || run_model::<Swapped>(10, 0, (true, 4)));
         plain.assert_same(&swapped, &format!("planned at {budget} of {peak} bytes"));
         let plan = &report.plan;
         assert!(

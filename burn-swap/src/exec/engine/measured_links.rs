@@ -62,11 +62,11 @@ impl<B: BackendIr> Engine<B> {
     /// The links without waiting for them. On first request the probe is queued on the send
     /// worker with temporary tensors that fit in the budget's headroom (the largest counted in
     /// the books until its copies are made: the fallback keeps the budget around it), and
-    /// `Measuring` comes back until it has reported (polled before each op). Where too few probe sizes
-    /// fit (a budget the fallback keeps nearly full) or the measurement failed, the links the
-    /// workers' own copies show so far (not kept: a later request probes again). Where the
-    /// send worker cannot run, the probe runs on this thread, without the op thread's figures
-    /// (every copy is made here then).
+    /// `Measuring` comes back until it has reported (polled before each op). Where too few
+    /// probe sizes fit (a budget the fallback keeps nearly full) or the measurement failed,
+    /// the links the workers' own copies show so far (not kept: a later request probes
+    /// again). Where the send worker cannot run, the probe runs on this thread, without the
+    /// op thread's figures (every copy is made here then).
     pub(super) fn links_beside(&mut self) -> LinksNow {
         if let Some(pinned) = pinned_links() {
             return LinksNow::Known(Some(pinned));

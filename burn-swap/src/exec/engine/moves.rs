@@ -406,14 +406,7 @@ impl<B: BackendIr> Engine<B> {
             device: self.handles.device().clone(),
             peers: self.copies.peers.clone(),
         };
-        let start = Instant::now();
-        let queued = self
-            .copies
-            .transfers
-            .offload(id, handle, shape, dtype, route);
-        self.history
-            .counters
-            .add_handover(start.elapsed().as_nanos() as u64);
+        let queued = self.hand_over(|t| t.offload(id, handle, shape, dtype, route));
         if !queued {
             return self.offload(id).is_ok();
         }
@@ -468,11 +461,7 @@ impl<B: BackendIr> Engine<B> {
             return true;
         };
         let device = self.handles.device().clone();
-        let start = Instant::now();
-        let queued = self.copies.transfers.fetch(id, *copy, device, false);
-        self.history
-            .counters
-            .add_handover(start.elapsed().as_nanos() as u64);
+        let queued = self.hand_over(|t| t.fetch(id, *copy, device, false));
         if let Err(copy) = queued {
             // The receive worker is gone: fetch here (an error surfaces at the next use).
             self.residency.restore_fetch(&id, copy);
@@ -579,6 +568,17 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
+    }
+
+    /// Queues a copy on a transfer worker with `enqueue`, counting the op thread's time
+    /// doing so as a hand-over (`Counters::add_handover`).
+    fn hand_over<T>(&mut self, enqueue: impl FnOnce(&mut transfer::Transfers<B>) -> T) -> T {
+        let start = Instant::now();
+        let queued = enqueue(&mut self.copies.transfers);
+        self.history
+            .counters
+            .add_handover(start.elapsed().as_nanos() as u64);
+        queued
     }
 
     /// Charges the transfer worker's copy of `id` to the iteration's cost (the clock
