@@ -28,7 +28,9 @@ use crate::exec::meter::Meter;
 use crate::plan::program::Program;
 
 /// Plans made again, at the end of each following iteration, while a schedule's plan does
-/// not fit its budget and each predicts a lower peak than the one before ([`Plans::keep`]).
+/// not fit its budget and each predicts a lower peak than the one before ([`Plans::keep`]):
+/// at most this many over the life of the plan kept for the schedule, however often the
+/// schedule comes back.
 pub(crate) const REPLANS: u8 = 2;
 
 /// Plans kept for schedules seen before.
@@ -118,6 +120,10 @@ struct Kept {
     used: u64,
     /// It did not pay against the fallback (`plan::payoff`): its schedule stays there.
     declined: bool,
+    /// Plans still to be made for its content while its plan does not fit ([`REPLANS`]):
+    /// kept with the plan, so that a schedule that comes back (after each validation, each
+    /// time a length bucket is drawn) does not get them anew.
+    replans: u8,
 }
 
 /// A plan being made.
@@ -160,8 +166,6 @@ pub(crate) struct Plans {
     /// again at the end of the next iterations while its plan does not fit: see
     /// [`REPLANS`]).
     pub planned_for: Option<ScheduleKey>,
-    /// Plans left for the schedule planned for while its plan does not fit.
-    pub replans: u8,
     /// What iterations cost under the fallback and under the plans.
     pub meter: Meter,
     kept: Vec<Kept>,
@@ -202,17 +206,26 @@ impl Plans {
         self.kept.iter().any(|k| k.content == content && k.declined)
     }
 
+    /// Plans still to be made for `content` while its kept plan does not fit (none where no
+    /// plan is kept for it).
+    pub fn replans_left(&self, content: u64) -> u8 {
+        self.kept
+            .iter()
+            .find(|k| k.content == content)
+            .map_or(0, |k| k.replans)
+    }
+
     /// Declines the plan for `content`: kept as declined, not followed (the plan in force
     /// goes when it is that one), and not made again while its schedule is the one planned
     /// for.
     pub fn decline(&mut self, content: u64) {
         if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
             kept.declined = true;
+            kept.replans = 0;
         }
         if self.active.as_ref().is_some_and(|a| a.content == content) {
             self.active = None;
         }
-        self.replans = 0;
     }
 
     /// Forgets what the fallback and the plans were measured to cost, and which plans were
@@ -234,19 +247,23 @@ impl Plans {
     /// Keeps `program` for `content`, in place of any plan kept for it; past [`KEPT`] plans
     /// the least recently used goes.
     ///
-    /// A plan made again because the one kept did not fit, that does not fit either and
-    /// predicts no lower peak, ends the replans: the later iterations' traces told the
-    /// planner nothing that helps, and the next would not either (a budget at the smallest
-    /// an op needs, where what lives across iterations cannot also leave, never fits).
+    /// A plan for a content already kept is one made again because the kept one did not fit
+    /// (the only way a plan is made for a kept content): it uses up one of the content's
+    /// [`REPLANS`]. One that does not fit either and predicts no lower peak ends them: the
+    /// later iterations' traces told the planner nothing that helps, and the next would not
+    /// either (a budget at the smallest an op needs, where what lives across iterations
+    /// cannot also leave, never fits).
     pub fn keep(&mut self, content: u64, program: &Program) {
         self.clock += 1;
         if let Some(kept) = self.kept.iter_mut().find(|k| k.content == content) {
-            if !kept.program.fits
+            kept.replans = if !kept.program.fits
                 && !program.fits
                 && program.predicted_peak_bytes >= kept.program.predicted_peak_bytes
             {
-                self.replans = 0;
-            }
+                0
+            } else {
+                kept.replans.saturating_sub(1)
+            };
             kept.program = program.clone();
             kept.used = self.clock;
             kept.declined = false;
@@ -262,6 +279,7 @@ impl Plans {
             program: program.clone(),
             used: self.clock,
             declined: false,
+            replans: REPLANS,
         });
     }
 
@@ -433,18 +451,38 @@ mod tests {
         };
         let mut plans = Plans::default();
         plans.keep(5, &unfit(900));
-        plans.replans = REPLANS;
-        // A lower peak: the next iteration's trace helped; the replans go on.
+        assert_eq!(plans.replans_left(5), REPLANS);
+        // A lower peak: the next iteration's trace helped; the replans go on, one used.
         plans.keep(5, &unfit(800));
-        assert_eq!(plans.replans, REPLANS);
+        assert_eq!(plans.replans_left(5), REPLANS - 1);
         // No lower: the next would not help either.
         plans.keep(5, &unfit(800));
-        assert_eq!(plans.replans, 0);
-        // A plan that fits, and a first plan for another content, leave them alone.
-        plans.replans = REPLANS;
-        plans.keep(5, &program(5));
+        assert_eq!(plans.replans_left(5), 0);
+        // A first plan for another content has its own; none is left for a content not kept.
         plans.keep(6, &unfit(900));
-        assert_eq!(plans.replans, REPLANS);
+        assert_eq!(plans.replans_left(6), REPLANS);
+        assert_eq!(plans.replans_left(7), 0);
+    }
+
+    #[test]
+    fn a_schedule_that_comes_back_does_not_get_its_replans_anew() {
+        let unfit = |peak: u64| Program {
+            fits: false,
+            predicted_peak_bytes: peak,
+            ..program(5)
+        };
+        let mut plans = Plans::default();
+        plans.keep(5, &unfit(900));
+        plans.keep(5, &unfit(800));
+        // The schedule leaves (a validation) and comes back: its plan is handed out, with
+        // the replans it had left, and once they are used up none comes back.
+        plans.forget();
+        assert!(plans.kept(5).is_some());
+        assert_eq!(plans.replans_left(5), REPLANS - 1);
+        plans.keep(5, &unfit(700));
+        plans.forget();
+        assert!(plans.kept(5).is_some());
+        assert_eq!(plans.replans_left(5), 0);
     }
 
     #[test]
@@ -453,10 +491,9 @@ mod tests {
         plans.keep(5, &program(5));
         plans.keep(6, &program(6));
         plans.follow(program(5), 5);
-        plans.replans = REPLANS;
         plans.decline(5);
         assert!(plans.active.is_none(), "the plan in force goes");
-        assert_eq!(plans.replans, 0, "and is not made again");
+        assert_eq!(plans.replans_left(5), 0, "and is not made again");
         assert!(plans.declined(5) && !plans.declined(6));
         // Still kept, for a run that follows every plan.
         assert_eq!(plans.kept(5).map(|p| p.period), Some(5));

@@ -11,7 +11,7 @@ use super::Engine;
 use super::measured_links::LinksNow;
 use crate::config::Policy;
 use crate::exec::counters::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT, Wait};
-use crate::exec::plans::{JUDGED_AFTER, REPLANS};
+use crate::exec::plans::JUDGED_AFTER;
 use crate::exec::residency::State;
 use crate::plan::payoff::{self, IterationCost};
 use crate::plan::profile::Links;
@@ -256,16 +256,20 @@ impl<B: BackendIr> Engine<B> {
         let profiled = self.history.recorder.profiled_schedule() == Some(key)
             && !self.plans.making()
             && !unmeasured;
-        let replans = if self.plans.planned_for == Some(key) {
+        if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
             // an optimizer's first step), so which tensors it carries to the next is unknown
-            // there, and those cannot be planned to leave across the boundary.
+            // there, and those cannot be planned to leave across the boundary. A few times
+            // in the plan's life (`exec::plans::REPLANS`), not each time its schedule
+            // comes back.
             let fits = self.plans.program().is_some_and(|p| p.fits);
-            if fits || self.plans.replans == 0 || !profiled {
+            let replans = self
+                .plan_content(budget)
+                .map_or(0, |c| self.plans.replans_left(c));
+            if fits || replans == 0 || !profiled {
                 return;
             }
-            self.plans.replans - 1
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
             // iterations not timed anew; one whose plan was declined stays on the fallback.
@@ -277,14 +281,12 @@ impl<B: BackendIr> Engine<B> {
             if !profiled {
                 return;
             }
-            REPLANS
-        };
+        }
         let start = Instant::now();
         let Some(links) = self.links_for_plan() else {
             self.note_op_thread_planning(start);
             return;
         };
-        self.plans.replans = replans;
         self.make_plan(key, budget, links, start);
     }
 
@@ -351,6 +353,9 @@ impl<B: BackendIr> Engine<B> {
         let Some(content) = self.plan_content(budget) else {
             return;
         };
+        // A plan finished since the last iteration end is kept first: it may be this
+        // schedule's, made while another ran (the planner started near an epoch's end).
+        self.take_ready_plan(key);
         if self
             .plans
             .active
@@ -371,14 +376,12 @@ impl<B: BackendIr> Engine<B> {
     fn take_kept(&mut self, key: (usize, u64), content: u64) -> bool {
         if self.judged_content().is_some() && self.plans.declined(content) {
             self.plans.planned_for = Some(key);
-            self.plans.replans = 0;
             self.history.counters.plan_declined = true;
             return true;
         }
         let Some(program) = self.plans.kept(content) else {
             return false;
         };
-        self.plans.replans = REPLANS;
         self.plans.planned_for = Some(key);
         self.take_over(program, key, content, None, 0);
         true
