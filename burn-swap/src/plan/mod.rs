@@ -120,12 +120,14 @@ impl PlanChoice {
 /// under [`Policy::OffloadOnly`] the offload-only plans, under [`Policy::RecomputeOnly`]
 /// the recompute-only ones. The cheapest plan that fits (least exposed, recompute and
 /// hand-over time) is compiled. Tensors leave in gaps of at least three ops (`MIN_GAP`)
-/// between two uses; when no plan fits so, the same planners are run again with the
-/// single-op gaps as well (named `..., single-op gaps`). Every candidate's score is in
-/// [`Program::choices`]; when none fits, no plan is followed (`Program::chosen` is past the
-/// end) and the reactive fallback keeps the budget alone. Under [`Planner::Cheapest`] the
-/// segment plan is searched with a tenth of its work limit, and not at all where a plan that
-/// fits costs within `payoff::SLACK` of the iteration already. A `planner` other than
+/// between two uses; when none of the combiner's and checkpoint plans fits so, the same
+/// planners are run again with the single-op gaps as well (named `..., single-op gaps`).
+/// Every candidate's score is in [`Program::choices`]; when none fits, no plan is followed
+/// (`Program::chosen` is past the end) and the reactive fallback keeps the budget alone.
+/// Under [`Planner::Cheapest`] the segment plan is searched with a tenth of its work limit,
+/// and not at all where a plan that fits costs within `payoff::SLACK` of the iteration
+/// already, or where every offload in every gap leaves a peak above the budget (the segment
+/// plan's migrations are among those offloads, so it cannot fit). A `planner` other than
 /// [`Planner::Cheapest`] limits the candidates to that planner's (keep-all aside).
 pub fn build(
     trace: &Trace,
@@ -160,17 +162,49 @@ pub fn build(
         (policy, PLANNERS),
     );
     plans.retain(|(name, _)| admits(planner, name));
+    // None fits with the usual gaps: tensors may also leave for the single op between two of
+    // their uses (a convolution's backward between its input's reads), which costs more copy
+    // time per byte than a longer gap and is planned only when nothing else fits.
+    let shortest_plans = if plans.iter().any(|(_, plan)| plan.feasible)
+        || !SHORT_GAP_NAMES.iter().any(|name| admits(planner, name))
+    {
+        Vec::new()
+    } else {
+        let shortest = checkpoint::candidates(trace, profile, SHORTEST_GAP);
+        plans_from(
+            trace,
+            (profile, &copying),
+            (&shortest, SHORTEST_GAP),
+            budget,
+            (policy, SHORT_GAP_NAMES),
+        )
+        .into_iter()
+        .filter(|(name, _)| admits(planner, name))
+        .collect()
+    };
     // The segment search is most of a plan's making (its genetic rounds do not shrink with
     // the trace). Under the cheapest choice it is not run where a plan that fits already
     // costs less than `payoff::SLACK` of the iteration: what a plan may cost more than
-    // another and still be followed, so nothing the search finds could be told apart.
+    // another and still be followed, so nothing the search finds could be told apart. Nor
+    // where it cannot fit: its migrations are offloads in gaps of two ops or more, among the
+    // offload-only planner's candidates with the single-op gaps, and where taking every one
+    // of those leaves a peak above the budget (that plan's smallest budget), no choice of
+    // them fits either.
     let close_enough = planner == Planner::Cheapest
         && plans.iter().any(|(_, plan)| {
             plan.feasible
                 && plan.exposed_seconds + plan.recompute_seconds + plan.handover_seconds
                     <= payoff::SLACK * profile.iteration_seconds()
         });
-    if policy != Policy::RecomputeOnly && admits(planner, "segments") && !close_enough {
+    let out_of_reach = planner == Planner::Cheapest
+        && shortest_plans
+            .iter()
+            .any(|(name, plan)| *name == SHORT_GAP_NAMES[1] && plan.smallest_budget > budget);
+    if policy != Policy::RecomputeOnly
+        && admits(planner, "segments")
+        && !close_enough
+        && !out_of_reach
+    {
         // The segments do not depend on the candidates: made once.
         if let Some(plan) = combine::segmented(trace, &copying, budget, &segment_search(planner)) {
             // Listed after the offload plans, before the recomputing ones.
@@ -181,23 +215,7 @@ pub fn build(
             plans.insert(at, ("segments", plan));
         }
     }
-    if !plans.iter().any(|(_, plan)| plan.feasible) {
-        // None fits: tensors may also leave for the single op between two of their uses
-        // (a convolution's backward between its input's reads), which costs more copy time
-        // per byte than a longer gap and is planned only when nothing else fits.
-        let shortest = checkpoint::candidates(trace, profile, SHORTEST_GAP);
-        plans.extend(
-            plans_from(
-                trace,
-                (profile, &copying),
-                (&shortest, SHORTEST_GAP),
-                budget,
-                (policy, SHORT_GAP_NAMES),
-            )
-            .into_iter()
-            .filter(|(name, _)| admits(planner, name)),
-        );
-    }
+    plans.extend(shortest_plans);
     if plans.is_empty() {
         // The planner named made nothing here: none is followed.
         return compile_none(trace, &combine::Plan::empty(&keep_all), Vec::new());
