@@ -859,3 +859,45 @@ fn a_schedule_that_comes_back_in_no_order_gets_its_plan_back_by_its_first_ops() 
         LATER.len()
     );
 }
+
+/// The link probe starts at the end of a schedule's first iteration, so that it runs while
+/// the iteration a plan is made from is profiled, and the first plan is not held back for the
+/// iterations the probe takes after it. Planned on the op's thread, the plan takes over at the
+/// end of that profiled iteration: one period after the probe was started (it was started
+/// there, at the plan's own request, before: the test fails so). Measured on the MLP and the
+/// BatchNorm CNN at half their peak.
+#[test]
+fn the_links_are_measured_while_the_iteration_a_plan_is_made_from_runs() {
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    for workload in [
+        Workload::Mlp(MlpConfig::small()),
+        Workload::BnCnn(BnCnnConfig::small()),
+    ] {
+        let name = workload.name();
+        let (_, unbudgeted) =
+            burn_swap_harness::verify::run_configured(&device, SwapConfig::default(), || {
+                workload.train::<B>(&device, 3)
+            });
+        let budget = unbudgeted.memory.peak_bytes / 2;
+        let config = SwapConfig::budget_bytes(budget)
+            .with_policy(Policy::Planned)
+            .with_background_planning(false)
+            .with_plans_judged(false);
+        burn_swap::unstable::forget_links(&device);
+        let (_, report) = burn_swap_harness::verify::run_configured(&device, config, || {
+            workload.train::<B>(&device, STEPS)
+        });
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        let plan = &report.plan;
+        let period = report.workload.period.expect("a period") as u64;
+        let started = plan.link_probe_started_op.expect("the links probed");
+        let first = plan.plan_takeovers.first().expect("a plan followed").op;
+        assert_eq!(
+            first - started,
+            period,
+            "{name}: probe started at op {started}, first plan at op {first}, period \
+             {period}\n{report}"
+        );
+    }
+}

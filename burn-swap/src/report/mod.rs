@@ -170,6 +170,7 @@ impl Report {
                 planning_op_thread_seconds: seconds(c.planning_op_thread_nanos),
                 link_probe_seconds: seconds(c.link_probe_nanos),
                 link_probe_waits: c.link_probe_waits,
+                link_probe_started_op: c.link_probe_op,
                 plans_reused: c.plans_reused,
                 plan_takeovers: c.plan_takeovers.clone(),
                 plans_declined: c.plans_declined,

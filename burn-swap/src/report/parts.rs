@@ -183,6 +183,12 @@ pub struct PlanReport {
     /// as it waits for any transfer that holds room: exposed time.)
     #[serde(default)]
     pub link_probe_waits: u64,
+    /// The op (as in [`PlanTakeover::op`]) the link probe was started at, since the counters
+    /// were reset: the end of a schedule's first iteration, so that it runs while the
+    /// iteration its plan is made from is profiled. `None` where none was started (links
+    /// kept from before, pinned, or no policy that copies).
+    #[serde(default)]
+    pub link_probe_started_op: Option<u64>,
     /// Plans taken back, at once, from those kept for a schedule that ran before (a loop
     /// that alternates schedules plans each once).
     #[serde(default)]

@@ -246,6 +246,11 @@ impl<B: BackendIr> Engine<B> {
         let Some(budget) = self.budget() else {
             return;
         };
+        if self.history.recorder.profiled_schedule() != Some(key) {
+            // The next iteration is the one a plan will be made from: the links are measured
+            // beside it, not after it.
+            self.measure_links_ahead();
+        }
         // One plan is made at a time; a kept plan is taken back meanwhile. A plan that will
         // be judged is made once the fallback was measured on its schedule (one iteration
         // more on the fallback where the plan is made on the op's thread; made beside the

@@ -89,6 +89,20 @@ impl<B: BackendIr> Engine<B> {
         LinksNow::Known(self.known_links())
     }
 
+    /// Starts measuring the links beside the ops where a plan will cost copies with them and
+    /// nothing measured them yet: called at the end of a schedule's first iteration, so that
+    /// the probe runs while the iteration the plan is made from is profiled, and the plan is
+    /// not held back for the iterations the probe takes afterwards.
+    pub(super) fn measure_links_ahead(&mut self) {
+        if self.settings.config.policy.moves_by_copy()
+            && self.machine.links.is_none()
+            && self.machine.probe.is_none()
+            && pinned_links().is_none()
+        {
+            let _ = self.links_beside();
+        }
+    }
+
     /// Whether the link probe is running beside the ops.
     pub(super) fn link_probe_running(&self) -> bool {
         self.machine.probe.is_some()
@@ -142,6 +156,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(sizes) = profile::probe_sizes(headroom) else {
             return Probe::None;
         };
+        self.history.counters.link_probe_op = Some(self.history.recorder.next_index());
         let lent = sizes.iter().copied().max().unwrap_or(0);
         let (errand, receive) = self.probe_errand(sizes.clone());
         if self.copies.transfers.errand(errand).is_ok() {
