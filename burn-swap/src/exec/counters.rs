@@ -65,7 +65,8 @@ pub(crate) struct Counters {
     /// Times an op's thread waited for the link probe's report to plan (planning on the op's
     /// thread) or on request; room its temporaries held is waited for as any room is.
     pub link_probe_waits: u64,
-    /// The op the last link probe was queued (or made) after.
+    /// The op index the last link probe was started at (queued on the send worker, or made
+    /// on the op's thread where no worker takes it).
     pub link_probe_op: Option<u64>,
     /// Plans taken back from those kept for a schedule seen before.
     pub plans_reused: u64,

@@ -196,6 +196,7 @@ pub fn build(
                 && plan.exposed_seconds + plan.recompute_seconds + plan.handover_seconds
                     <= payoff::SLACK * profile.iteration_seconds()
         });
+    // (`SHORT_GAP_NAMES[1]`: the offload-only plan with the single-op gaps.)
     let out_of_reach = planner == Planner::Cheapest
         && shortest_plans
             .iter()

@@ -90,9 +90,10 @@ impl<B: BackendIr> Engine<B> {
     }
 
     /// Starts measuring the links beside the ops where a plan will cost copies with them and
-    /// nothing measured them yet: called at the end of a schedule's first iteration, so that
-    /// the probe runs while the iteration the plan is made from is profiled, and the plan is
-    /// not held back for the iterations the probe takes afterwards.
+    /// nothing measured them yet: called at a schedule's iteration ends before one of its
+    /// iterations is profiled (from the first on), so that the probe runs while the
+    /// iteration the plan is made from is profiled, and the plan is not held back for the
+    /// iterations the probe takes afterwards.
     pub(super) fn measure_links_ahead(&mut self) {
         if self.settings.config.policy.moves_by_copy()
             && self.machine.links.is_none()
