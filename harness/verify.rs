@@ -279,6 +279,32 @@ pub fn run_configured<D: DeviceOps>(
     (outcome, report)
 }
 
+/// Copy times of `latency` seconds plus the bytes at `bytes_per_second`, at 4 KiB, 64 KiB and
+/// 1 MiB: samples for links pinned with `burn_swap::unstable::set_links` or handed to a
+/// planner's profile.
+pub fn copy_samples(
+    latency: f64,
+    bytes_per_second: f64,
+) -> Vec<burn_swap::unstable::plan::profile::CopySample> {
+    [1u64 << 12, 1 << 16, 1 << 20]
+        .into_iter()
+        .map(|bytes| burn_swap::unstable::plan::profile::CopySample {
+            bytes,
+            seconds: latency + bytes as f64 / bytes_per_second,
+        })
+        .collect()
+}
+
+/// Links of `latency` seconds and `bytes_per_second` both ways ([`copy_samples`]), without
+/// the op thread's figures: every planned copy goes to a transfer worker.
+pub fn links_at(latency: f64, bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links {
+    burn_swap::unstable::plan::profile::Links {
+        to_host: copy_samples(latency, bytes_per_second),
+        to_device: copy_samples(latency, bytes_per_second),
+        on_thread: None,
+    }
+}
+
 /// Quiets the panics that fault injection raises on purpose (their message starts with
 /// "injected"; each is caught and survived); any other panic prints as usual.
 pub fn quiet_injected_panics() {

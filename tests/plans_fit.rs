@@ -18,6 +18,7 @@ use burn_swap_harness::models::{
     TransformerConfig,
 };
 use burn_swap_harness::schedules::GanConfig;
+use burn_swap_harness::verify::{copy_samples, links_at};
 use burn_swap_harness::workload::Workload;
 
 type B = Autodiff<Swap<Flex>>;
@@ -542,30 +543,6 @@ fn plans_are_made_once_per_schedule_off_the_op_thread() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Copy times of `latency` plus `bytes_per_second`, for links pinned with
-/// `burn_swap::unstable::set_links`.
-fn copy_samples(
-    latency: f64,
-    bytes_per_second: f64,
-) -> Vec<burn_swap::unstable::plan::profile::CopySample> {
-    [1u64 << 12, 1 << 16, 1 << 20]
-        .into_iter()
-        .map(|bytes| burn_swap::unstable::plan::profile::CopySample {
-            bytes,
-            seconds: latency + bytes as f64 / bytes_per_second,
-        })
-        .collect()
-}
-
-/// Links as slow as `bytes_per_second` with no latency, both ways, without on-thread figures.
-fn links_at(bytes_per_second: f64) -> burn_swap::unstable::plan::profile::Links {
-    burn_swap::unstable::plan::profile::Links {
-        to_host: copy_samples(0.0, bytes_per_second),
-        to_device: copy_samples(0.0, bytes_per_second),
-        on_thread: None,
-    }
-}
-
 /// Under the planned policy a plan is followed only while it pays against the reactive
 /// fallback measured on its schedule, and the report says when it does not. Judged by its
 /// prediction: links pinned at 1 MB/s, the segment plan (offloads only) predicts transfers
@@ -600,7 +577,7 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
     ];
     for (bytes_per_second, handover, jitter, planner, measured) in cases {
         for judged in [true, false] {
-            let mut links = links_at(bytes_per_second);
+            let mut links = links_at(0.0, bytes_per_second);
             if handover > 0.0 {
                 // Copies on the op thread as slow as 1 MB/s: the plan's copies go to the
                 // workers, each handed over for `handover` seconds of the op thread.

@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn_swap::unstable::plan::profile::{CopySample, Links, Profile};
+use burn_swap::unstable::plan::profile::Profile;
 use burn_swap::unstable::plan::segments::{self, GaConfig};
 use burn_swap::unstable::plan::{build, checkpoint, combine};
 use burn_swap::{Planner, Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use burn_swap_harness::schedules::GanConfig;
 use burn_swap_harness::train::{last_iteration, train_convnet};
-use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::verify::{assert_budgeted_run, links_at, run_configured};
 use burn_swap_harness::workload::Workload;
 
 #[test]
@@ -162,21 +162,7 @@ fn the_segment_search_is_skipped_only_where_no_segment_plan_can_fit() {
         });
         // Copies slower than the ops (100 MB/s): no plan that moves bytes is close enough to
         // free to skip the search for that reason.
-        let samples = vec![
-            CopySample {
-                bytes: 1 << 10,
-                seconds: 1e-5,
-            },
-            CopySample {
-                bytes: 1 << 20,
-                seconds: 1e-2,
-            },
-        ];
-        let links = Links {
-            to_host: samples.clone(),
-            to_device: samples,
-            on_thread: None,
-        };
+        let links = links_at(0.0, 1e8);
         let profile = Profile::new(&trace, Some(links));
         let offloads_only: Vec<checkpoint::Candidate> = checkpoint::candidates(&trace, &profile, 2)
             .into_iter()

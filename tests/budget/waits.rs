@@ -144,24 +144,6 @@ fn waits_over_the_transformer_program() {
     check_program("transformer planned at 50%", &trace, &program);
 }
 
-/// Copy links of 5 us and 5 GB/s each way, with no on-thread figures: every planned copy
-/// goes to a transfer worker.
-fn worker_links() -> burn_swap::unstable::plan::profile::Links {
-    use burn_swap::unstable::plan::profile::{CopySample, Links};
-    let samples: Vec<CopySample> = [1u64 << 12, 1 << 16, 1 << 20]
-        .into_iter()
-        .map(|bytes| CopySample {
-            bytes,
-            seconds: 5e-6 + bytes as f64 / 5e9,
-        })
-        .collect();
-    Links {
-        to_host: samples.clone(),
-        to_device: samples,
-        on_thread: None,
-    }
-}
-
 /// The executor waits where the analysis says: under a plan whose prefetches run on the
 /// receive worker, with every transfer's completion held back up to 500 µs at random (so
 /// that fetches land early, late, and in any order), no op reads a planned prefetch before
@@ -200,7 +182,8 @@ fn the_executor_waits_where_the_analysis_says() {
         // pinned without on-thread figures (which copies the plan puts on the workers would
         // otherwise depend on how fast this process measured its links).
         burn_swap::unstable::set_handover_seconds(Some(0.0));
-        burn_swap::unstable::set_links(Some(worker_links()));
+        // Copy links of 5 us and 5 GB/s each way, every planned copy on a transfer worker.
+        burn_swap::unstable::set_links(Some(burn_swap_harness::verify::links_at(5e-6, 5e9)));
         let (swapped, report) =
             run_configured(&device, config, || workload.train::<B>(&device, steps));
         burn_swap::unstable::set_links(None);

@@ -388,6 +388,21 @@ fn data_loader_workers_upload_under_the_budget() {
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
 }
 
+/// The validation tests' budgets: `swapped` run unbudgeted (its values checked against
+/// `plain`, bit for bit), then two thirds and half of its counted peak and a third of it or
+/// the smallest budget an op needs, whichever is larger. The peak comes back with them.
+fn validation_budgets(
+    device: &burn::backend::flex::FlexDevice,
+    plain: &Outcome,
+    swapped: impl FnOnce() -> Outcome,
+) -> (u64, [u64; 3]) {
+    let (unbudgeted, measured) = run_configured(device, SwapConfig::default(), swapped);
+    plain.assert_same(&unbudgeted, "unbudgeted");
+    let peak = measured.memory.peak_bytes;
+    let minimum = measured.workload.minimum_budget_bytes;
+    (peak, [peak * 2 / 3, peak / 2, (peak / 3).max(minimum)])
+}
+
 /// Validation between epochs runs the first ops of a training step (the forward pass of a
 /// model without batch norms or dropout) and then stops: the training schedule's first ops
 /// come back in each validation batch, and the epoch (ten steps and two validation batches)
@@ -404,13 +419,9 @@ fn validation_between_epochs_under_the_learner_threads() {
     let device = burn::backend::flex::FlexDevice;
     let _guard = burn_swap_harness::swap_device_lock();
     let plain = run_model::<Plain>(10, 0, (true, 4));
-    let (unbudgeted, measured) = run_configured(&device, SwapConfig::default(), || {
-        run_model::<Swapped>(10, 0, (true, 4))
-    });
-    plain.assert_same(&unbudgeted, "unbudgeted");
-    let peak = measured.memory.peak_bytes;
-    let minimum = measured.workload.minimum_budget_bytes;
-    for budget in [peak * 2 / 3, peak / 2, (peak / 3).max(minimum)] {
+    let (peak, budgets) =
+        validation_budgets(&device, &plain, || run_model::<Swapped>(10, 0, (true, 4)));
+    for budget in budgets {
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
             .with_plans_judged(false);
@@ -438,13 +449,10 @@ fn validation_between_epochs_takes_the_steps_plan_back() {
     let _guard = burn_swap_harness::swap_device_lock();
     let epochs = 4;
     let plain = run_epochs_on_one_thread::<Plain>(epochs);
-    let (unbudgeted, measured) = run_configured(&device, SwapConfig::default(), || {
+    let (peak, budgets) = validation_budgets(&device, &plain, || {
         run_epochs_on_one_thread::<Swapped>(epochs)
     });
-    plain.assert_same(&unbudgeted, "unbudgeted");
-    let peak = measured.memory.peak_bytes;
-    let minimum = measured.workload.minimum_budget_bytes;
-    for budget in [peak * 2 / 3, peak / 2, (peak / 3).max(minimum)] {
+    for budget in budgets {
         let config = SwapConfig::budget_bytes(budget)
             .with_policy(Policy::Planned)
             .with_background_planning(false)

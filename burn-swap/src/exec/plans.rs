@@ -397,6 +397,15 @@ mod tests {
         }
     }
 
+    /// A plan of period 5 that does not fit, predicting a peak of `peak` bytes.
+    fn unfit(peak: u64) -> Program {
+        Program {
+            fits: false,
+            predicted_peak_bytes: peak,
+            ..program(5)
+        }
+    }
+
     fn wait_ready(plans: &mut Plans) -> Ready {
         loop {
             if let Some(ready) = plans.ready() {
@@ -444,11 +453,6 @@ mod tests {
 
     #[test]
     fn a_plan_made_again_that_fits_no_better_ends_the_replans() {
-        let unfit = |peak: u64| Program {
-            fits: false,
-            predicted_peak_bytes: peak,
-            ..program(5)
-        };
         let mut plans = Plans::default();
         plans.keep(5, &unfit(900));
         assert_eq!(plans.replans_left(5), REPLANS);
@@ -466,11 +470,6 @@ mod tests {
 
     #[test]
     fn a_schedule_that_comes_back_does_not_get_its_replans_anew() {
-        let unfit = |peak: u64| Program {
-            fits: false,
-            predicted_peak_bytes: peak,
-            ..program(5)
-        };
         let mut plans = Plans::default();
         plans.keep(5, &unfit(900));
         plans.keep(5, &unfit(800));

@@ -246,7 +246,8 @@ impl<B: BackendIr> Engine<B> {
         let Some(budget) = self.budget() else {
             return;
         };
-        if self.history.recorder.profiled_schedule() != Some(key) {
+        let profiled_now = self.history.recorder.profiled_schedule() == Some(key);
+        if !profiled_now {
             // The next iteration is the one a plan will be made from: the links are measured
             // beside it, not after it.
             self.measure_links_ahead();
@@ -258,9 +259,7 @@ impl<B: BackendIr> Engine<B> {
         let unmeasured = self
             .judged_content()
             .is_some_and(|c| self.plans.meter.fallback(c).is_none());
-        let profiled = self.history.recorder.profiled_schedule() == Some(key)
-            && !self.plans.making()
-            && !unmeasured;
+        let profiled = profiled_now && !self.plans.making() && !unmeasured;
         if self.plans.planned_for == Some(key) {
             // A plan that does not fit is made again from the next iteration's trace, which
             // knows more: the first periodic iteration follows one that was not (a warm-up,
