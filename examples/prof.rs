@@ -11,6 +11,9 @@
 //! prof gan-bench [steps]   # swap-bench's GAN (two alternating schedules) under BURN_SWAP_*
 //! prof mlp-bench [steps]   # swap-bench's MLP (matmul-bound) under BURN_SWAP_*
 //! prof gpt-bench [steps]   # swap-bench's GPT (its `small` preset) under BURN_SWAP_*
+//! prof recurrent-flex|recurrent-router|recurrent-bench [steps]   # swap-bench's Burn-style stacked LSTM: alone, through burn-router alone, under BURN_SWAP_*
+//! prof classifier-flex|classifier-router|classifier-bench [steps]   # swap-bench's Burn-style text classifier
+//! prof varying-flex|varying-router|varying-bench [steps]   # the same, each batch padded to its longest text
 //! ```
 //!
 //! `PROF_FOREGROUND=1` makes the `*-bench` modes' plans on the op's thread; `PROF_UNJUDGED=1`
@@ -27,9 +30,11 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_harness::baseline::BareRouter;
+use burn_swap_harness::classifier::ClassifierConfig;
 use burn_swap_harness::models::{
     GptConfig, LstmNet, LstmNetConfig, Mlp, MlpConfig, TransformerConfig,
 };
+use burn_swap_harness::recurrent::RecurrentConfig;
 use burn_swap_harness::schedules::GanConfig;
 use burn_swap_harness::train::{init_mlp, init_seeded, train_loop};
 use burn_swap_harness::workload::Workload;
@@ -93,6 +98,15 @@ fn env_config() -> SwapConfig {
         .with_plans_judged(std::env::var_os("PROF_UNJUDGED").is_none())
 }
 
+/// The models in the style of Burn's examples, by the prefix of a mode's name.
+fn user_style(mode: &str) -> Workload {
+    match mode.split('-').next() {
+        Some("recurrent") => Workload::Recurrent(RecurrentConfig::example()),
+        Some("classifier") => Workload::Classifier(ClassifierConfig::bench()),
+        _ => Workload::Classifier(ClassifierConfig::bench().varying()),
+    }
+}
+
 fn main() {
     let device = FlexDevice;
     let arg = std::env::args().nth(2).and_then(|s| s.parse().ok());
@@ -151,12 +165,26 @@ fn main() {
             std::hint::black_box(gan.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
+        Some(mode @ ("recurrent-flex" | "classifier-flex" | "varying-flex")) => {
+            let workload = user_style(mode);
+            std::hint::black_box(workload.train::<Autodiff<Flex>>(&device, count));
+        }
+        Some(mode @ ("recurrent-router" | "classifier-router" | "varying-router")) => {
+            let workload = user_style(mode);
+            std::hint::black_box(workload.train::<Autodiff<BareRouter<Flex>>>(&device, count));
+        }
+        Some(mode @ ("recurrent-bench" | "classifier-bench" | "varying-bench")) => {
+            burn_swap::configure(&device, env_config()).unwrap();
+            let workload = user_style(mode);
+            std::hint::black_box(workload.train::<Autodiff<Swap<Flex>>>(&device, count));
+            print_report(&device);
+        }
         Some("lstm-swap") => {
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::op_bound(), count);
             print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|gpt-bench|mlp-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|gpt-bench|mlp-bench|recurrent-flex|recurrent-router|recurrent-bench|classifier-flex|classifier-router|classifier-bench|varying-flex|varying-router|varying-bench"
         ),
     }
 }

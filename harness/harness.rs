@@ -323,7 +323,36 @@ pub fn run<I: BackendIr>(
     <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
     let first = unbudgeted(false);
     let unwrapped_reserved = burn_swap::unstable::allocator_usage::<I>(device).map(|u| u.reserved);
-    let (unwrapped, unwrapped_spread) = steady(first.times);
+    // burn-swap without a budget (its default configuration: what wrapping a model costs
+    // before any budget is set), each round beside an unwrapped run of its own, so that the
+    // two rows are taken over the same rounds.
+    let rounds = plan.rounds.max(1);
+    let mut plain_times = first.times.clone();
+    let mut no_budget_times = Vec::new();
+    let mut no_budget_faults = Vec::new();
+    for round in 0..rounds {
+        if round > 0 {
+            let again = unbudgeted(false);
+            plain_times.extend(again.times.into_iter().skip(plan.warm_up));
+        }
+        burn_swap::configure(device, SwapConfig::default()).expect("the default is valid");
+        burn_swap::restart_trace(device);
+        let run = measure_steps::<Autodiff<Swap<I>>>(&plan.workload, device, total, plan.warm_up);
+        no_budget_times.extend(run.times.into_iter().skip(if round == 0 {
+            0
+        } else {
+            plan.warm_up
+        }));
+        no_budget_faults.extend(run.faults_per_step);
+    }
+    let no_budget_report = burn_swap::report(device);
+    if std::env::var_os("SWAP_BENCH_REPORTS").is_some()
+        && let Some(r) = &no_budget_report
+    {
+        eprintln!("no budget:\n{r}");
+    }
+    let (unwrapped, unwrapped_spread) = steady(plain_times);
+    let (no_budget, no_budget_spread) = steady(no_budget_times);
     let mut rows = vec![Row {
         config: "unwrapped".into(),
         budget_fraction: None,
@@ -345,6 +374,16 @@ pub fn run<I: BackendIr>(
         paired: None,
         error: None,
     }];
+    rows.push(Row {
+        config: "no-budget".into(),
+        median_step: Some(no_budget),
+        spread: Some(no_budget_spread),
+        time_ratio: Some(no_budget / unwrapped),
+        faults_per_step: (!no_budget_faults.is_empty())
+            .then(|| no_budget_faults.iter().sum::<f64>() / no_budget_faults.len() as f64),
+        reserved_bytes: None,
+        ..rows[0].clone()
+    });
     <Swap<I> as burn::tensor::backend::Backend>::memory_cleanup(device);
     let checkpointed = unbudgeted(true);
     let checkpointed_reserved =
@@ -392,7 +431,6 @@ pub fn run<I: BackendIr>(
     if plan.minimum && peak > 0 {
         budgets.push((minimum as f64 / peak as f64, minimum, ""));
     }
-    let rounds = plan.rounds.max(1);
     for (fraction, budget, mark) in budgets {
         // Each policy's measured steps and reports, over the rounds.
         let mut runs: Vec<Vec<Result<(Steps, burn_swap::Report), String>>> =

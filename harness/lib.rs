@@ -4,6 +4,7 @@
 //! for bit.
 
 pub mod baseline;
+pub mod classifier;
 pub mod cli;
 pub mod data;
 // Not in the harness's own unit-test build: no unit test runs it, and it is the largest unit
@@ -11,9 +12,11 @@ pub mod data;
 #[cfg(not(test))]
 pub mod devices;
 pub mod harness;
+pub mod loader;
 pub mod lockstep;
 pub mod models;
 pub mod plot;
+pub mod recurrent;
 pub mod schedules;
 pub mod table;
 pub mod train;

@@ -4,10 +4,12 @@
 
 use burn::tensor::backend::AutodiffBackend;
 
+use crate::classifier::{ClassifierConfig, train_classifier};
 use crate::models::{
     BnCnnConfig, ConvNetConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig,
     TransformerConfig,
 };
+use crate::recurrent::{RecurrentConfig, train_recurrent};
 use crate::schedules::{GanConfig, train_bucketed, train_gan};
 use crate::train::{Outcome, init_seeded, parameters, train_loop};
 
@@ -34,6 +36,12 @@ pub enum Workload {
     /// A transformer fed batches of three sequence lengths (a bucketing sampler: three
     /// schedules that come back).
     Bucketed(TransformerConfig),
+    /// Stacked bidirectional LSTM cells in the style of Burn's examples, batches made on a
+    /// loader thread (op-bound, with loops inside the step).
+    Recurrent(RecurrentConfig),
+    /// A text classifier in the style of Burn's examples (padding masks made on a loader
+    /// thread, a Noam schedule), padded to a fixed length or to each batch's longest.
+    Classifier(ClassifierConfig),
 }
 
 /// The seed every workload is initialised with.
@@ -52,6 +60,9 @@ impl Workload {
             Workload::Lstm(_) => "lstm",
             Workload::Gan(_) => "gan",
             Workload::Bucketed(_) => "bucketed",
+            Workload::Recurrent(_) => "recurrent",
+            Workload::Classifier(c) if c.fixed_length => "classifier",
+            Workload::Classifier(_) => "classifier-varying",
         }
     }
 
@@ -67,6 +78,8 @@ impl Workload {
             Workload::Lstm(c) => c.batch,
             Workload::Gan(c) => c.batch,
             Workload::Bucketed(c) => c.batch,
+            Workload::Recurrent(c) => c.batch,
+            Workload::Classifier(c) => c.batch,
         }
     }
 
@@ -94,6 +107,8 @@ impl Workload {
             Workload::Lstm(c) => Workload::Lstm(LstmNetConfig { batch, ..c }),
             Workload::Gan(c) => Workload::Gan(GanConfig { batch, ..c }),
             Workload::Bucketed(c) => Workload::Bucketed(TransformerConfig { batch, ..c }),
+            Workload::Recurrent(c) => Workload::Recurrent(RecurrentConfig { batch, ..c }),
+            Workload::Classifier(c) => Workload::Classifier(ClassifierConfig { batch, ..c }),
         }
     }
 
@@ -105,6 +120,9 @@ impl Workload {
             Workload::Transformer(_) | Workload::Bucketed(_) => 2e-3,
             Workload::Gan(_) => 1e-3,
             Workload::Gpt(_) | Workload::Cnn(_) => 1e-3,
+            Workload::Recurrent(_) => 1e-3,
+            // The Noam schedule's factor.
+            Workload::Classifier(_) => 0.5,
         }
     }
 
@@ -146,6 +164,8 @@ impl Workload {
             Workload::Lstm(c) => run!(c),
             Workload::Gan(c) => train_gan::<B>(&c, device, steps, lr, on_step),
             Workload::Bucketed(c) => train_bucketed::<B>(&c, device, steps, lr, on_step),
+            Workload::Recurrent(c) => train_recurrent::<B>(&c, device, steps, lr, on_step),
+            Workload::Classifier(c) => train_classifier::<B>(&c, device, steps, lr, on_step),
         }
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks a `swap-bench` CSV (CI runs it on `swap-bench --quick`'s): the unwrapped row and one
-row per policy and budget are present, no row failed, and every burn-swap row's counted peak
+row per policy and budget are present, and the `no-budget` row (burn-swap with its default
+configuration), no row failed, and every burn-swap row's counted peak
 is within its budget (the budget fraction times the unwrapped row's peak; the CSV prints the
 fraction to four decimals, so a peak may pass it by that rounding, never by more).
 
@@ -29,6 +30,8 @@ def main(argv):
     unwrapped = [r for r in rows if r["config"] == "unwrapped"]
     if len(unwrapped) != 1:
         sys.exit(f"{path}: {len(unwrapped)} `unwrapped` rows (expected one)")
+    if len([r for r in rows if r["config"] == "no-budget"]) != 1:
+        problems.append("no `no-budget` row (burn-swap without a budget)")
     peak = int(unwrapped[0]["peak_bytes"])
     if peak <= 0:
         problems.append(f"the unwrapped peak is {peak} B")

@@ -3,7 +3,7 @@
 //! unwrapped peak, measured in one process; and the largest batch under a memory cap.
 //!
 //! ```text
-//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm|gan|bucketed|deep
+//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm|gan|bucketed|deep|recurrent|classifier|classifier-varying
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|wgpu|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
@@ -39,12 +39,14 @@
 use std::process::ExitCode;
 
 use burn_swap::Policy;
+use burn_swap_harness::classifier::ClassifierConfig;
 use burn_swap_harness::cli::Args;
 use burn_swap_harness::devices;
 use burn_swap_harness::harness::{self, Plan, Workload};
 use burn_swap_harness::models::{
     BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
 };
+use burn_swap_harness::recurrent::RecurrentConfig;
 use burn_swap_harness::schedules::GanConfig;
 
 fn main() -> ExitCode {
@@ -121,9 +123,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ("gan", _) => Workload::Gan(GanConfig::small()),
         ("bucketed", _) => Workload::Bucketed(TransformerConfig::small()),
         ("deep", _) => Workload::Transformer(TransformerConfig::deep()),
+        ("recurrent", true) => Workload::Recurrent(RecurrentConfig::small()),
+        ("recurrent", false) => Workload::Recurrent(RecurrentConfig::example()),
+        ("classifier", true) => Workload::Classifier(ClassifierConfig::small()),
+        ("classifier", false) => Workload::Classifier(ClassifierConfig::bench()),
+        ("classifier-varying", true) => Workload::Classifier(ClassifierConfig::small().varying()),
+        ("classifier-varying", false) => Workload::Classifier(ClassifierConfig::bench().varying()),
         (other, _) => {
             return Err(format!(
-                "--model {other}: expected mlp, gpt, cnn, bn-cnn, lstm, gan, bucketed or deep"
+                "--model {other}: expected mlp, gpt, cnn, bn-cnn, lstm, gan, bucketed, deep, \
+                 recurrent, classifier or classifier-varying"
             )
             .into());
         }
