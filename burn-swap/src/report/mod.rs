@@ -203,6 +203,9 @@ impl Report {
                 minimum_budget_bytes: c.minimum_budget,
                 period: f.period,
                 iteration_peaks: f.iteration_peaks,
+                traced_ops: f.traced_ops,
+                untraced_ops: f.untraced_ops,
+                trace_reads: f.trace_reads,
             },
         }
     }

@@ -294,6 +294,21 @@ pub struct WorkloadReport {
     pub period: Option<usize>,
     /// Counted peak of each of the last complete iterations.
     pub iteration_peaks: Vec<IterationPeak>,
+    /// Ops the trace recorded since it began (`restart_trace`, or the training thread
+    /// judged): the training thread's, or every thread's before one is judged.
+    #[serde(default)]
+    pub traced_ops: u64,
+    /// Ops of other threads (a data loader's, a metrics thread's) that ran and were counted
+    /// but left out of the trace since it began: where they fall among the step's ops
+    /// depends on thread timing, so they take no place in the iteration.
+    #[serde(default)]
+    pub untraced_ops: u64,
+    /// Entries of the op log the recorder read off the per-op fast path since the trace
+    /// began (finding the period, checking a broken schedule, recognising one kept before):
+    /// over `traced_ops`, the trace's work per op, which stays bounded however long the
+    /// iteration is.
+    #[serde(default)]
+    pub trace_reads: u64,
 }
 
 /// Where the ops' exposed wait went (the parts add up to

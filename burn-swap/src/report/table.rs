@@ -313,12 +313,24 @@ impl Report {
             "minimum budget",
             format_bytes(self.workload.minimum_budget_bytes),
         );
+        let w = &self.workload;
         row(
             "period",
-            self.workload
-                .period
-                .map(|p| format!("{p} ops"))
-                .unwrap_or_else(|| "not detected".into()),
+            w.period.map(|p| format!("{p} ops")).unwrap_or_else(|| {
+                format!(
+                    "not detected: no repeat in {} traced ops (`planned` runs on the fallback)",
+                    w.traced_ops
+                )
+            }),
+        );
+        row(
+            "trace",
+            format!(
+                "{} ops, {} of other threads left out; {:.1} log reads per op",
+                w.traced_ops,
+                w.untraced_ops,
+                w.trace_reads as f64 / w.traced_ops.max(1) as f64
+            ),
         );
         if let Some(last) = self.workload.iteration_peaks.last() {
             row(
@@ -388,6 +400,9 @@ mod tests {
                 streams: Vec::new(),
                 allocator_cleanups: 0,
                 iteration_peaks: Vec::new(),
+                traced_ops: 0,
+                untraced_ops: 0,
+                trace_reads: 0,
             },
         )
     }

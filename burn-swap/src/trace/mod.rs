@@ -9,6 +9,7 @@ pub(crate) mod period;
 pub(crate) mod recorder;
 pub(crate) mod signature;
 pub(crate) mod synthetic;
+pub(crate) mod threads;
 
 pub use model::{
     Access, AccessKind, End, EndKind, IterationPeak, OpEvents, OpTrace, Slot, TensorTrace, Trace,

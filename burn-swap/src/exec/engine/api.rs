@@ -31,6 +31,12 @@ pub(crate) struct Figures {
     /// Cleanups made because the allocator reserved more than the budget.
     pub allocator_cleanups: u64,
     pub iteration_peaks: Vec<IterationPeak>,
+    /// Ops the trace recorded, and ops of other threads than the training thread it left
+    /// out, since it began.
+    pub traced_ops: u64,
+    pub untraced_ops: u64,
+    /// Log entries the recorder read off the per-op fast path since the trace began.
+    pub trace_reads: u64,
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -59,6 +65,9 @@ impl<B: BackendIr> Engine<B> {
             peer_fallbacks: self.copies.peers.as_ref().map_or(0, |p| p.fallbacks()),
             period,
             iteration_peaks: self.history.recorder.iteration_peaks(),
+            traced_ops: self.history.recorder.next_index(),
+            untraced_ops: self.history.threads.left_out(),
+            trace_reads: self.history.recorder.reads(),
             streams: self.machine.pools.streams(self.copies.transfers.pools()),
             allocator_cleanups: self.machine.pools.cleanups,
         }
@@ -84,11 +93,20 @@ impl<B: BackendIr> Engine<B> {
     /// Forgets the trace and the plans made from it: the one in force, the one being made,
     /// those kept, and what they and the fallback were measured to cost.
     pub fn restart_trace(&mut self) {
+        self.history.threads = Default::default();
+        self.trace_anew();
+        self.plans.clear_kept();
+    }
+
+    /// Forgets the ops recorded so far and the plan in force or being made from them, keeping
+    /// the plans kept for schedules: what a change of the training thread does (the trace held
+    /// other threads' ops, or another thread's: `trace::threads`), as the first iteration's
+    /// end would have been found in a log of one thread's ops.
+    pub(super) fn trace_anew(&mut self) {
         self.history.recorder = Default::default();
         self.record_lean_when_unbudgeted();
         self.forget_plan();
         self.plans.abandon();
-        self.plans.clear_kept();
     }
 
     /// Drops the plan in force and what the report says of it.

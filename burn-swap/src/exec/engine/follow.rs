@@ -241,6 +241,10 @@ impl<B: BackendIr> Engine<B> {
         let Some(key) = self.history.recorder.schedule_key() else {
             return;
         };
+        if self.history.threads.mixed() {
+            // No plan from a trace of several threads' ops before one is judged to train.
+            return;
+        }
         self.plans.note_iteration(key);
         self.take_ready_plan(key);
         let Some(budget) = self.budget() else {

@@ -4,11 +4,14 @@
 use crate::exec::counters::Counters;
 use crate::trace::OpEvents;
 use crate::trace::recorder::Recorder;
+use crate::trace::threads::TrainingThread;
 
 /// The device's history of ops.
 #[derive(Default)]
 pub(super) struct History {
     pub recorder: Recorder,
+    /// Whose ops the recorder records (the training thread's, once judged).
+    pub threads: TrainingThread,
     /// What was moved since the last op was recorded (for the trace's per-op events).
     pub events: OpEvents,
     /// Global index of the next op.

@@ -282,11 +282,15 @@ impl<B: BackendIr> Engine<B> {
             entry.strided = strided && self.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
-                self.residency.views.strided_live.push(id);
                 entry.set_view_source(self.op.view_source);
             }
             entry.restorable = entry.strided
                 && probe.is_some_and(|p| layout::restorable(self.settings.teller, &p, dtype));
+            if entry.strided && !entry.restorable {
+                // Only these may be unable to leave (see `note_minimum`): a restorable
+                // layout stays restorable.
+                self.residency.views.strided_live.push(id);
+            }
             // Neither a holder of a shared buffer nor a strided tensor whose layout would not
             // come back leaves by an offload of its own: the planners are told.
             let stays = entry.strided && !entry.restorable;
@@ -316,7 +320,7 @@ impl<B: BackendIr> Engine<B> {
                     (false, None)
                 }
             };
-            if self.tracing() {
+            if self.op.traced {
                 // The input whose buffer it was made in, even when that input has gone with
                 // this op (the output then holds that buffer alone): the planners count one
                 // buffer where the executor does.

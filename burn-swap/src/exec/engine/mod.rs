@@ -148,6 +148,8 @@ struct OpScratch {
     apart_bytes: u64,
     /// Its outputs' bytes that no room was made for, as views of its inputs.
     unreserved: u64,
+    /// Whether the trace records it (see [`Engine::trace_this_op`]).
+    traced: bool,
     /// For a view op of one input: that input (what a strided output is made from).
     view_source: Option<super::residency::Remake>,
 }
@@ -196,6 +198,24 @@ impl<B: BackendIr> Engine<B> {
 
     fn tracing(&self) -> bool {
         self.settings.config.enabled && self.settings.config.trace
+    }
+
+    /// Whether the trace records the op beginning now: the trace is on, and the op comes from
+    /// the training thread (or none is judged yet: `trace::threads`). Called once per op;
+    /// the answer stays in the op's scratch for the rest of its path.
+    /// A change of the training thread starts the trace anew (see [`Engine::trace_anew`]).
+    #[inline]
+    fn trace_this_op(&mut self) -> bool {
+        let traced = self.tracing()
+            && self
+                .history
+                .threads
+                .records(crate::trace::threads::current());
+        if self.history.threads.take_change() {
+            self.trace_anew();
+        }
+        self.op.traced = traced;
+        traced
     }
 
     /// Starts timing the op about to run, when the trace times it (its profiled
@@ -274,7 +294,7 @@ impl<B: BackendIr> Engine<B> {
         on_output: impl FnMut(&TensorIr),
     ) -> Result<(), SwapError> {
         self.poll_transfers();
-        let tracing = self.tracing();
+        let tracing = self.trace_this_op();
         let books = *self.residency.books();
         let live_before = books.resident + books.host;
         if tracing {
@@ -404,8 +424,10 @@ impl<B: BackendIr> Engine<B> {
             self.sample_allocator();
         }
         // Without a budget there is nothing to plan, and nothing planned is pending.
+        // An op left out of the trace takes no place in the iteration: the plan's steps are
+        // taken after the recorded ops only.
         if self.settings.config.policy.planned()
-            && self.tracing()
+            && self.op.traced
             && (self.settings.budget.is_some()
                 || self.plans.active.is_some()
                 || !self.copies.deferred.is_empty())
@@ -464,7 +486,7 @@ impl<B: BackendIr> Engine<B> {
         outputs: &[TensorIr],
         during: Option<u64>,
     ) {
-        if !self.tracing() {
+        if !self.trace_this_op() {
             return;
         }
         let books = *self.residency.books();

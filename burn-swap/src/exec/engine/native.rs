@@ -73,7 +73,7 @@ impl<B: BackendIr> Engine<B> {
         entry.restorable = strided
             && probe
                 .is_some_and(|p| crate::exec::layout::restorable(self.settings.teller, &p, dtype));
-        if strided {
+        if strided && !entry.restorable {
             self.residency.views.strided_live.push(id);
         }
         self.residency.admit(id, entry);
@@ -114,7 +114,7 @@ impl<B: BackendIr> Engine<B> {
         // The peak says what was on the device, budget or not.
         self.residency.note_peak(during);
         self.record_named(name, inputs, outputs, Some(during));
-        if let (Some(nanos), true) = (nanos, self.tracing()) {
+        if let (Some(nanos), true) = (nanos, self.op.traced) {
             self.history.recorder.set_last_nanos(nanos);
         }
         let room = if overshoot {

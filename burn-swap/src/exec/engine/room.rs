@@ -90,9 +90,9 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// One pass over the strided tensors: those gone from the books, or no longer strided,
-    /// leave the list as the others are counted (one lookup each, on every op while any
-    /// strided tensor lives).
+    /// One pass over the strided tensors that cannot be restored: those gone from the books,
+    /// or no longer strided, leave the list as the others are counted (one lookup each, on
+    /// every op while any lives; on the backends whose views are restorable, none does).
     #[inline(never)]
     fn note_minimum_with_strided(&mut self, needed: u64) {
         let mut live = std::mem::take(&mut self.residency.views.strided_live);

@@ -11,7 +11,9 @@ pub(crate) struct ViewBooks {
     /// [`super::Entry::view_op`]): when Burn lets go of the tensor, those views get their
     /// recipes.
     pub sources: HashMap<TensorId, Vec<TensorId>>,
-    /// Tensors admitted with a strided layout (some may have left the books since): what
-    /// the report's minimum budget counts as unable to leave.
+    /// Tensors admitted with a strided layout that cannot be restored (some may have left the
+    /// books since): what the report's minimum budget counts as unable to leave. Restorable
+    /// views are never in it: they can always leave, and on models that slice and chunk
+    /// thousands of them live at once, which the per-op count would read every op.
     pub strided_live: Vec<TensorId>,
 }

@@ -15,6 +15,10 @@ impl Recorder {
         }
         self.analysed_at = self.next_index();
         self.analysed_len = self.ops.len();
+        // The signatures twice (exact and around the movable ops), each searched at a
+        // logarithmic number of lengths.
+        let n = self.ops.len();
+        self.read(2 * n * (n.max(2).ilog2() as usize + 1));
         let signatures: Vec<u64> = self.ops.iter().map(|o| o.signature).collect();
         let exact = period::detect_recent(&signatures);
         let loose = self.detect_around_movable(&signatures);
@@ -25,18 +29,44 @@ impl Recorder {
             (None, None) => return,
         };
         let (start, end) = (self.base + found.start as u64, self.base + found.end as u64);
-        if let Some(s) = self.schedule.as_mut() {
+        if let Some(s) = self.schedule {
             if s.period == found.period && start <= s.verified_end && end >= s.verified_end {
                 // The same period, continuing the stretch in force: keep its numbering.
-                s.verified_end = end;
+                if let Some(s) = self.schedule.as_mut() {
+                    s.verified_end = end;
+                }
                 return;
             }
-            if found.cover() as u64 <= s.cover(self.base) {
+            if found.cover() as u64 <= s.cover(self.base) && !self.loop_inside(s, found) {
                 return;
             }
         }
+        self.read(self.ops.len());
         let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
         self.adopt(found, &live);
+    }
+
+    /// Whether the schedule `s` in force is a loop inside the iterations of `found`, a longer
+    /// period holding over the window: the last iteration of `s` begins inside the last of
+    /// `found` (see `begins_inside`). A loop inside the step (a time step, a few ops repeated
+    /// in the backward pass) that breaks and is taken up again a few hundred times per step
+    /// stays in force across its breaks, its cover the whole window; the step's period,
+    /// found once two steps are in the window, replaces it all the same.
+    fn loop_inside(&self, s: super::Schedule, found: period::Stretch) -> bool {
+        if s.period >= found.period || found.end > self.ops.len() {
+            return false;
+        }
+        let end = (s.verified_end.min(self.next_index()) - self.base) as usize;
+        let Some(start) = end.checked_sub(s.period) else {
+            return false;
+        };
+        self.read(s.period + found.period);
+        let inner: Vec<u64> = self.ops[start..end].iter().map(|o| o.signature).collect();
+        let outer: Vec<u64> = self.ops[found.end - found.period..found.end]
+            .iter()
+            .map(|o| o.signature)
+            .collect();
+        super::schedule::begins_inside(&inner, &outer)
     }
 
     /// Takes `found` (a stretch of the window) as the schedule in force, its first boundary
@@ -137,6 +167,7 @@ impl Recorder {
     /// The lives of the tensors the window's first `end` ops touch, by op index in the
     /// window; uploads (`Init`, `Read`) count as made before it.
     pub(super) fn lives(&self, end: usize) -> Vec<period::Life> {
+        self.read(end);
         let kind = |name: &str| self.kinds.names.iter().position(|n| n == name);
         let drop = kind("Drop");
         let uploads = [kind("Init"), kind("Read")];

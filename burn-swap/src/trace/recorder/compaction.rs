@@ -89,6 +89,7 @@ impl Recorder {
     /// Drops old ops, keeping the last two complete iterations and the current one when the
     /// period is known, else the newer half of the window.
     pub(super) fn compact(&mut self) {
+        self.read(self.ops.len());
         self.analyse();
         self.summarise();
         let newer_half = self.base + (self.ops.len() / 2) as u64;

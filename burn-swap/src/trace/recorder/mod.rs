@@ -137,7 +137,7 @@ pub(crate) struct Place {
 
 /// Where iterations begin, once a period was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Schedule {
+pub(super) struct Schedule {
     period: usize,
     /// Global op index of the boundary that starts iteration `first_iteration`.
     anchor: u64,
@@ -213,6 +213,17 @@ pub(crate) struct Recorder {
     /// The content of the last complete iteration, with its global range: read several
     /// times at each iteration end (the plan's key, its judgement), hashed once.
     content: Cell<Option<(Range<u64>, u64)>>,
+    /// The schedule, as `(period, anchor)`, whose first complete iteration has cleared the
+    /// kept and recalled schedules that are loops inside it (see `forget_inner_loops`).
+    cleared_for: Option<(usize, u64)>,
+    /// Global index before which no recalled period is tried again (see `recall`): a try
+    /// reads the whole window, so tries are spaced by a quarter of it.
+    recall_after: u64,
+    /// Log entries read off the per-op fast path (analyses, a broken schedule's checks, kept
+    /// iterations compared, compaction), since the recorder began: the work that grows with
+    /// the log, which the op's path must amortise to a bounded cost per op
+    /// ([`Recorder::reads`]).
+    reads: Cell<u64>,
 }
 
 /// One complete iteration of a schedule, from its boundary: its op signatures and its
@@ -312,6 +323,9 @@ impl Recorder {
             recognised: None,
             candidate: None,
             content: Cell::new(None),
+            cleared_for: None,
+            recall_after: 0,
+            reads: Cell::new(0),
         }
     }
 
@@ -330,6 +344,17 @@ impl Recorder {
     #[inline]
     fn records_lean(&self) -> bool {
         self.lean && self.profiled && self.next_index() >= self.full_until && self.healthy()
+    }
+
+    /// Log entries read off the per-op fast path since the recorder began (see `reads`).
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.get()
+    }
+
+    /// Counts `n` log entries read off the per-op fast path.
+    #[inline]
+    pub(super) fn read(&self, n: usize) {
+        self.reads.set(self.reads.get() + n as u64);
     }
 
     /// Global index the next op will get.
@@ -604,6 +629,7 @@ impl Recorder {
             }
         }
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        self.read(local.len());
         let movable = self.kinds.movable();
         let mut hasher = signature::FxHasher::default();
         hasher.write_usize(local.len());

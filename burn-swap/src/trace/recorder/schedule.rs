@@ -85,6 +85,7 @@ impl Recorder {
             return;
         }
         let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        self.read(local.len() * (1 + self.iterations.len()));
         let signatures: Vec<u64> = self.ops[local].iter().map(|o| o.signature).collect();
         // An inner loop is not a schedule to recognise: a block of identical layers found
         // (and broken) before the iteration that holds it. Whichever of the two was kept
@@ -140,6 +141,7 @@ impl Recorder {
             return None;
         }
         let so_far = &self.ops[(from - self.base) as usize..];
+        self.read(so_far.len() * self.iterations.len());
         let current = self.schedule_content();
         let away = self
             .schedule
@@ -208,6 +210,11 @@ impl Recorder {
         {
             // Iterations as long, at the same boundaries: the schedule's place and numbering
             // stay (so does its key: the executor tells the plans apart by their content).
+            // Its periodic stretch starts again at the boundary: what it covers without a
+            // break is what an analysis weighs a longer period against (`analyse`), and a
+            // loop inside the step, broken and recognised again a few hundred times per
+            // step, would otherwise claim to cover the whole window and keep the step's
+            // period from being taken.
             self.schedule = Some(Schedule {
                 verified_end: last + 1,
                 ..s
@@ -260,6 +267,7 @@ impl Recorder {
         if let Some(p) = due
             && self.schedule.map(|s| s.period) != Some(p)
             && local + 1 >= 2 * p
+            && index >= self.recall_after
         {
             let end = local + 1;
             let found = period::Stretch {
@@ -267,8 +275,50 @@ impl Recorder {
                 start: end - 2 * p,
                 end,
             };
+            let before = self.schedule_key();
+            self.read(self.ops.len());
             let live: Vec<u64> = self.ops.iter().map(|o| o.live_before).collect();
             self.adopt(found, &live);
+            if self.schedule_key() == before {
+                // Refused (a loop inside the iteration, a stretch that computes nothing): the
+                // try read the whole window, so the next waits a quarter of it.
+                self.recall_after = index + (self.ops.len() / 4).max(1) as u64;
+            }
+        }
+    }
+
+    /// Once the schedule in force has held a complete iteration, forgets the schedules kept
+    /// or recalled before it that are loops inside that iteration (a time step, a layer, an
+    /// optimizer's per-parameter update, found while the first iterations ran): an inner
+    /// loop is never the training step when a longer repeat holds, and one recognised again
+    /// after a break would be followed, and planned for, in place of the step. A kept
+    /// iteration is such a loop when its first ops come inside the step's iteration and it is
+    /// shorter; a recalled period is forgotten with its kept iteration, or, shorter than the
+    /// step's, when none of its length is kept. Once per schedule, `O(period)`.
+    pub(super) fn forget_inner_loops(&mut self) {
+        let Some((s, _, range)) = self.last_complete() else {
+            return;
+        };
+        self.cleared_for = Some((s.period, s.anchor));
+        if range.start < self.base {
+            return;
+        }
+        let local = (range.start - self.base) as usize..(range.end - self.base) as usize;
+        self.read(local.len() * (1 + self.iterations.len()));
+        let step: Vec<u64> = self.ops[local].iter().map(|o| o.signature).collect();
+        let before = self.iterations.len();
+        self.iterations
+            .retain(|i| i.signatures.len() >= step.len() || !begins_inside(&i.signatures, &step));
+        let kept = &self.iterations;
+        self.recalled.retain(|r| {
+            r.period >= s.period || kept.iter().any(|i| i.signatures.len() == r.period)
+        });
+        if self.iterations.len() < before {
+            tracing::debug!(
+                period = s.period,
+                forgotten = before - self.iterations.len(),
+                "burn-swap: schedules that are loops inside the training step forgotten"
+            );
         }
     }
 
@@ -328,6 +378,7 @@ impl Recorder {
             return false;
         }
         let from = (stretch.start - self.base) as usize;
+        self.read(2 * len);
         let signatures = |at: usize| self.ops[at..at + len].iter().map(|o| o.signature);
         same_ops(signatures(from), signatures(from - p))
     }
@@ -367,6 +418,7 @@ impl Recorder {
             return;
         }
         let start = (end - self.base) as usize - p;
+        self.read(p);
         let live: Vec<u64> = self.ops[start..start + p]
             .iter()
             .map(|o| o.live_before)
@@ -421,7 +473,7 @@ impl Recorder {
 
 /// Whether the first ops of `inner` (as many as a schedule is recognised by) come in
 /// `outer` past its first op: `inner` is a loop inside `outer`'s iteration.
-fn begins_inside(inner: &[u64], outer: &[u64]) -> bool {
+pub(super) fn begins_inside(inner: &[u64], outer: &[u64]) -> bool {
     let head = &inner[..inner.len().min(RECOGNISED_AFTER)];
     !head.is_empty() && outer.windows(head.len()).skip(1).any(|w| w == head)
 }

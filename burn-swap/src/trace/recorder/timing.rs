@@ -44,6 +44,9 @@ impl Recorder {
         let k = (index - s.anchor) / p;
         let boundary = s.anchor + k * p;
         self.next_boundary = boundary + p;
+        if k >= 1 && self.healthy() && self.cleared_for != Some((s.period, s.anchor)) {
+            self.forget_inner_loops();
+        }
         if self.timed_until == boundary
             && self.timing_from.checked_add(p) == Some(boundary)
             && self.healthy()
