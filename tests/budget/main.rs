@@ -8,6 +8,7 @@
 mod budget;
 mod cube;
 mod native_budget;
+mod op_bound;
 mod peers;
 mod profile;
 mod simulate;
