@@ -106,13 +106,21 @@ impl ClassifierConfig {
     }
 
     /// The batch of `step`, tokenised, padded and masked on the calling thread: texts of 4 to
-    /// `max_seq` tokens whose class is set by their first token.
+    /// `max_seq` tokens whose class is set by their first token. Padded to each batch's
+    /// longest text (not `fixed_length`), the batch's texts are of 4 to a length drawn per
+    /// batch between 8 and `max_seq` (a sampler that groups texts of similar lengths): the
+    /// padded length changes from step to step.
     pub fn batch<B: Backend>(&self, step: usize, device: &B::Device) -> Batch<B> {
         let mut rng = XorShift::new(self.seed ^ (step as u64).wrapping_mul(0x9e37_79b9));
         let mut texts = Vec::with_capacity(self.batch);
         let mut labels = Vec::with_capacity(self.batch);
+        let longest = if self.fixed_length {
+            self.max_seq
+        } else {
+            8 + (rng.next_u64() % (self.max_seq.saturating_sub(7).max(1) as u64)) as usize
+        };
         for _ in 0..self.batch {
-            let span = self.max_seq.saturating_sub(4) as u64 + 1;
+            let span = longest.saturating_sub(4) as u64 + 1;
             let len = (4 + rng.next_u64() % span) as usize;
             let text: Vec<usize> = (0..len)
                 .map(|_| 1 + (rng.next_u64() % (self.vocab as u64 - 1)) as usize)
