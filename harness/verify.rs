@@ -153,6 +153,27 @@ pub struct Row {
     pub exposed_wait_ms: f64,
     /// Per peer: bytes sent and the achieved bandwidth (empty without peers).
     pub peers: Vec<PeerStat>,
+    /// The largest op's working set (`report.workload.largest_op_bytes`), which the bound on
+    /// reserved bytes allows for ([`reserved_bound`]).
+    pub largest_op: u64,
+}
+
+/// The most the allocator may reserve under `budget` in the suite's checks (the bound the
+/// wgpu tests assert, `tests/budget/cube.rs`): the budget, one op's working set (its scratch
+/// buffers, the buffers Burn dropped since the last cleanup), and a tenth of the budget for
+/// alignment padding and the kernels' small buffers.
+pub fn reserved_bound(budget: u64, largest_op: u64) -> u64 {
+    budget + largest_op + budget / 10
+}
+
+impl Row {
+    /// Where the backend reports its allocator and this run had a budget: the reserved peak
+    /// and its bound, when the peak is over it.
+    pub fn reserved_breach(&self) -> Option<(u64, u64)> {
+        let (budget, allocator) = (self.budget?, self.allocator?);
+        let bound = reserved_bound(budget, self.largest_op);
+        (allocator.reserved > bound).then_some((allocator.reserved, bound))
+    }
 }
 
 /// Runs the check on `device` of the inner backend `I`: per model the unwrapped run, then
@@ -202,6 +223,7 @@ where
             device_compressed: 0,
             exposed_wait_ms: 0.0,
             peers: Vec::new(),
+            largest_op: 0,
         });
         for &policy in &check.policies {
             for &fraction in &check.fractions {
@@ -243,6 +265,7 @@ where
                     exposed_wait_ms: report.transfers.exposed_wait_seconds * 1e3
                         / check.steps as f64,
                     peers: report.device.peers.clone(),
+                    largest_op: report.workload.largest_op_bytes,
                 });
             }
         }
@@ -566,6 +589,43 @@ pub fn every_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn budgeted_row(reserved: Option<u64>) -> Row {
+        Row {
+            model: "mlp",
+            run: "planned".into(),
+            fraction: 0.5,
+            identical: true,
+            loss_gap: 0.0,
+            spread: 0.0,
+            pass: true,
+            budget: Some(1_000_000),
+            counted_peak: 900_000,
+            allocator: reserved.map(|reserved| AllocatorUsage {
+                in_use: 900_000,
+                reserved,
+                padding: 0,
+            }),
+            moves: (1, 1, 0),
+            device_compressed: 0,
+            exposed_wait_ms: 0.0,
+            peers: Vec::new(),
+            largest_op: 200_000,
+        }
+    }
+
+    /// swap-check fails a run whose allocator reserved more than the budget, one op and a
+    /// tenth of the budget; a backend with no allocator figures (Flex) is not judged.
+    #[test]
+    fn a_reserved_peak_over_the_bound_is_a_breach() {
+        assert_eq!(reserved_bound(1_000_000, 200_000), 1_300_000);
+        assert_eq!(budgeted_row(Some(1_300_000)).reserved_breach(), None);
+        assert_eq!(
+            budgeted_row(Some(1_300_001)).reserved_breach(),
+            Some((1_300_001, 1_300_000))
+        );
+        assert_eq!(budgeted_row(None).reserved_breach(), None);
+    }
 
     #[test]
     fn models_are_selected_by_name_in_their_order() {

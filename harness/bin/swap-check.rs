@@ -23,7 +23,9 @@
 //!    peer-copy path from device 0 to itself).
 //!
 //! Prints the tables last; exits non-zero when a run does not pass (not bit-identical, or
-//! with `--spread` outside the spread) or its counted peak exceeds its budget. `--quick`: the models at test size (what CI runs on burn-flex).
+//! with `--spread` outside the spread), its counted peak exceeds its budget, or, where the
+//! backend reports its allocator (wgpu, CUDA), its reserved peak exceeds the budget plus the
+//! largest op and a tenth of the budget (`verify::reserved_bound`, the wgpu tests' bound). `--quick`: the models at test size (what CI runs on burn-flex).
 
 use std::process::ExitCode;
 
@@ -220,6 +222,14 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         if r.budget.is_some_and(|b| r.counted_peak > b) {
             eprintln!(
                 "FAIL: {} {} at {}: counted peak over budget",
+                r.model, r.run, r.fraction
+            );
+            ok = false;
+        }
+        if let Some((reserved, bound)) = r.reserved_breach() {
+            eprintln!(
+                "FAIL: {} {} at {}: the allocator reserved {reserved} bytes, over the bound \
+                 {bound} (the budget, the largest op and a tenth of the budget)",
                 r.model, r.run, r.fraction
             );
             ok = false;
