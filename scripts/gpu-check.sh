@@ -1,47 +1,34 @@
 #!/usr/bin/env bash
-# The GPU check in two halves.
+# The GPU check: one device call that fits a 15-minute loan, fails loudly, and is rehearsed
+# here and in CI on every commit.
 #
-#   scripts/gpu-check.sh build    # here (a Rust toolchain, no GPU needed): builds the CUDA
-#                                 # binaries (release, stripped, gzipped) into .device/
-#                                 # (git-ignored; under the device tool's 64 MiB)
-#   .device/run.sh 1|2|3          # on the GPU machine (no toolchain, no network): runs them
+#   scripts/gpu-check.sh build      # here (a Rust toolchain, no GPU needed): the CUDA binaries
+#                                   # (release, stripped, gzipped) into .device/ (git-ignored),
+#                                   # with each binary's dynamic libraries listed
+#   scripts/gpu-check.sh run        # on the GPU machine (no toolchain, no network), from the
+#                                   # carried bundle: every stage of scripts/gpu-stages.sh
+#   scripts/gpu-check.sh rehearse   # here and in CI (.ci/run): the same stages with the test
+#                                   # build's binaries on burn-flex and wgpu, tiny sizes
 #
-# With the device tool, one call per part (a call may run 10 minutes):
-#   run(command=".device/run.sh 1", carry=[".device"]), then 2, then 3.
-# What runs there, each stage under its own time limit, tables printed last:
-#   1. swap-check: MLP, conv net, transformer, BatchNorm CNN and LSTM through
-#      Autodiff<Swap<Cuda>> against Autodiff<Cuda>, bit for bit, under every policy at 50% and
-#      25% of the counted peak, with transfer jitter and device-side compression; counted and
-#      allocator peaks against the unwrapped run's; burn-swap's D2H/H2D bandwidth against a
-#      plain pinned copy (cudarc); the MLP with its offloads split across the other GPUs by
-#      cudarc peer copies (device 0 to itself when there is one GPU), bit for bit, with each
-#      link's bandwidth. Then the codec kernels against a device-to-device copy.
-#   2. swap-bench: the harness on the GPT-2-small-shaped model (step time, peaks, time compute
-#      waited on transfers, max batch under half the peak); the PyTorch peer
-#      (scripts/torch_gpt.py) on the same GPT, when PyTorch is there.
-#   3. a short swap-check under compute-sanitizer (memcheck); Burn's default CUDA backend
-#      (fused, autotuned: the `cuda-default` feature, built into target/fused) under Swap:
-#      swap-check within the unwrapped fused backend's run-to-run spread, swap-bench's step
-#      times on the GPT.
+# With the device tool, one call:
+#   run(command="scripts/gpu-check.sh run", carry=[".device"], timeout_s=480)
+# The stages (environment, correctness, memory, speed, transfers, pytorch, sanitizer) each
+# run under their own time limit, 7 minutes in all, and write one PASS/FAIL/SKIP line to
+# $OUT/summary.txt, printed last; the exit status is non-zero when a stage failed. A second
+# call, only for what the first could not finish: STAGES="speed transfers" scripts/gpu-check.sh run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-case "${1:-build}" in
+case "${1:-}" in
 build)
     cargo build --release --features cuda --bin swap-bench --bin swap-check
     cargo bench --no-run --features cuda --bench codec 2>&1 | tail -1
-    # Burn's default CUDA backend (fused, autotuned) in a target dir of its own: its features
-    # would otherwise rebuild Burn for the binaries above.
-    CARGO_TARGET_DIR=target/fused cargo build --release --features cuda-default \
-        --bin swap-bench --bin swap-check
     rm -rf .device && mkdir -p .device/data .device/scripts
     codec=$(ls -t target/release/deps/codec-* | grep -v '\.d$' | head -1)
-    for bin in target/release/swap-bench target/release/swap-check "$codec" \
-        target/fused/release/swap-bench target/fused/release/swap-check; do
+    for bin in target/release/swap-bench target/release/swap-check "$codec"; do
         name=$(basename "$bin")
         case "$bin" in
         */deps/codec-*) name=codec-bench ;;
-        target/fused/*) name="$name-fused" ;;
         esac
         cp "$bin" ".device/$name"
         strip ".device/$name"
@@ -49,12 +36,31 @@ build)
     done
     cp data/corpus.txt .device/data/
     cp scripts/torch_gpt.py .device/scripts/
-    cp scripts/gpu-run.sh .device/run.sh
-    chmod +x .device/run.sh
+    for bin in .device/*.gz; do
+        echo "== $(basename "$bin" .gz)"
+        gunzip -c "$bin" >.device/unpacked && chmod +x .device/unpacked
+        ldd .device/unpacked || true
+    done >.device/ldd.txt
+    rm -f .device/unpacked
     du -sh .device
     ;;
+run)
+    # Unpacked once per machine, again when a newer build was carried.
+    BIN="${TMPDIR:-/tmp}/burn-swap-bin"
+    mkdir -p "$BIN"
+    for f in .device/*.gz; do
+        name=$(basename "$f" .gz)
+        [ "$BIN/$name" -nt "$f" ] || { gunzip -c "$f" >"$BIN/$name" && chmod +x "$BIN/$name"; }
+    done
+    MODE=device BIN="$BIN" OUT="${OUT:-.device/out}" exec scripts/gpu-stages.sh
+    ;;
+rehearse)
+    # The test build's binaries (`cargo test --workspace --features wgpu` builds them).
+    MODE=rehearse BIN="${BIN:-target/debug}" OUT="${OUT:-target/gpu-rehearsal}" \
+        exec scripts/gpu-stages.sh
+    ;;
 *)
-    echo "usage: scripts/gpu-check.sh build" >&2
+    echo "usage: scripts/gpu-check.sh build|run|rehearse" >&2
     exit 2
     ;;
 esac
