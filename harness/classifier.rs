@@ -12,13 +12,12 @@ use burn::nn::transformer::{
     TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
 };
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::data::XorShift;
 use crate::loader::Loader;
-use crate::train::{Outcome, init_seeded, parameters};
+use crate::train::{Outcome, init_seeded, parameters, train_loop_scheduled};
 
 /// The padding token.
 const PAD: usize = 0;
@@ -197,19 +196,16 @@ pub fn train_classifier<B: AutodiffBackend>(
     lr: f64,
     on_step: &mut dyn FnMut(usize, f32),
 ) -> Outcome {
-    let mut model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
-    let mut adam = AdamConfig::new().init::<B, Classifier<B>>();
+    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     let (c, d) = (*config, device.clone());
     let mut loader = Loader::start(steps, 2, move |step| c.batch::<B>(step, &d));
-    let mut losses = Vec::with_capacity(steps);
-    for step in 0..steps {
-        let loss = model.loss(loader.next_batch());
-        let value: f32 = loss.clone().into_scalar().elem();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = adam.step(noam(lr, config.d_model, 10, step + 1), model, grads);
-        losses.push(value);
-        on_step(step, value);
-    }
+    let (model, losses) = train_loop_scheduled(
+        model,
+        steps,
+        |step| noam(lr, config.d_model, 10, step + 1),
+        |m: &Classifier<B>, _| m.loss(loader.next_batch()),
+        on_step,
+    );
     Outcome {
         losses,
         params: parameters(&model),

@@ -7,14 +7,13 @@
 use burn::module::Module;
 use burn::nn::loss::{MseLoss, Reduction};
 use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::Tensor;
 use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor};
 
 use crate::data::XorShift;
 use crate::loader::Loader;
-use crate::train::{Outcome, init_seeded, parameters};
+use crate::train::{Outcome, init_seeded, parameters, train_loop_scheduled};
 
 /// Sizes of a [`Recurrent`] network and its batches.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -221,20 +220,19 @@ pub fn train_recurrent<B: AutodiffBackend>(
     lr: f64,
     on_step: &mut dyn FnMut(usize, f32),
 ) -> Outcome {
-    let mut model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
-    let mut adam = AdamConfig::new().init::<B, Recurrent<B>>();
+    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     let (c, d) = (*config, device.clone());
     let mut loader = Loader::start(steps, 2, move |step| c.batch::<B>(step, &d));
-    let mut losses = Vec::with_capacity(steps);
-    for step in 0..steps {
-        let (x, y) = loader.next_batch();
-        let loss = MseLoss::new().forward(model.forward(x), y, Reduction::Mean);
-        let value: f32 = loss.clone().into_scalar().elem();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = adam.step(lr, model, grads);
-        losses.push(value);
-        on_step(step, value);
-    }
+    let (model, losses) = train_loop_scheduled(
+        model,
+        steps,
+        |_| lr,
+        |m: &Recurrent<B>, _| {
+            let (x, y) = loader.next_batch();
+            MseLoss::new().forward(m.forward(x), y, Reduction::Mean)
+        },
+        on_step,
+    );
     Outcome {
         losses,
         params: parameters(&model),

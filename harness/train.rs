@@ -52,10 +52,26 @@ pub fn parameters<B: burn::tensor::backend::Backend, M: Module<B>>(model: &M) ->
 /// Trains `model` for `steps` steps of Adam at learning rate `lr`, calling `on_step(step,
 /// loss)` after each, and returns the trained model and the losses.
 pub fn train_loop<B, M>(
-    mut model: M,
+    model: M,
     steps: usize,
     lr: f64,
     loss_of: impl Fn(&M, usize) -> Tensor<B, 1>,
+    on_step: impl FnMut(usize, f32),
+) -> (M, Vec<f32>)
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+{
+    train_loop_scheduled(model, steps, |_| lr, loss_of, on_step)
+}
+
+/// [`train_loop`] at the learning rate `lr_at(step)` of each step (from 0), with a loss that
+/// may take state along (a loader's next batch).
+pub fn train_loop_scheduled<B, M>(
+    mut model: M,
+    steps: usize,
+    lr_at: impl Fn(usize) -> f64,
+    mut loss_of: impl FnMut(&M, usize) -> Tensor<B, 1>,
     mut on_step: impl FnMut(usize, f32),
 ) -> (M, Vec<f32>)
 where
@@ -68,7 +84,7 @@ where
         let loss = loss_of(&model, step);
         let value: f32 = loss.clone().into_scalar().elem();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optimizer.step(lr, model, grads);
+        model = optimizer.step(lr_at(step), model, grads);
         losses.push(value);
         on_step(step, value);
     }
