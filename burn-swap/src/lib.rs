@@ -61,8 +61,8 @@ pub use config::{Budget, Compression, EvictionScore, PeerSpec, Planner, Policy, 
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
     AllocatorUsage, CompressionReport, CompressionStat, DeviceReport, ExposedWait, FallbackRoom,
-    Memory, MemoryReport, PeerStat, PlanChoice, PlanDecline, PlanReport, PlanTakeover, Report,
-    StreamRole, StreamUsage, TransferReport, WorkloadReport,
+    LayerTime, Memory, MemoryReport, PeerStat, PlanChoice, PlanDecline, PlanReport, PlanTakeover,
+    Report, StreamRole, StreamUsage, TransferReport, WorkloadReport,
 };
 pub use trace::Trace;
 

@@ -65,7 +65,19 @@ fn check(name: &str, plain: Outcome, train: impl Fn() -> Outcome) {
         // `BURN_SWAP_COMPRESS` takes it.
         let back: burn_swap::Report = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(back.memory, report.memory);
-        assert_eq!(back.workload, report.workload);
+        // The layer's times are seconds, read back to within serde_json's float parsing.
+        let (read, written) = (back.workload.layer_time, report.workload.layer_time);
+        for (a, b) in [
+            (read.engine_seconds, written.engine_seconds),
+            (read.trace_seconds, written.trace_seconds),
+            (read.follow_seconds, written.follow_seconds),
+            (read.inner_seconds, written.inner_seconds),
+        ] {
+            assert!((a - b).abs() <= 1e-12 * b.abs(), "{a} read back as {b}");
+        }
+        let mut workload = back.workload.clone();
+        workload.layer_time = written;
+        assert_eq!(workload, report.workload);
         assert_eq!(back.device, report.device);
         assert_eq!(back.transfers.offloads, report.transfers.offloads);
         let moves = |r: &burn_swap::Report| -> Vec<(Vec<usize>, u64, u64)> {

@@ -58,6 +58,8 @@ pub(crate) struct Counters {
     /// The op's thread's time spent planning: the trace handed to the planner, and when
     /// planning runs there, the planning itself and the wait for the link probe.
     pub planning_op_thread_nanos: u64,
+    /// The op thread's time inside the engine, one op in every few timed in parts.
+    pub op_clock: super::op_clock::OpClock,
     /// The op thread's time handing copies to the transfer workers.
     pub handover_nanos: u64,
     /// The link probes' time from queueing on the send worker to their reports taken.

@@ -16,6 +16,7 @@ mod link_probe;
 pub(crate) use interpreter::fresh_id;
 mod layout;
 mod meter;
+pub(crate) mod op_clock;
 pub(crate) mod peers;
 mod plans;
 pub(crate) mod pools;

@@ -14,8 +14,8 @@ pub use crate::exec::{
 };
 pub use crate::plan::PlanChoice;
 pub use parts::{
-    CompressionReport, CompressionStat, DeviceReport, ExposedWait, MemoryReport, PlanReport,
-    TransferReport, WorkloadReport,
+    CompressionReport, CompressionStat, DeviceReport, ExposedWait, LayerTime, MemoryReport,
+    PlanReport, TransferReport, WorkloadReport,
 };
 pub use table::format_bytes;
 
@@ -203,6 +203,19 @@ impl Report {
                 minimum_budget_bytes: c.minimum_budget,
                 period: f.period,
                 iteration_peaks: f.iteration_peaks,
+                layer_time: {
+                    let clock = &c.op_clock;
+                    let scaled = |nanos: u64| clock.scaled(nanos, c.ops);
+                    LayerTime {
+                        timed_ops: clock.sampled,
+                        engine_seconds: scaled(
+                            clock.engine_nanos.saturating_sub(clock.inner_nanos),
+                        ),
+                        trace_seconds: scaled(clock.trace_nanos),
+                        follow_seconds: scaled(clock.follow_nanos),
+                        inner_seconds: scaled(clock.inner_nanos),
+                    }
+                },
                 traced_ops: f.traced_ops,
                 untraced_ops: f.untraced_ops,
                 trace_reads: f.trace_reads,

@@ -309,6 +309,30 @@ pub struct WorkloadReport {
     /// iteration is.
     #[serde(default)]
     pub trace_reads: u64,
+    /// The op thread's time inside burn-swap's engine, estimated from one op in 32 timed in
+    /// parts.
+    #[serde(default)]
+    pub layer_time: LayerTime,
+}
+
+/// The op thread's time inside burn-swap's engine since the counters were reset, estimated
+/// from one op in 32 timed whole and in parts (chosen by count, not by time) and scaled to
+/// every op. burn-router's route before each op reaches the engine (building its
+/// `OperationIr`) is not in it: on an op-bound model that is most of what the layer costs
+/// (the book's *Measurements*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LayerTime {
+    /// Ops timed.
+    pub timed_ops: u64,
+    /// The engine's own time on the op thread, the inner backend's ops left out.
+    pub engine_seconds: f64,
+    /// Of it, closing each op's record in the trace (the schedule's checks, analyses).
+    pub trace_seconds: f64,
+    /// Of it, following the plan after each op (its steps and copies handed over, the
+    /// iteration's end, the hand-off to the planner).
+    pub follow_seconds: f64,
+    /// The inner backend's ops (their launch, on an asynchronous backend).
+    pub inner_seconds: f64,
 }
 
 /// Where the ops' exposed wait went (the parts add up to

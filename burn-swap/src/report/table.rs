@@ -332,6 +332,31 @@ impl Report {
                 w.trace_reads as f64 / w.traced_ops.max(1) as f64
             ),
         );
+        let t = &w.layer_time;
+        if t.timed_ops > 0 {
+            let x = &self.transfers;
+            let rest = t.engine_seconds
+                - t.trace_seconds
+                - t.follow_seconds
+                - x.room_search_seconds
+                - x.exposed_wait_seconds;
+            row(
+                "engine time",
+                format!(
+                    "{:.3} s on the op's thread (trace {:.3}, following the plan {:.3}, room \
+                     search {:.3}, waits {:.3}, books and the rest {:.3}); the inner ops {:.3} \
+                     s; from {} ops timed; burn-router's route to the engine not counted",
+                    t.engine_seconds,
+                    t.trace_seconds,
+                    t.follow_seconds,
+                    x.room_search_seconds,
+                    x.exposed_wait_seconds,
+                    rest.max(0.0),
+                    t.inner_seconds,
+                    t.timed_ops
+                ),
+            );
+        }
         if let Some(last) = self.workload.iteration_peaks.last() {
             row(
                 "last iter. peak",

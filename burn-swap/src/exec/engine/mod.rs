@@ -58,6 +58,7 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use super::bytes_of;
 use super::counters::Wait;
 use super::layout::{self, Layout};
+use super::op_clock::OpClock;
 use super::plans::Plans;
 use super::ports;
 use super::residency::{Dims, Recipe, Residency};
@@ -150,6 +151,8 @@ struct OpScratch {
     unreserved: u64,
     /// Whether the trace records it (see [`Engine::trace_this_op`]).
     traced: bool,
+    /// When it is one of the ops timed in parts (`exec::op_clock`), when it began.
+    timed: Option<super::op_clock::Timed>,
     /// For a view op of one input: that input (what a strided output is made from).
     view_source: Option<super::residency::Remake>,
 }
@@ -293,6 +296,7 @@ impl<B: BackendIr> Engine<B> {
         op: &mut OperationIr,
         on_output: impl FnMut(&TensorIr),
     ) -> Result<(), SwapError> {
+        self.op.timed = OpClock::start(self.history.counters.ops);
         self.poll_transfers();
         let tracing = self.trace_this_op();
         let books = *self.residency.books();
@@ -339,7 +343,12 @@ impl<B: BackendIr> Engine<B> {
         let during = self.resident() + output_bytes;
         self.residency.note_peak(during);
         let start = if tracing {
+            let lap = OpClock::lap(self.op.timed);
             self.record_end(live_before, during);
+            self.history
+                .counters
+                .op_clock
+                .add(|c| &mut c.trace_nanos, lap);
             self.start_op_clock()
         } else {
             None
@@ -358,7 +367,12 @@ impl<B: BackendIr> Engine<B> {
         if shares {
             self.probe_inputs();
         }
+        let lap = OpClock::lap(self.op.timed);
         interpreter::run(&mut self.handles, op);
+        self.history
+            .counters
+            .op_clock
+            .add(|c| &mut c.inner_nanos, lap);
         if let Some(nanos) = self.stop_op_clock(start) {
             self.history.recorder.set_last_nanos(nanos);
         }
@@ -432,8 +446,15 @@ impl<B: BackendIr> Engine<B> {
                 || self.plans.active.is_some()
                 || !self.copies.deferred.is_empty())
         {
+            let lap = OpClock::lap(self.op.timed);
             self.follow_plan();
+            self.history
+                .counters
+                .op_clock
+                .add(|c| &mut c.follow_nanos, lap);
         }
+        let timed = self.op.timed.take();
+        self.history.counters.op_clock.end(timed);
     }
 
     /// The budget is a promise: after every op the counted resident bytes are within it.
