@@ -16,8 +16,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::data::XorShift;
-use crate::loader::Loader;
-use crate::train::{Outcome, init_seeded, parameters, train_loop_scheduled};
+use crate::train::{Outcome, train_loaded};
 
 /// The padding token.
 const PAD: usize = 0;
@@ -188,7 +187,7 @@ pub fn noam(factor: f64, d_model: usize, warmup: usize, step: usize) -> f64 {
 }
 
 /// Trains a [`Classifier`] for `steps` steps of Adam under a Noam schedule (`lr` its factor),
-/// its batches made on a [`Loader`] thread two ahead, and returns what to compare.
+/// its batches made on a loader thread two ahead, and returns what to compare.
 pub fn train_classifier<B: AutodiffBackend>(
     config: &ClassifierConfig,
     device: &B::Device,
@@ -196,18 +195,14 @@ pub fn train_classifier<B: AutodiffBackend>(
     lr: f64,
     on_step: &mut dyn FnMut(usize, f32),
 ) -> Outcome {
-    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     let (c, d) = (*config, device.clone());
-    let mut loader = Loader::start(steps, 2, move |step| c.batch::<B>(step, &d));
-    let (model, losses) = train_loop_scheduled(
-        model,
+    train_loaded(
+        device,
         steps,
+        || config.init::<B>(device),
+        move |step| c.batch::<B>(step, &d),
         |step| noam(lr, config.d_model, 10, step + 1),
-        |m: &Classifier<B>, _| m.loss(loader.next_batch()),
+        |m: &Classifier<B>, batch| m.loss(batch),
         on_step,
-    );
-    Outcome {
-        losses,
-        params: parameters(&model),
-    }
+    )
 }

@@ -12,8 +12,7 @@ use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 
 use crate::data::XorShift;
-use crate::loader::Loader;
-use crate::train::{Outcome, init_seeded, parameters, train_loop_scheduled};
+use crate::train::{Outcome, train_loaded};
 
 /// Sizes of a [`Recurrent`] network and its batches.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -212,7 +211,7 @@ impl<B: Backend> Recurrent<B> {
 }
 
 /// Trains a [`Recurrent`] network for `steps` steps of Adam at `lr`, its batches made on a
-/// [`Loader`] thread two ahead, and returns what to compare.
+/// loader thread two ahead, and returns what to compare.
 pub fn train_recurrent<B: AutodiffBackend>(
     config: &RecurrentConfig,
     device: &B::Device,
@@ -220,21 +219,14 @@ pub fn train_recurrent<B: AutodiffBackend>(
     lr: f64,
     on_step: &mut dyn FnMut(usize, f32),
 ) -> Outcome {
-    let model = init_seeded::<B, _>(device, 42, || config.init::<B>(device));
     let (c, d) = (*config, device.clone());
-    let mut loader = Loader::start(steps, 2, move |step| c.batch::<B>(step, &d));
-    let (model, losses) = train_loop_scheduled(
-        model,
+    train_loaded(
+        device,
         steps,
+        || config.init::<B>(device),
+        move |step| c.batch::<B>(step, &d),
         |_| lr,
-        |m: &Recurrent<B>, _| {
-            let (x, y) = loader.next_batch();
-            MseLoss::new().forward(m.forward(x), y, Reduction::Mean)
-        },
+        |m: &Recurrent<B>, (x, y)| MseLoss::new().forward(m.forward(x), y, Reduction::Mean),
         on_step,
-    );
-    Outcome {
-        losses,
-        params: parameters(&model),
-    }
+    )
 }

@@ -91,6 +91,38 @@ where
     (model, losses)
 }
 
+/// Trains the model `init` makes (seeded as every workload's is) for `steps` steps of Adam at
+/// `lr_at(step)`, its batches made by `batch` on a [`Loader`](crate::loader::Loader) thread two
+/// ahead, each step's loss `loss(model, batch)`, and returns what to compare.
+pub fn train_loaded<B, M, T>(
+    device: &B::Device,
+    steps: usize,
+    init: impl FnOnce() -> M,
+    batch: impl Fn(usize) -> T + Send + 'static,
+    lr_at: impl Fn(usize) -> f64,
+    loss: impl Fn(&M, T) -> Tensor<B, 1>,
+    on_step: &mut dyn FnMut(usize, f32),
+) -> Outcome
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+    T: Send + 'static,
+{
+    let model = init_seeded::<B, _>(device, 42, init);
+    let mut loader = crate::loader::Loader::start(steps, 2, batch);
+    let (model, losses) = train_loop_scheduled(
+        model,
+        steps,
+        lr_at,
+        |m: &M, _| loss(m, loader.next_batch()),
+        on_step,
+    );
+    Outcome {
+        losses,
+        params: parameters(&model),
+    }
+}
+
 /// Makes a model deterministically: seeds the backend with `seed` and runs `init` under
 /// [`crate::rng_lock`], then reads its parameters (forcing lazily initialised ones).
 pub fn init_seeded<B: AutodiffBackend, M: Module<B>>(
