@@ -8,7 +8,7 @@ use burn_backend::DType;
 use burn_ir::{TensorId, TensorIr, TensorStatus};
 use core::cell::Cell;
 use core::hash::Hasher;
-use hashbrown::HashMap;
+use kinds::KindTable;
 use std::ops::Range;
 
 /// Ops kept before the log is compacted (at least three periods are always kept).
@@ -70,59 +70,6 @@ struct Draft {
     outputs_start: u32,
     /// The op's tensors are hashed into its signature but not kept.
     lean: bool,
-}
-
-/// Slots of the direct-mapped cache in front of the kind table.
-const KIND_CACHE: usize = 64;
-
-/// Interned kind names, with a small direct-mapped cache in front of the map: a training
-/// loop uses a few dozen kinds, so most lookups cost one compare.
-struct KindTable {
-    ids: HashMap<u64, u32>,
-    names: Vec<String>,
-    cache: [(u64, u32); KIND_CACHE],
-}
-
-impl Default for KindTable {
-    fn default() -> Self {
-        Self {
-            ids: HashMap::new(),
-            names: Vec::new(),
-            cache: [(0, u32::MAX); KIND_CACHE],
-        }
-    }
-}
-
-impl KindTable {
-    /// For each kind, whether it moves data rather than computes (`Read`, `Init`, `Drop`):
-    /// ops another thread may interleave at places that vary, and autodiff drops in an
-    /// order of its own.
-    fn movable(&self) -> Vec<bool> {
-        self.names
-            .iter()
-            .map(|n| matches!(n.as_str(), "Read" | "Init" | "Drop"))
-            .collect()
-    }
-
-    #[inline]
-    fn intern(&mut self, key: u64, name: impl FnOnce() -> String) -> u32 {
-        let slot = (key >> 58) as usize % KIND_CACHE;
-        let (cached_key, cached_id) = self.cache[slot];
-        if cached_key == key && cached_id != u32::MAX {
-            return cached_id;
-        }
-        let id = match self.ids.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = self.names.len() as u32;
-                self.names.push(name());
-                self.ids.insert(key, id);
-                id
-            }
-        };
-        self.cache[slot] = (key, id);
-        id
-    }
 }
 
 /// Where an op stands in its iteration ([`Recorder::place_of_last`]).
@@ -707,6 +654,7 @@ impl Recorder {
 mod analysis;
 mod compaction;
 mod derive;
+mod kinds;
 mod schedule;
 mod timing;
 

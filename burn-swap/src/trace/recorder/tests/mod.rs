@@ -2,6 +2,7 @@
 
 use super::*;
 use burn_backend::Shape;
+use hashbrown::HashMap;
 
 /// Records one op of "kind" `kind` reading one tensor and making one, of `dims` floats.
 fn op(r: &mut Recorder, id: &mut u64, kind: u64, dims: usize) {
