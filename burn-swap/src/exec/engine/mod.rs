@@ -337,6 +337,8 @@ impl<B: BackendIr> Engine<B> {
             if tracing {
                 self.history.recorder.abort();
             }
+            // Not timed: it did not run (the next op starts a clock of its own).
+            self.op.timed = None;
             return Err(error.for_op(|| signature::kind_name(op)));
         }
 
