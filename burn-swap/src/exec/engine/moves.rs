@@ -588,8 +588,8 @@ impl<B: BackendIr> Engine<B> {
     /// bytes, and the ops pay only for what they wait.
     ///
     /// A plain copy (no codec) is charged what it costs run alone, not the time it lasted
-    /// (`ObservedCopies::cpu_seconds`): a copy the ops kept off the cores lasts longer
-    /// without taking more of theirs. A copy that compressed, or whose tensor is gone (its
+    /// (`ObservedCopies::cpu_seconds`): a copy the ops kept off the cores, or queued behind
+    /// others, lasts longer without taking more of theirs. A copy that compressed, or whose tensor is gone (its
     /// size unknown), is charged as it lasted.
     fn charge_worker_copy(&mut self, id: TensorId, timing: Timing) {
         if self.copies.transfers.pool().is_none() {
@@ -598,11 +598,12 @@ impl<B: BackendIr> Engine<B> {
         let bytes = self.residency.get(&id).map(|e| e.bytes());
         let charged = match bytes {
             Some(bytes) if timing.plain => {
-                let queued = timing.queued_nanos as f64 * 1e-9;
-                let seconds = self
-                    .machine
-                    .observed
-                    .cpu_seconds(timing.to_host, bytes, queued);
+                let seconds = self.machine.observed.cpu_seconds(
+                    timing.to_host,
+                    bytes,
+                    timing.nanos as f64 * 1e-9,
+                    timing.queued_nanos as f64 * 1e-9,
+                );
                 (seconds * 1e9) as u64
             }
             _ => timing.nanos,
