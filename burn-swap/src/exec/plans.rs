@@ -25,6 +25,7 @@ use std::time::Instant;
 use burn_ir::TensorId;
 
 use crate::exec::meter::Meter;
+use crate::plan::payoff::IterationCost;
 use crate::plan::program::Program;
 
 /// Plans made again, at the end of each following iteration, while a schedule's plan does
@@ -40,8 +41,9 @@ pub(crate) const KEPT: usize = 8;
 pub(crate) type ScheduleKey = (usize, u64);
 
 /// Planned iterations measured before a plan is judged by what it cost (after its first,
-/// which starts from the fallback's residency).
-pub(crate) const JUDGED_AFTER: u32 = 2;
+/// which starts from the fallback's residency): the fallback's window, so that both sides
+/// are judged by the least of as many iterations (`exec::meter`).
+pub(crate) const JUDGED_AFTER: usize = crate::exec::meter::WINDOW;
 
 /// A program in force: its steps, and the tensors it offloaded this iteration, by tag.
 pub(crate) struct Active {
@@ -50,10 +52,9 @@ pub(crate) struct Active {
     pub content: u64,
     /// Iterations that ended under this program since it took over.
     pub iterations: u64,
-    /// Seconds waited and recomputed over the iterations measured so far, and how many (up
-    /// to [`JUDGED_AFTER`], when the plan is judged by them).
-    pub measured_seconds: f64,
-    pub measured: u32,
+    /// The iterations measured so far (up to [`JUDGED_AFTER`], when the plan is judged by
+    /// the least of them).
+    pub measured: Vec<IterationCost>,
     pub tags: hashbrown::HashMap<u32, TensorId>,
     /// The planned prefetches in the order the program queues them on the receive worker,
     /// by tag, with the tensor where one was fetched (`None` where the tensor had not left),
@@ -92,8 +93,7 @@ impl Active {
             program,
             content,
             iterations: 0,
-            measured_seconds: 0.0,
-            measured: 0,
+            measured: Vec::new(),
             tags: Default::default(),
             fetching: Default::default(),
         }

@@ -11,6 +11,7 @@ use super::Engine;
 use super::measured_links::LinksNow;
 use crate::config::Policy;
 use crate::exec::counters::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT, Wait};
+use crate::exec::meter;
 use crate::exec::plans::JUDGED_AFTER;
 use crate::exec::residency::State;
 use crate::plan::payoff::{self, IterationCost};
@@ -464,15 +465,20 @@ impl<B: BackendIr> Engine<B> {
         };
         // The first planned iteration starts from the fallback's residency: not the plan's
         // own cost.
-        if active.content != content || active.iterations < 2 || active.measured >= JUDGED_AFTER {
+        if active.content != content
+            || active.iterations < 2
+            || active.measured.len() >= JUDGED_AFTER
+        {
             return;
         }
-        active.measured_seconds += iteration.cost.seconds;
-        active.measured += 1;
-        if active.measured < JUDGED_AFTER {
+        active.measured.push(iteration.cost);
+        if active.measured.len() < JUDGED_AFTER {
             return;
         }
-        let measured = active.measured_seconds / f64::from(active.measured);
+        // The least of its iterations against the least of the fallback's (`exec::meter`).
+        let Some(measured) = meter::lowest(&active.measured).map(|c| c.seconds) else {
+            return;
+        };
         if let Some(fallback) = self.plans.meter.fallback(content)
             && !payoff::pays(measured, fallback)
         {
