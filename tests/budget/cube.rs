@@ -64,8 +64,8 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
                 report.compression.compressed_offloads > 0,
                 "{what}: nothing compressed\n{report}"
             );
-            // Every compressed planned offload ran the device kernels, and came back through
-            // them (the reactive fallback's offloads on the op's thread use the CPU codec).
+            // The device kernels compressed offloads and decompressed fetches (the planned
+            // copies' and the reactive fallback's alike).
             assert!(
                 report.compression.device_compressed_offloads > 0
                     && report.compression.device_decompressed_fetches > 0,
@@ -113,6 +113,48 @@ fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
             }
         },
         Compression::On { max_ratio: 0.9 },
+    );
+}
+
+/// The defaults as shipped on a CubeCL backend (`SwapConfig::budget_bytes` alone: the
+/// planned policy, plans made on the planner thread and judged): on the MLP at half its
+/// peak, a plan is made for the training step, takes over, and is followed to the end, bit
+/// for bit, the counted peak within the budget. Checked to fail with a judge that declines
+/// every plan (`plan::payoff::pays` returning false).
+#[test]
+fn a_plan_is_made_and_followed_under_the_defaults_on_cubecl() {
+    if !adapter() {
+        return;
+    }
+    let device = WgpuDevice::DefaultDevice;
+    let _guard = burn_swap_harness::swap_device_lock();
+    let config = MlpConfig::small();
+    let steps = 16;
+    let plain = train_mlp::<Plain>(&config, &device, steps);
+    let (_, unbudgeted) = run_configured(&device, SwapConfig::default(), || {
+        train_mlp::<Swapped>(&config, &device, 3)
+    });
+    let budget = unbudgeted.memory.peak_bytes / 2;
+    let (swapped, report) = run_configured(&device, SwapConfig::budget_bytes(budget), || {
+        train_mlp::<Swapped>(&config, &device, steps)
+    });
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert_budgeted_run("mlp under the defaults", &plain, &swapped, &report, budget);
+    let plan = &report.plan;
+    let first = plan
+        .plan_takeovers
+        .first()
+        .unwrap_or_else(|| panic!("no plan took over\n{report}"));
+    let after = steps as u64 - first.op.div_ceil(first.period as u64);
+    println!(
+        "mlp on wgpu: took over after op {} (period {}), {} of the {after} iterations after \
+         it planned, {} declined",
+        first.op, first.period, plan.planned_iterations, plan.plans_declined
+    );
+    assert_eq!(plan.plans_declined, 0, "declined\n{report}");
+    assert!(
+        after >= steps as u64 / 4 && plan.planned_iterations + 1 >= after,
+        "not followed to the end\n{report}"
     );
 }
 
