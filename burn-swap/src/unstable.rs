@@ -53,6 +53,15 @@ pub fn set_handover_seconds(seconds: Option<f64>) {
     crate::exec::engine::HANDOVER_OVERRIDE.store(nanos, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Plants a defect for the tests of the cross-stream wait analysis: while `skip` is true,
+/// every engine skips the waits the analysis placed before ops that read planned
+/// prefetches. Each op still waits for its own inputs, so values stay right; the report's
+/// `transfers.unawaited_prefetch_reads` counts the reads that came before their fetch
+/// landed (the test's positive control).
+pub fn skip_fetch_waits(skip: bool) {
+    crate::exec::engine::SKIP_FETCH_WAITS.store(skip, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Pins the copy links every engine plans with from now on, instead of the ones it measured
 /// (`None`: the measured ones again): tests make plans that do not depend on how fast the
 /// machine happened to copy when the links were measured, or that expect slow links.

@@ -148,10 +148,10 @@ fn waits_over_the_transformer_program() {
 /// receive worker, with every transfer's completion held back up to 500 µs at random (so
 /// that fetches land early, late, and in any order), no op reads a planned prefetch before
 /// the wait the analysis placed for it (`report.transfers.unawaited_prefetch_reads`), some of those
-/// waits find the fetch still in flight, and training stays bit-identical. Checked to fail
-/// with the analysis' waits left out of the program (`plan::compile` without
-/// `fetch_waits`): every planned prefetch is then read unawaited (the op's own wait keeps
-/// the values right).
+/// waits find the fetch still in flight, and training stays bit-identical. The positive
+/// control runs each case again with the analysis' waits skipped
+/// (`unstable::skip_fetch_waits`): planned prefetches are then read unawaited, and the
+/// counter must say so (the op's own wait keeps the values right).
 #[test]
 fn the_executor_waits_where_the_analysis_says() {
     let device = FlexDevice;
@@ -184,8 +184,16 @@ fn the_executor_waits_where_the_analysis_says() {
         burn_swap::unstable::set_handover_seconds(Some(0.0));
         // Copy links of 5 us and 5 GB/s each way, every planned copy on a transfer worker.
         burn_swap::unstable::set_links(Some(burn_swap_harness::verify::links_at(5e-6, 5e9)));
-        let (swapped, report) =
+        let (swapped, report) = run_configured(&device, config.clone(), || {
+            workload.train::<B>(&device, steps)
+        });
+        // The positive control: the analysis' waits skipped (a planted defect), the same
+        // run reads planned prefetches unawaited, and its values stay right (each op waits
+        // for its own inputs).
+        burn_swap::unstable::skip_fetch_waits(true);
+        let (unwaited, control) =
             run_configured(&device, config, || workload.train::<B>(&device, steps));
+        burn_swap::unstable::skip_fetch_waits(false);
         burn_swap::unstable::set_links(None);
         burn_swap::unstable::set_handover_seconds(None);
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
@@ -210,6 +218,15 @@ fn the_executor_waits_where_the_analysis_says() {
         assert_eq!(
             report.transfers.unawaited_prefetch_reads, 0,
             "{what}: ops read planned prefetches before the analysis' wait\n{report}"
+        );
+        assert_budgeted_run(&what, &plain, &unwaited, &control, budget);
+        println!(
+            "{what}, the waits skipped: {} unawaited reads",
+            control.transfers.unawaited_prefetch_reads
+        );
+        assert!(
+            control.transfers.unawaited_prefetch_reads > 0,
+            "{what}: the counter missed the reads of a run whose waits were skipped\n{control}"
         );
     }
 }

@@ -40,6 +40,7 @@ mod inputs;
 mod leave;
 mod machine;
 mod measured_links;
+pub(crate) use follow::SKIP_FETCH_WAITS;
 pub(crate) use measured_links::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
 mod moves;
