@@ -984,3 +984,26 @@ fn the_defaults_decline_a_plan_that_does_not_pay_and_say_so() {
         "the table does not say the plan was declined\n{table}"
     );
 }
+
+/// The positive control of `plans_are_made_once_per_schedule_off_the_op_thread`'s "no op
+/// waited for the link probe": under `reactive`, which plans nothing, no probe runs ahead,
+/// so asking for the profile (which carries the links) starts the probe and waits for it on
+/// the engine's thread, and `link_probe_waits` counts that wait; asking again waits no more.
+#[test]
+fn a_wait_for_the_link_probe_is_counted() {
+    let _guard = burn_swap_harness::swap_device_lock();
+    let device = FlexDevice;
+    let workload = Workload::Lstm(LstmNetConfig::small());
+    let budget = unbudgeted_peak(&workload) / 2;
+    configure_afresh(SwapConfig::budget_bytes(budget).with_policy(Policy::Reactive));
+    burn_swap::unstable::forget_links(&device);
+    workload.train::<B>(&device, 6);
+    let waits = || burn_swap::report(&device).unwrap().plan.link_probe_waits;
+    assert_eq!(waits(), 0, "a probe was waited for under reactive");
+    let profile = burn_swap::unstable::profile(&device).expect("a profiled iteration");
+    assert!(profile.links.is_some(), "no links measured");
+    assert_eq!(waits(), 1, "the wait for the probe was not counted");
+    burn_swap::unstable::profile(&device).expect("a profiled iteration");
+    assert_eq!(waits(), 1, "the links measured were measured again");
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}
