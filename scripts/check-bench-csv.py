@@ -6,8 +6,12 @@ is within its budget (the budget fraction times the unwrapped row's peak; the CS
 fraction to four decimals, so a peak may pass it by that rounding, never by more).
 
 With `--paired` (a `swap-bench --lockstep` CSV), every budgeted row that ran also has its
-paired ratio to the first policy's row, inside its interval, and the first policy's rows
-are 1.
+paired ratio to the first policy's row at its fraction, the first policy's rows are 1, and
+each paired ratio (the median of the per-step ratios) agrees within 10% with the ratio of
+the two rows' own median steps, which the harness computes apart from the pairing: a ratio
+paired with the wrong row (another fraction, the unwrapped run), or inverted where it is
+more than 5% from 1, fails. (That the ratio lies inside its own interval is checked too,
+but a median always does.)
 
 Usage: check-bench-csv.py FILE [--policies reactive,planned,...] [--fractions 1,0.5,0.25] [--paired]
 """
@@ -72,6 +76,20 @@ def main(argv):
                 problems.append(f"{what}: paired ratio {ratio} outside its interval [{low}, {high}]")
             if r["config"] == policies[0] and not (ratio == low == high == 1.0):
                 problems.append(f"{what}: the first policy's paired ratio is {ratio}, not 1")
+            reference = [
+                q
+                for q in rows
+                if q["config"] == policies[0]
+                and q["budget_fraction"]
+                and abs(float(q["budget_fraction"]) - float(r["budget_fraction"])) < 5e-5
+            ]
+            if reference and not reference[0]["error"]:
+                of_medians = float(r["median_step_ms"]) / float(reference[0]["median_step_ms"])
+                if abs(ratio / of_medians - 1.0) > 0.10:
+                    problems.append(
+                        f"{what}: paired ratio {ratio} against {of_medians:.4f} from the rows' "
+                        "median steps (more than 10% apart)"
+                    )
     if problems:
         sys.exit(f"{path}:\n  " + "\n  ".join(problems))
     print(f"{path}: {len(rows)} rows, {checked} budgeted peaks within their budgets")
