@@ -8,7 +8,7 @@ use burn::tensor::backend::DeviceOps;
 use burn::tensor::{Tensor, TensorData};
 use burn_ir::BackendIr;
 use burn_swap::{
-    AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, Swap, SwapConfig,
+    AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, StreamRole, Swap, SwapConfig,
 };
 
 use crate::models::{BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, TransformerConfig};
@@ -156,6 +156,10 @@ pub struct Row {
     /// The largest op's working set (`report.workload.largest_op_bytes`), which the bound on
     /// reserved bytes allows for ([`reserved_bound`]).
     pub largest_op: u64,
+    /// Per stream burn-swap ran device work on (compute, then the transfer workers'): its
+    /// role, the most its pools reserved, and whether its pools are another listed stream's
+    /// (counted once in `allocator`). Empty for the unwrapped run and on Flex.
+    pub streams: Vec<(StreamRole, u64, bool)>,
 }
 
 /// The most the allocator may reserve under `budget` in the suite's checks (the bound the
@@ -224,6 +228,7 @@ where
             exposed_wait_ms: 0.0,
             peers: Vec::new(),
             largest_op: 0,
+            streams: Vec::new(),
         });
         for &policy in &check.policies {
             for &fraction in &check.fractions {
@@ -266,6 +271,12 @@ where
                         / check.steps as f64,
                     peers: report.device.peers.clone(),
                     largest_op: report.workload.largest_op_bytes,
+                    streams: report
+                        .device
+                        .allocator_streams
+                        .iter()
+                        .map(|s| (s.role, s.peak_reserved, s.shared))
+                        .collect(),
                 });
             }
         }
@@ -368,6 +379,27 @@ pub fn assert_budgeted_run(
     );
 }
 
+/// Each stream's reserved peak with its role, e.g. `compute 1.2, send 0.3, receive 0.3`
+/// (a stream whose pools another listed one shares is marked `(shared)`); `-` for none.
+fn per_stream(streams: &[(StreamRole, u64, bool)]) -> String {
+    if streams.is_empty() {
+        return "-".into();
+    }
+    streams
+        .iter()
+        .map(|&(role, peak, shared)| {
+            let role = match role {
+                StreamRole::Compute => "compute",
+                StreamRole::Send => "send",
+                StreamRole::Receive => "receive",
+            };
+            let shared = if shared { " (shared)" } else { "" };
+            format!("{role} {}{shared}", mib(peak))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1 << 20) as f64)
 }
@@ -382,6 +414,7 @@ pub fn table(rows: &[Row]) -> String {
         "max |Δloss|",
         "counted peak MiB",
         "allocator peak MiB (in use / reserved)",
+        "reserved peak per stream MiB",
         "off / fetch / recompute",
         "device-compressed",
         "wait ms/step",
@@ -424,6 +457,7 @@ pub fn table(rows: &[Row]) -> String {
             format!("{:.3e}", r.loss_gap),
             mib(r.counted_peak),
             allocator,
+            per_stream(&r.streams),
             format!("{} / {} / {}", r.moves.0, r.moves.1, r.moves.2),
             r.device_compressed.to_string(),
             format!("{:.2}", r.exposed_wait_ms),
@@ -606,6 +640,7 @@ mod tests {
             exposed_wait_ms: 0.0,
             peers: Vec::new(),
             largest_op: 200_000,
+            streams: Vec::new(),
         }
     }
 

@@ -58,7 +58,28 @@ fn check(name: &str, train: impl Fn(bool) -> Outcome, compression: Compression) 
             .with_plans_judged(false);
         let (swapped, report) = run_configured(&device, config, || train(true));
         assert_budgeted_run(&what, &plain, &swapped, &report, budget);
-        assert!(report.device.allocator_peak.is_some(), "{what}");
+        let total = report
+            .device
+            .allocator_peak
+            .expect("the allocator's peak")
+            .reserved;
+        // Each stream's peak is at least what it reserved when last read, and their sum (each
+        // pool set once) at least the total's peak: the total at any read is their sum then.
+        let streams = &report.device.allocator_streams;
+        assert!(!streams.is_empty(), "{what}: no stream listed");
+        assert!(
+            streams.iter().all(|s| s.peak_reserved >= s.usage.reserved),
+            "{what}: {streams:?}"
+        );
+        let peaks: u64 = streams
+            .iter()
+            .filter(|s| !s.shared)
+            .map(|s| s.peak_reserved)
+            .sum();
+        assert!(
+            peaks >= total,
+            "{what}: streams' peaks {peaks} under the total's {total}"
+        );
         if compression != Compression::Off {
             assert!(
                 report.compression.compressed_offloads > 0,

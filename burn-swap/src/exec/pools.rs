@@ -43,6 +43,9 @@ pub struct StreamUsage {
     pub shared: bool,
     /// Its pools' figures, as last read.
     pub usage: AllocatorUsage,
+    /// The most its pools reserved when read since the counters were last reset (each read
+    /// after an op or a job, before any cleanup it led to).
+    pub peak_reserved: u64,
 }
 
 /// Whose work runs on a stream.
@@ -68,6 +71,8 @@ pub(crate) struct WorkerPools {
     in_use: [AtomicU64; 2],
     reserved: [AtomicU64; 2],
     padding: [AtomicU64; 2],
+    /// The most each worker's stream reserved when read, since the last reset.
+    peak_reserved: [AtomicU64; 2],
     mode: [AtomicU8; 2],
 }
 
@@ -79,6 +84,7 @@ impl Default for WorkerPools {
             in_use: Default::default(),
             reserved: Default::default(),
             padding: Default::default(),
+            peak_reserved: Default::default(),
             mode: Default::default(),
         }
     }
@@ -118,7 +124,13 @@ impl WorkerPools {
         if let Some(usage) = usage::<B>(device) {
             self.stream[i].store(StreamId::current().value, Ordering::Relaxed);
             self.store(worker, usage);
+            self.peak_reserved[i].fetch_max(usage.reserved, Ordering::Relaxed);
         }
+    }
+
+    /// The most `worker`'s stream reserved when read since the last reset.
+    fn peak(&self, worker: Worker) -> u64 {
+        self.peak_reserved[worker as usize].load(Ordering::Relaxed)
     }
 
     /// A worker's stream and figures, once it has read them.
@@ -151,6 +163,8 @@ impl WorkerPools {
 struct Compute {
     stream: u64,
     usage: AllocatorUsage,
+    /// The most it reserved when read after an op, since the last reset.
+    peak_reserved: u64,
     exact: bool,
 }
 
@@ -212,7 +226,10 @@ impl Pools {
         budget: Option<u64>,
     ) -> Option<(AllocatorUsage, AllocatorUsage)> {
         let at = self.here::<B>(device);
-        self.compute[at].usage = usage::<B>(device)?;
+        let usage = usage::<B>(device)?;
+        let stream = &mut self.compute[at];
+        stream.usage = usage;
+        stream.peak_reserved = stream.peak_reserved.max(usage.reserved);
         let read = self.total(workers);
         match budget {
             Some(budget) if read.reserved > budget.max(self.after_cleanup) => {
@@ -236,6 +253,7 @@ impl Pools {
         self.compute.push(Compute {
             stream: here,
             usage: AllocatorUsage::default(),
+            peak_reserved: 0,
             exact,
         });
         self.compute.len() - 1
@@ -270,20 +288,39 @@ impl Pools {
         self.total(workers)
     }
 
-    /// Every stream burn-swap ran device work on, with its figures as last read (for the
-    /// report).
+    /// Every stream burn-swap ran device work on, with its figures as last read and its
+    /// peak (for the report).
     pub fn streams(&self, workers: &WorkerPools) -> Vec<StreamUsage> {
         let sets = pool_sets();
         let all: Vec<_> = self.each_stream(workers).collect();
+        let peaks = self.compute.iter().map(|c| c.peak_reserved).chain(
+            [Worker::Send, Worker::Receive]
+                .into_iter()
+                .filter(|&w| workers.read(w).is_some())
+                .map(|w| workers.peak(w)),
+        );
         all.iter()
+            .zip(peaks)
             .enumerate()
-            .map(|(i, &(role, stream, usage))| StreamUsage {
+            .map(|(i, (&(role, stream, usage), peak_reserved))| StreamUsage {
                 role,
                 stream,
                 shared: all[..i].iter().any(|s| s.1 % sets == stream % sets),
                 usage,
+                peak_reserved,
             })
             .collect()
+    }
+
+    /// Starts the streams' peaks afresh (with the report's counters).
+    pub fn reset_peaks(&mut self, workers: &WorkerPools) {
+        for c in &mut self.compute {
+            c.peak_reserved = c.usage.reserved;
+        }
+        for worker in [Worker::Send, Worker::Receive] {
+            let now = workers.read(worker).map_or(0, |(_, u)| u.reserved);
+            workers.peak_reserved[worker as usize].store(now, Ordering::Relaxed);
+        }
     }
 
     /// The compute streams, then each worker's once it has read its figures.

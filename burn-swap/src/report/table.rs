@@ -272,11 +272,12 @@ impl Report {
             row(
                 &format!("  {:?} stream {}", s.role, s.stream),
                 format!(
-                    "{} in use, {} reserved ({} padding, {} idle){}",
+                    "{} in use, {} reserved ({} padding, {} idle), peak {} reserved{}",
                     format_bytes(s.usage.in_use),
                     format_bytes(s.usage.reserved),
                     format_bytes(s.usage.padding),
                     format_bytes(s.usage.idle()),
+                    format_bytes(s.peak_reserved),
                     if s.shared {
                         "; pools shared, counted once"
                     } else {

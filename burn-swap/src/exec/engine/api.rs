@@ -84,6 +84,9 @@ impl<B: BackendIr> Engine<B> {
     pub fn reset_counters(&mut self) {
         self.history.counters.reset();
         self.machine.pools.cleanups = 0;
+        self.machine
+            .pools
+            .reset_peaks(self.copies.transfers.pools());
         self.residency.reset_peaks();
         if let Some(peers) = &self.copies.peers {
             peers.reset_counters();
