@@ -8,7 +8,8 @@
 #   scripts/gpu-check.sh run        # on the GPU machine (no toolchain, no network), from the
 #                                   # carried bundle: every stage of scripts/gpu-stages.sh
 #   scripts/gpu-check.sh rehearse   # here and in CI (.ci/run): the same stages with the test
-#                                   # build's binaries on burn-flex and wgpu, tiny sizes
+#                                   # build's binaries on burn-flex and wgpu, tiny sizes, and
+#                                   # first the device commands' options parsed (`flags`)
 #
 # With the device tool, one call:
 #   run(command="scripts/gpu-check.sh run", carry=[".device"], timeout_s=480)

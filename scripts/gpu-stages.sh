@@ -49,6 +49,27 @@ skip() {
     exit 77
 }
 
+# device CMD...: a command of the device mode. On the GPU machine it runs as it is. In the
+# rehearsal's `flags` stage (FLAGS_ONLY=1) it runs on the test build, which has no CUDA: each
+# binary parses every option and stops at `--device cuda`, so that a wrong option, a binary
+# that is not there or a malformed value fails here, not in the loan. A command that runs
+# through, or stops for another reason, fails the stage.
+device() {
+    if [ "${FLAGS_ONLY:-0}" != 1 ]; then
+        "$@"
+        return
+    fi
+    local out
+    [ -x "$1" ] || { echo "no binary $1"; return 1; }
+    if out=$("$@" 2>&1); then
+        echo "$out"
+        echo "$(basename "$1") ran through without CUDA: not a device command"
+        return 1
+    fi
+    grep -q 'needs the `cuda` feature' <<<"$out" || { echo "$out"; return 1; }
+    echo "$*: options parsed"
+}
+
 # 1. The machine: GPU, driver, CUDA runtime, NVRTC, compute-sanitizer, and every library the
 # binaries link found.
 environment() {
@@ -81,7 +102,7 @@ correctness() {
             --policies planned,offload-only --fractions 0.5,0.25 --compress --jitter 300 \
             --markdown "$OUT/check.md"
     else
-        "$BIN/swap-check" --device cuda --models mlp,transformer,bn-cnn --steps 6 \
+        device "$BIN/swap-check" --device cuda --models mlp,transformer,bn-cnn --steps 6 \
             --policies planned,offload-only --fractions 0.5,0.25 --compress --jitter 300 \
             --markdown "$OUT/check.md"
     fi
@@ -92,9 +113,9 @@ correctness() {
 memory() {
     local device=cuda
     [ "$MODE" = rehearse ] && device=wgpu
-    "$BIN/swap-check" --device "$device" --quick --models mlp,bn-cnn --steps 2 \
+    device "$BIN/swap-check" --device "$device" --quick --models mlp,bn-cnn --steps 2 \
         --policies planned,offload-only --fractions 0.5,0.25 --markdown "$LOGS/memory.md" &&
-        cat "$LOGS/memory.md" >>"$OUT/check.md"
+        { [ "${FLAGS_ONLY:-0}" = 1 ] || cat "$LOGS/memory.md" >>"$OUT/check.md"; }
 }
 
 # 4. Step times: the GPT-2-small-shaped model unwrapped, under Burn's BalancedCheckpointing,
@@ -104,7 +125,7 @@ speed() {
         "$BIN/swap-bench" --quick --policies planned,offload-only,reactive --limit 1 \
             --csv "$OUT/bench.csv" --pareto "$LOGS/bench.svg"
     else
-        "$BIN/swap-bench" --model gpt --preset gpt2-small --device cuda --budgets 75,50,25 \
+        device "$BIN/swap-bench" --model gpt --preset gpt2-small --device cuda --budgets 75,50,25 \
             --policies planned,offload-only,reactive --fractions-only --steps 6 --warmup 4 \
             --limit 1 --csv "$OUT/bench.csv" --pareto "$LOGS/bench.svg"
     fi
@@ -117,9 +138,13 @@ transfers() {
         "$BIN/swap-check" --device flex --quick --models mlp --steps 2 \
             --policies offload-only --fractions 0.25 --peers 1MiB@40GB/s,1MiB@20GB/s
     else
-        "$BIN/codec-bench" --bench kernels --warm-up-time 1 --measurement-time 2 |
-            grep -E 'kernels_|thrpt' &&
-            "$BIN/swap-check" --device cuda --quick --models mlp --steps 2 \
+        # codec-bench is criterion's: not in the test build, its options checked where the
+        # bundle is built.
+        if [ "${FLAGS_ONLY:-0}" != 1 ]; then
+            "$BIN/codec-bench" --bench kernels --warm-up-time 1 --measurement-time 2 |
+                grep -E 'kernels_|thrpt' || return 1
+        fi
+        device "$BIN/swap-check" --device cuda --quick --models mlp --steps 2 \
                 --policies offload-only --fractions 0.25 --peers cuda:0@8GiB
     fi
 }
@@ -133,23 +158,46 @@ pytorch() {
 
 # 7. Two steps under compute-sanitizer's memcheck, if time is left.
 sanitizer() {
+    local cmd=("$BIN/swap-check" --device cuda --quick --models mlp --steps 2
+        --policies offload-only --fractions 0.25 --compress)
+    if [ "${FLAGS_ONLY:-0}" = 1 ]; then
+        device "${cmd[@]}"
+        return
+    fi
     local tool
     tool=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
     [ -n "$tool" ] || skip "no compute-sanitizer on this machine"
     [ "$MODE" = device ] || skip "no GPU to sanitize (rehearsal)"
-    "$tool" --tool memcheck --error-exitcode 9 --print-limit 20 "$BIN/swap-check" \
-        --device cuda --quick --models mlp --steps 2 --policies offload-only --fractions 0.25 \
-        --compress
+    "$tool" --tool memcheck --error-exitcode 9 --print-limit 20 "${cmd[@]}"
 }
 
-export -f environment correctness memory speed transfers pytorch sanitizer skip
+# 0. (The rehearsal only.) The device mode's commands, each binary parsing its options on
+# the test build and stopping at `--device cuda` (see `device`).
+flags() {
+    local f failed=""
+    for f in correctness memory speed transfers sanitizer; do
+        echo "== $f"
+        (
+            MODE=device
+            FLAGS_ONLY=1
+            "$f"
+        ) || failed="$failed $f"
+    done
+    [ -z "$failed" ] || { echo "device commands refused in:$failed"; return 1; }
+    echo "every device command's options parsed"
+}
+
+export -f flags environment correctness memory speed transfers pytorch sanitizer skip device
 export MODE BIN OUT LOGS
 
 # STAGES: the stages to run (all of them by default), for a second call after a first that
 # could not finish.
-STAGES="${STAGES:-environment correctness memory speed transfers pytorch sanitizer}"
+ALL="environment correctness memory speed transfers pytorch sanitizer"
+[ "$MODE" = rehearse ] && ALL="flags $ALL"
+STAGES="${STAGES:-$ALL}"
 for name in $STAGES; do
     case $name in
+    flags) stage flags 60 bash -c flags ;;
     environment) stage environment 20 bash -c environment ;;
     correctness) stage correctness 150 bash -c correctness ;;
     memory) stage memory 60 bash -c memory ;;
