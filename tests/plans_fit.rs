@@ -891,7 +891,7 @@ fn the_links_are_measured_while_the_iteration_a_plan_is_made_from_runs() {
 fn the_defaults_make_a_plan_that_takes_over_and_is_followed() {
     let _guard = burn_swap_harness::swap_device_lock();
     let device = FlexDevice;
-    let steps = 24;
+    let steps = 32;
     for workload in [
         Workload::Lstm(LstmNetConfig::small()),
         Workload::Transformer(TransformerConfig::small()),
