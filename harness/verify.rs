@@ -8,7 +8,8 @@ use burn::tensor::backend::DeviceOps;
 use burn::tensor::{Tensor, TensorData};
 use burn_ir::BackendIr;
 use burn_swap::{
-    AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, StreamRole, Swap, SwapConfig,
+    AllocatorUsage, Compression, PeerSpec, PeerStat, Policy, Report, StreamRole, StreamUsage, Swap,
+    SwapConfig,
 };
 
 use crate::models::{BnCnnConfig, ConvNetConfig, LstmNetConfig, MlpConfig, TransformerConfig};
@@ -156,10 +157,9 @@ pub struct Row {
     /// The largest op's working set (`report.workload.largest_op_bytes`), which the bound on
     /// reserved bytes allows for ([`reserved_bound`]).
     pub largest_op: u64,
-    /// Per stream burn-swap ran device work on (compute, then the transfer workers'): its
-    /// role, the most its pools reserved, and whether its pools are another listed stream's
-    /// (counted once in `allocator`). Empty for the unwrapped run and on Flex.
-    pub streams: Vec<(StreamRole, u64, bool)>,
+    /// The streams burn-swap ran device work on, as the report lists them (each with the
+    /// most its pools reserved). Empty for the unwrapped run and on Flex.
+    pub streams: Vec<StreamUsage>,
 }
 
 /// The most the allocator may reserve under `budget` in the suite's checks (the bound the
@@ -271,12 +271,7 @@ where
                         / check.steps as f64,
                     peers: report.device.peers.clone(),
                     largest_op: report.workload.largest_op_bytes,
-                    streams: report
-                        .device
-                        .allocator_streams
-                        .iter()
-                        .map(|s| (s.role, s.peak_reserved, s.shared))
-                        .collect(),
+                    streams: report.device.allocator_streams.clone(),
                 });
             }
         }
@@ -357,6 +352,44 @@ pub fn quiet_injected_panics() {
     });
 }
 
+/// What a run of `steps` steps under the defaults must show where a plan pays: a plan took
+/// over with at least a quarter of the run left (it is made on the planner thread while the
+/// fallback runs: a few iterations on an idle machine, up to ten on a loaded one), none was
+/// declined, and the plan was followed in every iteration after its takeover but the one it
+/// took over in. Prints the takeover and returns it. Panics naming `what`.
+pub fn assert_plan_followed_to_the_end(
+    what: &str,
+    report: &Report,
+    steps: usize,
+) -> burn_swap::PlanTakeover {
+    let plan = &report.plan;
+    let first = *plan
+        .plan_takeovers
+        .first()
+        .unwrap_or_else(|| panic!("{what}: no plan took over\n{report}"));
+    // Iterations of the step from the first takeover to the run's end.
+    let after = steps as u64 - first.op.div_ceil(first.period as u64);
+    println!(
+        "{what}: took over after op {} (period {}, {} iterations waited), {} of the {after} \
+         iterations after it planned, {} declined",
+        first.op,
+        first.period,
+        first.waited_iterations,
+        plan.planned_iterations,
+        plan.plans_declined
+    );
+    assert!(
+        after >= steps as u64 / 4,
+        "{what}: the plan took over late\n{report}"
+    );
+    assert_eq!(plan.plans_declined, 0, "{what}: declined\n{report}");
+    assert!(
+        plan.planned_iterations + 1 >= after,
+        "{what}: not followed to the end\n{report}"
+    );
+    first
+}
+
 /// What every budgeted run of the tests must show: losses and parameters bit-identical to
 /// `plain`, the counted peak within `budget`, tensors moved both ways. Panics naming `what`.
 pub fn assert_budgeted_run(
@@ -381,20 +414,20 @@ pub fn assert_budgeted_run(
 
 /// Each stream's reserved peak with its role, e.g. `compute 1.2, send 0.3, receive 0.3`
 /// (a stream whose pools another listed one shares is marked `(shared)`); `-` for none.
-fn per_stream(streams: &[(StreamRole, u64, bool)]) -> String {
+fn per_stream(streams: &[StreamUsage]) -> String {
     if streams.is_empty() {
         return "-".into();
     }
     streams
         .iter()
-        .map(|&(role, peak, shared)| {
-            let role = match role {
+        .map(|s| {
+            let role = match s.role {
                 StreamRole::Compute => "compute",
                 StreamRole::Send => "send",
                 StreamRole::Receive => "receive",
             };
-            let shared = if shared { " (shared)" } else { "" };
-            format!("{role} {}{shared}", mib(peak))
+            let shared = if s.shared { " (shared)" } else { "" };
+            format!("{role} {}{shared}", mib(s.peak_reserved))
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -161,22 +161,7 @@ fn a_plan_is_made_and_followed_under_the_defaults_on_cubecl() {
     });
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
     assert_budgeted_run("mlp under the defaults", &plain, &swapped, &report, budget);
-    let plan = &report.plan;
-    let first = plan
-        .plan_takeovers
-        .first()
-        .unwrap_or_else(|| panic!("no plan took over\n{report}"));
-    let after = steps as u64 - first.op.div_ceil(first.period as u64);
-    println!(
-        "mlp on wgpu: took over after op {} (period {}), {} of the {after} iterations after \
-         it planned, {} declined",
-        first.op, first.period, plan.planned_iterations, plan.plans_declined
-    );
-    assert_eq!(plan.plans_declined, 0, "declined\n{report}");
-    assert!(
-        after >= steps as u64 / 4 && plan.planned_iterations + 1 >= after,
-        "not followed to the end\n{report}"
-    );
+    burn_swap_harness::verify::assert_plan_followed_to_the_end("mlp on wgpu", &report, steps);
 }
 
 /// A write back that the backend fails after taking the bytes (as CubeCL's allocation

@@ -293,21 +293,23 @@ impl Pools {
     pub fn streams(&self, workers: &WorkerPools) -> Vec<StreamUsage> {
         let sets = pool_sets();
         let all: Vec<_> = self.each_stream(workers).collect();
-        let peaks = self.compute.iter().map(|c| c.peak_reserved).chain(
-            [Worker::Send, Worker::Receive]
-                .into_iter()
-                .filter(|&w| workers.read(w).is_some())
-                .map(|w| workers.peak(w)),
-        );
+        let peak = |role: StreamRole, stream: u64| match role {
+            StreamRole::Compute => self
+                .compute
+                .iter()
+                .find(|c| c.stream == stream)
+                .map_or(0, |c| c.peak_reserved),
+            StreamRole::Send => workers.peak(Worker::Send),
+            StreamRole::Receive => workers.peak(Worker::Receive),
+        };
         all.iter()
-            .zip(peaks)
             .enumerate()
-            .map(|(i, (&(role, stream, usage), peak_reserved))| StreamUsage {
+            .map(|(i, &(role, stream, usage))| StreamUsage {
                 role,
                 stream,
                 shared: all[..i].iter().any(|s| s.1 % sets == stream % sets),
                 usage,
-                peak_reserved,
+                peak_reserved: peak(role, stream),
             })
             .collect()
     }

@@ -589,8 +589,8 @@ impl<B: BackendIr> Engine<B> {
     ///
     /// A plain copy (no codec) is charged what it costs run alone, not the time it lasted
     /// (`ObservedCopies::cpu_seconds`): a copy the ops kept off the cores, or queued behind
-    /// others, lasts longer without taking more of theirs. A copy that compressed, or whose tensor is gone (its
-    /// size unknown), is charged as it lasted.
+    /// others, lasts longer without taking more of theirs. A copy that compressed, or whose
+    /// tensor is gone (its size unknown), is charged as it lasted.
     fn charge_worker_copy(&mut self, id: TensorId, timing: Timing) {
         if self.copies.transfers.pool().is_none() {
             return;
