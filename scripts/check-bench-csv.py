@@ -7,11 +7,13 @@ fraction to four decimals, so a peak may pass it by that rounding, never by more
 
 With `--paired` (a `swap-bench --lockstep` CSV), every budgeted row that ran also has its
 paired ratio to the first policy's row at its fraction, the first policy's rows are 1, and
-each paired ratio (the median of the per-step ratios) agrees within 10% with the ratio of
-the two rows' own median steps, which the harness computes apart from the pairing: a ratio
-paired with the wrong row (another fraction, the unwrapped run), or inverted where it is
-more than 5% from 1, fails. (That the ratio lies inside its own interval is checked too,
-but a median always does.)
+the ratio of the two rows' own median steps (which the harness computes apart from the
+pairing) lies inside the paired ratio's interval widened by 10% each way: a ratio paired
+with the wrong row (another fraction, the unwrapped run), or inverted where its interval
+is narrow and away from 1, fails. (The median of the per-step ratios and the ratio of the
+medians are two estimates of one thing; on a noisy quick run they differed by 10% with the
+pairing right, 2026-12-07, so the bound is the pairing's own interval, not a fixed 10%.
+That the ratio lies inside its own interval is checked too, but a median always does.)
 
 Usage: check-bench-csv.py FILE [--policies reactive,planned,...] [--fractions 1,0.5,0.25] [--paired]
 """
@@ -85,10 +87,10 @@ def main(argv):
             ]
             if reference and not reference[0]["error"]:
                 of_medians = float(r["median_step_ms"]) / float(reference[0]["median_step_ms"])
-                if abs(ratio / of_medians - 1.0) > 0.10:
+                if not low / 1.1 <= of_medians <= high * 1.1:
                     problems.append(
-                        f"{what}: paired ratio {ratio} against {of_medians:.4f} from the rows' "
-                        "median steps (more than 10% apart)"
+                        f"{what}: {of_medians:.4f} from the rows' median steps lies outside the "
+                        f"paired interval [{low}, {high}] widened by 10% (paired ratio {ratio})"
                     )
     if problems:
         sys.exit(f"{path}:\n  " + "\n  ".join(problems))
