@@ -62,7 +62,7 @@ pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
     AllocatorUsage, CompressionReport, CompressionStat, DeviceReport, ExposedWait, FallbackRoom,
     LayerTime, Memory, MemoryReport, PeerStat, PlanChoice, PlanDecline, PlanReport, PlanTakeover,
-    Report, StreamRole, StreamUsage, TransferReport, WorkloadReport,
+    Report, ReservedOver, StreamRole, StreamUsage, TransferReport, WorkloadReport,
 };
 pub use trace::Trace;
 

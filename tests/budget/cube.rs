@@ -401,20 +401,25 @@ fn two_devices_keep_budgets_of_their_own() {
 }
 
 /// Trains `train` unwrapped (`false`) and under burn-swap (`true`), the latter unbudgeted
-/// and then at each fraction of its counted peak, and checks each budgeted run: bit for bit,
-/// counted peak within the budget, the allocator's reserved peak over every stream
-/// burn-swap uses within the budget plus the slack below, and at half the peak below what
-/// the unwrapped run reserves.
+/// and then under each policy at each fraction of its counted peak, and checks each budgeted
+/// run: bit for bit, counted peak within the budget, and the allocator's reserved peak over
+/// every stream burn-swap uses within the budget and the slack below; at half the peak below
+/// what the unwrapped run reserves.
 ///
-/// The slack comes from the pool layout under a budget (`exec::pools`): every buffer is an
-/// allocation of its own exact size, so what the device holds beyond the counted bytes is
-/// what the books do not count and has not been given back yet: an op's own scratch buffers
-/// and the buffers Burn dropped since the last cleanup (a cleanup runs after any op that
-/// leaves the device over the budget). That is at most one op's working set, which the
-/// report gives as `largest_op_bytes`, plus 10% of the budget for alignment padding and the
-/// kernels' small buffers. (CubeCL's default pages, 8 MiB and more here, would put even the
-/// smallest of these models 8 MiB over a budget of a few hundred KiB.)
-fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]) {
+/// The slack: every buffer is an allocation of its own exact size under a budget
+/// (`exec::pools`); idle buffers are given back before an op that would pass the budget with
+/// them; room is made for what an op reserves beyond its outputs (its temporaries, learned
+/// the first time an op of its shape runs: `exec::temporaries`). What is left is the first
+/// run of each op shape, whose temporaries are not known yet, and the transfer workers'
+/// own buffers while a copy runs (the device codec's masks and packed values, at most a
+/// tensor's bytes and an eighth): 2% of the budget and 64 KiB, the bound the issue set,
+/// above the 1.0x-1.09x measured here (2026-12-07).
+fn check_reserved(
+    name: &str,
+    train: impl Fn(bool) -> Outcome,
+    policies: &[Policy],
+    fractions: &[f64],
+) {
     use burn::tensor::backend::Backend as _;
     let device = WgpuDevice::DefaultDevice;
     let clean = || <Swap<CubeWgpu> as burn::tensor::backend::Backend>::memory_cleanup(&device);
@@ -430,45 +435,53 @@ fn check_reserved(name: &str, train: impl Fn(bool) -> Outcome, fractions: &[f64]
     let (unbudgeted, report) = run_configured(&device, SwapConfig::default(), || train(true));
     assert_eq!(unbudgeted, plain, "{name} unbudgeted");
     let peak = report.memory.peak_bytes;
-    for &fraction in fractions {
-        let budget = (peak as f64 * fraction) as u64;
-        burn_swap::configure(&device, SwapConfig::default()).unwrap();
-        clean();
-        let (swapped, report) =
-            run_configured(&device, SwapConfig::budget_bytes(budget), || train(true));
-        let what = format!("{name} at {fraction} ({budget} bytes)");
-        assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
-        assert_eq!(swapped, plain, "{what}: parameters");
-        assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
-        let reserved = report
-            .device
-            .allocator_peak
-            .expect("the allocator's figures")
-            .reserved;
-        let slack = report.workload.largest_op_bytes + budget / 10;
-        println!(
-            "{what}: reserved peak {reserved}, slack {slack}, unwrapped reserved \
-             {plain_reserved}, cleanups {}",
-            report.device.allocator_cleanups
-        );
-        assert!(
-            reserved <= budget + slack,
-            "{what}: the allocator reserved {reserved} bytes, over the budget and its \
-             slack of {slack}\n{report}"
-        );
-        if fraction == 0.5 {
-            assert!(
-                reserved < plain_reserved,
-                "{what}: reserved {reserved} bytes, the unwrapped run {plain_reserved}\n{report}"
+    let mut over = Vec::new();
+    for &policy in policies {
+        for &fraction in fractions {
+            let budget = (peak as f64 * fraction) as u64;
+            burn_swap::configure(&device, SwapConfig::default()).unwrap();
+            clean();
+            let config = SwapConfig::budget_bytes(budget).with_policy(policy);
+            let (swapped, report) = run_configured(&device, config, || train(true));
+            let what = format!("{name}, {} at {fraction} ({budget} bytes)", policy.name());
+            assert_eq!(swapped.loss_bits(), plain.loss_bits(), "{what}: losses");
+            assert_eq!(swapped, plain, "{what}: parameters");
+            assert!(report.memory.peak_bytes <= budget, "{what}\n{report}");
+            let reserved = report
+                .device
+                .allocator_peak
+                .expect("the allocator's figures")
+                .reserved;
+            let slack = budget / 50 + (64 << 10);
+            println!(
+                "{what}: reserved peak {reserved} ({:.3}x the budget), unwrapped reserved \
+                 {plain_reserved}, cleanups {}, over: {:?}",
+                reserved as f64 / budget as f64,
+                report.device.allocator_cleanups,
+                report.device.reserved_over,
             );
+            if reserved > budget + slack {
+                over.push(format!(
+                    "{what}: the allocator reserved {reserved} bytes, over the budget and its \
+                     slack of {slack}\n{report}"
+                ));
+            }
+            if fraction == 0.5 {
+                assert!(
+                    reserved < plain_reserved,
+                    "{what}: reserved {reserved} bytes, the unwrapped run {plain_reserved}\n{report}"
+                );
+            }
         }
     }
     burn_swap::configure(&device, SwapConfig::default()).unwrap();
+    assert!(over.is_empty(), "{}", over.join("\n"));
 }
 
-/// What the device reserves follows the budget, not only what burn-swap counts: the suite's
-/// five models (MLP, conv net, transformer, BatchNorm CNN, LSTM) at half and a quarter of
-/// their counted peak ([`check_reserved`]).
+/// What the device reserves stays within the budget, not only what burn-swap counts: the
+/// suite's five models (MLP, conv net, transformer, BatchNorm CNN, LSTM) at three quarters,
+/// half and a quarter of their counted peak, under `planned` and `offload-only`
+/// ([`check_reserved`]).
 #[test]
 fn reserved_bytes_follow_the_budget_on_cubecl() {
     use burn_swap_harness::verify::small_models;
@@ -487,7 +500,8 @@ fn reserved_bytes_follow_the_budget_on_cubecl() {
                     model.train::<Plain>(&device, STEPS)
                 }
             },
-            &[0.5, 0.25],
+            &[Policy::Planned, Policy::OffloadOnly],
+            &[0.75, 0.5, 0.25],
         );
     }
 }
@@ -519,6 +533,7 @@ fn a_large_mlp_reserves_less_than_unwrapped_at_half_its_peak() {
                 train_mlp::<Plain>(&config, &device, 3)
             }
         },
+        &[Policy::Planned],
         &[0.5],
     );
 }

@@ -22,6 +22,7 @@ mod plans;
 pub(crate) mod pools;
 mod ports;
 pub(crate) mod residency;
+pub(crate) mod temporaries;
 mod transfer;
 mod transfer_error;
 
@@ -94,6 +95,7 @@ fn quantized_bytes(
 
 pub use counters::{AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover};
 pub use pools::{StreamRole, StreamUsage};
+pub use temporaries::ReservedOver;
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.

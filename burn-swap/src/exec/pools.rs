@@ -218,28 +218,48 @@ impl Pools {
     /// mode wanted. When the reserved bytes of all streams exceed `budget` (and grew since
     /// the last cleanup), cleans every stream and reads them again. Returns the total of the
     /// streams as read (each pool set once: what the device held, for the peak) and as
-    /// left (after a cleanup); `None` when the backend has no allocator figures.
+    /// left (after a cleanup), and what the calling thread's stream reserved as read;
+    /// `None` when the backend has no allocator figures.
     pub fn sample<B: Backend>(
         &mut self,
         device: &B::Device,
         workers: &WorkerPools,
         budget: Option<u64>,
-    ) -> Option<(AllocatorUsage, AllocatorUsage)> {
-        let at = self.here::<B>(device);
-        let usage = usage::<B>(device)?;
-        let stream = &mut self.compute[at];
-        stream.usage = usage;
-        stream.peak_reserved = stream.peak_reserved.max(usage.reserved);
-        let read = self.total(workers);
+    ) -> Option<(AllocatorUsage, AllocatorUsage, u64)> {
+        let (here, read) = self.read_here::<B>(device, workers)?;
         match budget {
             Some(budget) if read.reserved > budget.max(self.after_cleanup) => {
                 self.cleanups += 1;
                 let left = self.cleanup::<B>(device, workers);
                 self.after_cleanup = left.reserved;
-                Some((read, left))
+                Some((read, left, here))
             }
-            _ => Some((read, read)),
+            _ => Some((read, read, here)),
         }
+    }
+
+    /// Reads the calling thread's stream now (an op is about to run on it) and returns what
+    /// it reserves, with the total of all streams (the others as last read).
+    pub fn read_here<B: Backend>(
+        &mut self,
+        device: &B::Device,
+        workers: &WorkerPools,
+    ) -> Option<(u64, AllocatorUsage)> {
+        let at = self.here::<B>(device);
+        let usage = usage::<B>(device)?;
+        let stream = &mut self.compute[at];
+        stream.usage = usage;
+        stream.peak_reserved = stream.peak_reserved.max(usage.reserved);
+        Some((usage.reserved, self.total(workers)))
+    }
+
+    /// What the calling thread's stream reserved when last read (after any cleanup).
+    pub fn here_as_read(&self) -> u64 {
+        let here = StreamId::current().value;
+        self.compute
+            .iter()
+            .find(|c| c.stream == here)
+            .map_or(0, |c| c.usage.reserved)
     }
 
     /// The calling thread's compute stream: its index in `compute`, added (and set to the
@@ -257,6 +277,19 @@ impl Pools {
             exact,
         });
         self.compute.len() - 1
+    }
+
+    /// [`Pools::cleanup`] before an op that would take the reserved bytes over the budget
+    /// with the idle buffers kept (counted with the cleanups after ops).
+    pub fn cleanup_before_op<B: Backend>(
+        &mut self,
+        device: &B::Device,
+        workers: &WorkerPools,
+    ) -> AllocatorUsage {
+        self.cleanups += 1;
+        let left = self.cleanup::<B>(device, workers);
+        self.after_cleanup = left.reserved;
+        left
     }
 
     /// Gives every stream's idle buffers and free pages back, reads each stream again, and

@@ -10,7 +10,8 @@ use crate::config::{EvictionScore, Policy};
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
 pub use crate::exec::{
-    AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, StreamRole, StreamUsage,
+    AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, ReservedOver, StreamRole,
+    StreamUsage,
 };
 pub use crate::plan::PlanChoice;
 pub use parts::{
@@ -194,6 +195,8 @@ impl Report {
                 allocator_peak: c.allocator_peak,
                 allocator_streams: f.streams.clone(),
                 allocator_cleanups: f.allocator_cleanups,
+                reserved_over: f.reserved_over.clone(),
+                temporaries: f.temporaries,
                 peers: f.peers,
                 peer_fallbacks: f.peer_fallbacks,
             },

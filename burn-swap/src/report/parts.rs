@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::as_text;
 use super::{
-    AllocatorUsage, FallbackRoom, PeerStat, PlanChoice, PlanDecline, PlanTakeover, StreamUsage,
+    AllocatorUsage, FallbackRoom, PeerStat, PlanChoice, PlanDecline, PlanTakeover, ReservedOver,
+    StreamUsage,
 };
 use crate::config::Compression;
 use crate::trace::IterationPeak;
@@ -265,6 +266,16 @@ pub struct DeviceReport {
     /// allocator reserved more than the budget.
     #[serde(default)]
     pub allocator_cleanups: u64,
+    /// The op after which the allocator reserved the most over the budget (every stream,
+    /// before any cleanup), and whether its temporaries were known then; `None` when it
+    /// never did. An op's temporaries (the buffers it reserves beyond its outputs) are
+    /// learned the first time an op of its shape runs; room is made for them after.
+    #[serde(default)]
+    pub reserved_over: Option<ReservedOver>,
+    /// Op shapes whose temporaries were learned from the allocator, and the largest
+    /// temporaries of any (bytes).
+    #[serde(default)]
+    pub temporaries: (usize, u64),
     /// Per peer (empty without peers): capacity, bytes held, sent and fetched, and
     /// the achieved bandwidth of its link.
     pub peers: Vec<PeerStat>,

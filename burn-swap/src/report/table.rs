@@ -292,6 +292,30 @@ impl Report {
                 self.device.allocator_cleanups.to_string(),
             );
         }
+        if self.device.temporaries.0 > 0 {
+            row(
+                "op temporaries",
+                format!(
+                    "{} op shapes learned, the largest {}",
+                    self.device.temporaries.0,
+                    format_bytes(self.device.temporaries.1)
+                ),
+            );
+        }
+        if let Some(over) = &self.device.reserved_over {
+            row(
+                "reserved over budget",
+                format!(
+                    "{} at most, after {} ({})",
+                    format_bytes(over.bytes),
+                    over.op,
+                    match over.expected {
+                        None => "its temporaries unknown: the first op of its shape".to_string(),
+                        Some(t) => format!("room made for {} of temporaries", format_bytes(t)),
+                    }
+                ),
+            );
+        }
         if let Some(total) = self.device.device_memory_bytes {
             row("device memory", format_bytes(total));
         }
@@ -425,6 +449,8 @@ mod tests {
                 period: Some(40),
                 streams: Vec::new(),
                 allocator_cleanups: 0,
+                reserved_over: None,
+                temporaries: (0, 0),
                 iteration_peaks: Vec::new(),
                 traced_ops: 0,
                 untraced_ops: 0,

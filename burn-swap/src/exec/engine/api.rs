@@ -30,6 +30,10 @@ pub(crate) struct Figures {
     pub streams: Vec<crate::exec::pools::StreamUsage>,
     /// Cleanups made because the allocator reserved more than the budget.
     pub allocator_cleanups: u64,
+    /// The op after which the allocator reserved the most over the budget.
+    pub reserved_over: Option<crate::exec::ReservedOver>,
+    /// Op shapes whose temporaries were learned, and the largest of those.
+    pub temporaries: (usize, u64),
     pub iteration_peaks: Vec<IterationPeak>,
     /// Ops the trace recorded, and ops of other threads than the training thread it left
     /// out, since it began.
@@ -70,6 +74,11 @@ impl<B: BackendIr> Engine<B> {
             trace_reads: self.history.recorder.reads(),
             streams: self.machine.pools.streams(self.copies.transfers.pools()),
             allocator_cleanups: self.machine.pools.cleanups,
+            reserved_over: self.machine.temporaries.over().cloned(),
+            temporaries: (
+                self.machine.temporaries.shapes(),
+                self.machine.temporaries.largest(),
+            ),
         }
     }
 
@@ -84,6 +93,7 @@ impl<B: BackendIr> Engine<B> {
     pub fn reset_counters(&mut self) {
         self.history.counters.reset();
         self.machine.pools.cleanups = 0;
+        self.machine.temporaries.reset_over();
         self.machine
             .pools
             .reset_peaks(self.copies.transfers.pools());

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use super::observed_copies::ObservedCopies;
 use crate::exec::link_probe::ProbeNews;
 use crate::exec::pools::Pools;
+use crate::exec::temporaries::Temporaries;
 use crate::plan::profile::Links;
 
 /// The measured figures of a device and its links.
@@ -23,6 +24,8 @@ pub(super) struct Machine {
     pub allocator: bool,
     /// The allocator's pools on the compute streams (what the device reserves).
     pub pools: Pools,
+    /// What ops reserve beyond their outputs, learned from the allocator.
+    pub temporaries: Temporaries,
     /// The device's total memory, when the backend can tell it.
     pub device_memory: Option<u64>,
 }

@@ -156,6 +156,11 @@ struct OpScratch {
     timed: Option<super::op_clock::Timed>,
     /// For a view op of one input: that input (what a strided output is made from).
     view_source: Option<super::residency::Remake>,
+    /// Its shape for the temporaries it reserves beyond its outputs, and those learned of
+    /// its shape's earlier runs (`exec::temporaries`): measured under a budget on backends
+    /// with allocator figures, `None` otherwise.
+    shape: Option<u64>,
+    temporaries: u64,
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -334,6 +339,7 @@ impl<B: BackendIr> Engine<B> {
         if output_bytes > 0 && layout::aliases(op, self.settings.teller, self.op.inputs_strided) {
             self.op.unreserved = std::mem::take(&mut output_bytes);
         }
+        self.expect_temporaries(signature::kind_key(op), input_bytes, output_bytes);
         if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
             if tracing {
                 self.history.recorder.abort();
@@ -370,6 +376,7 @@ impl<B: BackendIr> Engine<B> {
         if shares {
             self.probe_inputs();
         }
+        self.clear_for_op(output_bytes);
         let lap = OpClock::lap(self.op.timed);
         interpreter::run(&mut self.handles, op);
         self.history
@@ -396,6 +403,7 @@ impl<B: BackendIr> Engine<B> {
             self.settle_views()
         };
         self.finish_op();
+        self.name_reserved_over(|| signature::kind_name(op));
         room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
     }
 

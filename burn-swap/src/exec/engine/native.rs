@@ -23,8 +23,10 @@ impl<B: BackendIr> Engine<B> {
         self.poll_transfers();
         let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
         let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
+        self.expect_temporaries(native_kind(name), input_bytes, output_bytes);
         self.fit(input_bytes, absent_bytes, output_bytes)
             .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
+        self.clear_for_op(output_bytes);
         self.op.shared_reads.clear();
         self.op.native_base = self.resident();
         self.op.native_reserved = output_bytes;
@@ -130,8 +132,18 @@ impl<B: BackendIr> Engine<B> {
         // op is done with them.
         self.release_shared_reads();
         self.finish_op();
+        self.name_reserved_over(|| format!("Native.{name}"));
         room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }
+}
+
+/// A native op's kind for its temporaries' shape (`crate::exec::temporaries`): its name
+/// hashed.
+fn native_kind(name: &str) -> u64 {
+    use core::hash::{Hash, Hasher};
+    let mut h = crate::trace::signature::FxHasher::default();
+    name.hash(&mut h);
+    h.finish()
 }
 
 /// The bytes a native op's outputs will take, from its name and inputs: the shapes of the ops
