@@ -365,6 +365,7 @@ mod tests {
             outputs,
             nanos: 1000,
             resident_bytes: 0,
+            temporaries: 0,
             events: Default::default(),
         };
         let tensor = |id: u64, slot, producer, accesses: Vec<usize>, wraps_to| TensorTrace {

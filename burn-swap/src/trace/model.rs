@@ -91,6 +91,11 @@ pub struct OpTrace {
     pub nanos: u64,
     /// Counted resident bytes while the op ran.
     pub resident_bytes: u64,
+    /// Bytes the device held beyond the counted ones while the op ran: its temporaries (a
+    /// convolution's unfolded input, a reduction's partial sums), learned from the
+    /// allocator on CubeCL backends, zero elsewhere. Planners keep room for them.
+    #[serde(default)]
+    pub temporaries: u64,
     /// What the executor moved around the op.
     #[serde(default)]
     pub events: OpEvents,

@@ -61,6 +61,7 @@ pub fn chain(layers: usize, bytes: impl Fn(usize) -> u64, nanos: impl Fn(usize) 
                 outputs: if i < layers { vec![i as u64] } else { vec![] },
                 nanos: nanos(i),
                 resident_bytes: 0,
+                temporaries: 0,
                 events: Default::default(),
             })
             .collect(),

@@ -353,7 +353,7 @@ impl<B: BackendIr> Engine<B> {
         self.residency.note_peak(during);
         let start = if tracing {
             let lap = OpClock::lap(self.op.timed);
-            self.record_end(live_before, during);
+            self.record_end(live_before, during, self.beyond_the_books());
             self.history
                 .counters
                 .op_clock
@@ -418,7 +418,7 @@ impl<B: BackendIr> Engine<B> {
                 .recorder
                 .dropped(tensor, bytes_of(&tensor.shape, tensor.dtype));
             self.history.recorder.outputs_follow();
-            self.record_end(live_before, self.resident());
+            self.record_end(live_before, self.resident(), 0);
         }
         self.remove_dropped(id);
         self.op.inputs.clear();
@@ -429,12 +429,13 @@ impl<B: BackendIr> Engine<B> {
 
     /// Closes the op's record in the trace.
     #[inline]
-    fn record_end(&mut self, live_before: u64, resident_during: u64) {
+    fn record_end(&mut self, live_before: u64, resident_during: u64, beyond: u64) {
         self.history.recorder.end(OpCounters {
             nanos: 0,
             live_before,
             events: std::mem::take(&mut self.history.events),
             resident_during,
+            beyond,
         });
     }
 
@@ -532,9 +533,15 @@ impl<B: BackendIr> Engine<B> {
         for t in outputs {
             self.history.recorder.output(t, bytes_of(&t.shape, t.dtype));
         }
+        let beyond = if during.is_some() {
+            self.beyond_the_books()
+        } else {
+            0
+        };
         self.record_end(
             books.resident + books.host,
             during.unwrap_or(books.resident),
+            beyond,
         );
     }
 }

@@ -10,6 +10,18 @@ use crate::plan::profile::{LinkFit, Profile};
 use crate::plan::simulate::{self, Lifetime, live_per_op};
 use crate::trace::Trace;
 
+/// What the budget must hold at each op under these lifetimes: the counted bytes live
+/// ([`live_per_op`]: inputs and outputs of an op together) and the op's temporaries
+/// ([`crate::trace::OpTrace::temporaries`]), which the device holds beside them while the
+/// op runs.
+pub(super) fn held_per_op(trace: &Trace, lifetimes: &[Lifetime]) -> Vec<i64> {
+    let mut held = live_per_op(lifetimes, trace.ops.len());
+    for (bytes, op) in held.iter_mut().zip(&trace.ops) {
+        *bytes += op.temporaries as i64;
+    }
+    held
+}
+
 /// Which ways out a plan needs: walking them from the least worth taking (the last ranked)
 /// to the most, one whose tensor fits back beside the counted bytes of every op of its
 /// absence (`live`, as [`fit`] left them) stays resident instead (`false`). A plan that
@@ -236,7 +248,7 @@ pub(super) fn fit(
     if ops == 0 {
         return Vec::new();
     }
-    let mut live = live_per_op(&lifetimes_held(trace, kept, actions, held), ops);
+    let mut live = held_per_op(trace, &lifetimes_held(trace, kept, actions, held));
     let mut stretches = stretches(trace, actions, used, held);
     // Largest first, so that each op needs the fewest changes.
     stretches.sort_by_key(|s| std::cmp::Reverse(s.bytes()));

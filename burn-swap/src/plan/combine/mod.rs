@@ -34,7 +34,9 @@ mod one_level;
 mod range_max;
 
 pub use fit::lifetimes;
-use fit::{fit, held_in_queue, late_in_queue, lead_into_slack, lifetimes_held, needed};
+use fit::{
+    fit, held_in_queue, held_per_op, late_in_queue, lead_into_slack, lifetimes_held, needed,
+};
 use one_level::one_level;
 
 /// What the plan does with a tensor during its gap.
@@ -216,7 +218,10 @@ struct Settled {
     held: Vec<usize>,
     copied: Vec<usize>,
     lives: Vec<Lifetime>,
+    /// Counted bytes live at each op (the prediction the executor is measured against).
     live_bytes: Vec<u64>,
+    /// The most the budget must hold at any op: the counted bytes and the op's temporaries.
+    peak_held: u64,
 }
 
 /// Settles the ways out `taken`: how long each offload holds its copy, [`fit`] where an op
@@ -256,15 +261,22 @@ fn settle(
     retain_kept(&mut copied, &keep);
     retain_kept(&mut taken, &keep);
     if ops > 0 {
-        let mut live = live_per_op(&lifetimes_held(trace, kept, &actions, &held), ops);
+        let mut live = held_per_op(trace, &lifetimes_held(trace, kept, &actions, &held));
         lead_into_slack(trace, &mut actions, (&used, &held), (&mut live, budget));
     }
     let lives = lifetimes_held(trace, kept, &actions, &held);
-    let live_bytes = live_per_op(&lives, ops)
+    let live_bytes: Vec<u64> = live_per_op(&lives, ops)
         .into_iter()
         .map(|b| b.max(0) as u64)
         .collect();
+    let peak_held = live_bytes
+        .iter()
+        .zip(&trace.ops)
+        .map(|(live, op)| live + op.temporaries)
+        .max()
+        .unwrap_or(0);
     Settled {
+        peak_held,
         taken,
         actions,
         used,
@@ -289,9 +301,15 @@ impl Settled {
         }
     }
 
-    /// Whether its counted peak fits `budget`.
+    /// The smallest budget it fits: its counted peak, or, where more, the most bytes it
+    /// holds at an op with the op's temporaries.
+    fn smallest_budget(&self) -> u64 {
+        self.peak_live().max(self.peak_held)
+    }
+
+    /// Whether it fits `budget`: its counted bytes with each op's temporaries.
     fn fits(&self, budget: u64) -> bool {
-        self.peak_live() <= budget
+        self.smallest_budget() <= budget
     }
 
     /// Judges the settled plan: the pool simulation (fragmentation included) and the
@@ -304,6 +322,7 @@ impl Settled {
             simulation.peak_live_bytes, peak_live,
             "the pool simulation and the counted bytes per op disagree on the live peak"
         );
+        let smallest = self.smallest_budget();
         let fits = link_fits(profile);
         let Settled {
             taken,
@@ -334,8 +353,8 @@ impl Settled {
             }
         }
         Plan {
-            feasible: peak_live <= budget,
-            smallest_budget: peak_live,
+            feasible: smallest <= budget,
+            smallest_budget: smallest,
             actions,
             simulation,
             live_bytes,
@@ -662,7 +681,7 @@ pub fn combine_gaps(
         // No plan fits: the executor's reactive fallback keeps the budget for the rest, and
         // it moves what it must on the op's path anyway, so exposed offloads gain nothing.
         return Plan {
-            smallest_budget: everything.peak_live(),
+            smallest_budget: everything.smallest_budget(),
             ..judged(settled(hidden))
         };
     }

@@ -622,3 +622,35 @@ fn an_offload_of_a_replays_input_comes_back_for_the_replay() {
     one_level(&trace, &p, 1 << 20, &mut ranked);
     assert_eq!(ways(&ranked), [recomputed]);
 }
+
+#[test]
+fn room_is_kept_for_each_ops_temporaries() {
+    let mut trace = chain(8, 1000);
+    let p = profile(&trace, 1e9);
+    let peak = combine(&trace, &p, &candidates(&trace, &p, 3), 1 << 20)
+        .simulation
+        .peak_live_bytes;
+    // The counted peak as budget: everything stays.
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), peak);
+    assert!(plan.feasible && plan.actions.is_empty());
+    // Every op holds 2,000 bytes of temporaries beside its tensors: the plan moves tensors
+    // so that the counted bytes stay 2,000 under the budget at every op.
+    for op in &mut trace.ops {
+        op.temporaries = 2000;
+    }
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), peak);
+    assert!(plan.feasible, "{plan:?}");
+    assert!(!plan.actions.is_empty());
+    assert!(plan.simulation.peak_live_bytes + 2000 <= peak, "{plan:?}");
+    assert!(plan.smallest_budget <= peak);
+    // Temporaries as large as the budget leave no plan that fits, and the smallest budget
+    // says how much is needed.
+    for op in &mut trace.ops {
+        op.temporaries = peak;
+    }
+    let p = profile(&trace, 1e9);
+    let plan = combine(&trace, &p, &candidates(&trace, &p, 3), peak);
+    assert!(!plan.feasible);
+    assert!(plan.smallest_budget > peak);
+}

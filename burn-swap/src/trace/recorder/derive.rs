@@ -219,6 +219,7 @@ impl Log<'_> {
                 outputs,
                 nanos,
                 resident_bytes: op.resident_during,
+                temporaries: op.beyond,
                 events: op.events,
             });
         }

@@ -28,6 +28,8 @@ pub(crate) struct OpRecord {
     live_before: u64,
     /// Counted resident bytes while the op ran (inputs and outputs together).
     resident_during: u64,
+    /// Bytes the device held beyond the books while it ran (its temporaries).
+    beyond: u64,
     events: OpEvents,
     /// Recorded without its tensors (see [`Recorder::set_lean`]).
     lean: bool,
@@ -58,6 +60,9 @@ pub(crate) struct OpCounters {
     pub nanos: u64,
     pub live_before: u64,
     pub resident_during: u64,
+    /// Bytes the device holds beyond the books while the op runs (its temporaries, as
+    /// learned from the allocator: `exec::temporaries`).
+    pub beyond: u64,
     pub events: OpEvents,
 }
 
@@ -471,6 +476,7 @@ impl Recorder {
             nanos: c.nanos,
             live_before: c.live_before,
             resident_during: c.resident_during,
+            beyond: c.beyond,
             events: c.events,
             lean: draft.lean,
         };
