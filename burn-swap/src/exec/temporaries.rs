@@ -165,7 +165,7 @@ mod tests {
     fn the_largest_excess_is_kept_with_its_op_until_reset() {
         let mut t = Temporaries::default();
         let shape = Temporaries::shape(1, 2, 3);
-        let mut run = |t: &mut Temporaries, over: u64, name: &str| {
+        let run = |t: &mut Temporaries, over: u64, name: &str| {
             t.start(shape, 3, 0);
             t.end(0, over);
             t.name_over(|| name.to_string());

@@ -512,4 +512,45 @@ mod tests {
         let back: Report = serde_json::from_str(&sent.to_json()).expect("a report");
         assert_eq!(back, sent);
     }
+
+    /// Where the device reserved more than the budget, the table names the op and whether
+    /// its temporaries were known; a report without it (an older JSON) reads as none.
+    #[test]
+    fn the_table_names_the_op_that_took_the_device_over_the_budget() {
+        let mut r = report(Counters::default());
+        r.device.temporaries = (12, 131_072);
+        r.device.reserved_over = Some(crate::ReservedOver {
+            op: "Module.Conv2dWeightBackward".into(),
+            bytes: 21_783,
+            expected: Some(131_072),
+        });
+        let table = r.to_string();
+        assert!(
+            table.contains("12 op shapes learned, the largest 128.0 KiB"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "after Module.Conv2dWeightBackward (room made for 128.0 KiB of temporaries)"
+            ),
+            "{table}"
+        );
+        r.device.reserved_over.as_mut().unwrap().expected = None;
+        assert!(r.to_string().contains("its temporaries unknown"));
+        let back: Report = serde_json::from_str(&r.to_json()).expect("a report");
+        assert_eq!(back, r);
+        let mut json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        // Wherever the report puts the device's fields (flattened or not).
+        fn strip(v: &mut serde_json::Value) {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("reserved_over");
+                o.remove("temporaries");
+                o.values_mut().for_each(strip);
+            }
+        }
+        strip(&mut json);
+        assert!(!json.to_string().contains("reserved_over"));
+        let old: Report = serde_json::from_value(json).expect("a report without them");
+        assert_eq!(old.device.reserved_over, None);
+    }
 }
