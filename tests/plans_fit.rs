@@ -639,7 +639,7 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
                 decline.plan_seconds > decline.fallback_seconds,
                 "{what}\n{report}"
             );
-            assert!(report.plan.plan_declined, "{what}\n{report}");
+            assert!(report.plan.declined_in_force, "{what}\n{report}");
             assert_eq!(report.plan.predicted_peak_bytes, None, "{what}\n{report}");
             // Declined when ready: never followed; by what it cost: after the first
             // iteration and the four it was judged by.
@@ -943,7 +943,7 @@ fn the_defaults_decline_a_plan_that_does_not_pay_and_say_so() {
     burn_swap_harness::verify::assert_budgeted_run("convnet", &plain, &swapped, &report, budget);
     let plan = &report.plan;
     assert!(
-        plan.plans_declined >= 1 && plan.plan_declined,
+        plan.plans_declined >= 1 && plan.declined_in_force,
         "not declined\n{report}"
     );
     assert!(

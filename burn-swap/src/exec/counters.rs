@@ -77,7 +77,7 @@ pub(crate) struct Counters {
     /// Each plan declined, the latest [`TAKEOVERS_KEPT`].
     pub plan_declines: Vec<PlanDecline>,
     /// The schedule in force stays on the fallback: its plan was declined.
-    pub plan_declined: bool,
+    pub declined_in_force: bool,
     /// Time waited on transfers, spent recomputing and spent choosing what leaves since the
     /// device began, and, on a backend whose tensors live in host memory, the transfer
     /// workers' copying (it takes the CPU the ops run on), never reset: the clock that
@@ -236,7 +236,7 @@ impl Counters {
             allocator: self.allocator,
             allocator_peak: self.allocator,
             spent_nanos: self.spent_nanos,
-            plan_declined: self.plan_declined,
+            declined_in_force: self.declined_in_force,
             ..Self::default()
         };
     }

@@ -176,7 +176,7 @@ impl Report {
                 plan_takeovers: c.plan_takeovers.clone(),
                 plans_declined: c.plans_declined,
                 plan_declines: c.plan_declines.clone(),
-                plan_declined: c.plan_declined,
+                declined_in_force: c.declined_in_force,
                 predicted_peak_bytes: c.predicted_peak,
                 predicted_pool_bytes: c.predicted_pool,
                 planned_period: c.planned_period,

@@ -210,9 +210,11 @@ pub struct PlanReport {
     #[serde(default)]
     pub plan_declines: Vec<PlanDecline>,
     /// The schedule in force runs on the reactive fallback because its plan was declined
-    /// (the planned policy's choice, not a failure).
-    #[serde(default)]
-    pub plan_declined: bool,
+    /// (the planned policy's choice, not a failure). Named `plan_declined` before
+    /// 2026-12-07 (beside `plans_declined`, the count, and `plan_declines`, the list); that
+    /// key still reads.
+    #[serde(default, alias = "plan_declined")]
+    pub declined_in_force: bool,
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
     /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,

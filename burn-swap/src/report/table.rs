@@ -513,6 +513,18 @@ mod tests {
         assert_eq!(back, sent);
     }
 
+    /// A report written before `plan_declined` was renamed `declined_in_force` reads.
+    #[test]
+    fn the_old_name_of_a_declined_plan_in_force_still_reads() {
+        let mut sent = report(Counters::default());
+        sent.plan.declined_in_force = true;
+        let json = sent.to_json();
+        assert!(json.contains("\"declined_in_force\": true"), "{json}");
+        let old = json.replace("\"declined_in_force\"", "\"plan_declined\"");
+        let back: Report = serde_json::from_str(&old).expect("a report");
+        assert_eq!(back, sent);
+    }
+
     /// Where the device reserved more than the budget, the table names the op and whether
     /// its temporaries were known; a report without it (an older JSON) reads as none.
     #[test]

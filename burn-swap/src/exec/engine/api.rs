@@ -130,7 +130,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Clears the figures of the plan in force from the counters (none is in force now).
     pub(super) fn clear_plan_figures(&mut self) {
-        self.history.counters.plan_declined = false;
+        self.history.counters.declined_in_force = false;
         self.history.counters.predicted_peak = None;
         self.history.counters.predicted_pool = None;
         self.history.counters.planned_period = None;

@@ -392,7 +392,7 @@ impl<B: BackendIr> Engine<B> {
     fn take_kept(&mut self, key: (usize, u64), content: u64) -> bool {
         if self.judged_content().is_some() && self.plans.declined(content) {
             self.plans.planned_for = Some(key);
-            self.history.counters.plan_declined = true;
+            self.history.counters.declined_in_force = true;
             return true;
         }
         let Some(program) = self.plans.kept(content) else {
@@ -518,7 +518,7 @@ impl<B: BackendIr> Engine<B> {
         if following {
             self.clear_plan_figures();
         }
-        self.history.counters.plan_declined = true;
+        self.history.counters.declined_in_force = true;
         if self.history.counters.plan_declines.len() >= TAKEOVERS_KEPT {
             self.history.counters.plan_declines.remove(0);
         }
@@ -561,7 +561,7 @@ impl<B: BackendIr> Engine<B> {
         if made_nanos.is_none() {
             self.history.counters.plans_reused += 1;
         }
-        self.history.counters.plan_declined = false;
+        self.history.counters.declined_in_force = false;
         tracing::debug!(
             period = program.period,
             offloads = program.offloads,
