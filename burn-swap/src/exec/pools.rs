@@ -229,10 +229,7 @@ impl Pools {
         let (here, read) = self.read_here::<B>(device, workers)?;
         match budget {
             Some(budget) if read.reserved > budget.max(self.after_cleanup) => {
-                self.cleanups += 1;
-                let left = self.cleanup::<B>(device, workers);
-                self.after_cleanup = left.reserved;
-                Some((read, left, here))
+                Some((read, self.cleanup_for_budget::<B>(device, workers), here))
             }
             _ => Some((read, read, here)),
         }
@@ -279,9 +276,10 @@ impl Pools {
         self.compute.len() - 1
     }
 
-    /// [`Pools::cleanup`] before an op that would take the reserved bytes over the budget
-    /// with the idle buffers kept (counted with the cleanups after ops).
-    pub fn cleanup_before_op<B: Backend>(
+    /// [`Pools::cleanup`] for the budget (after an op that left the reserved bytes over it,
+    /// or before one that would take them over with the idle buffers kept): counted, and
+    /// remembered as what the last cleanup left.
+    pub fn cleanup_for_budget<B: Backend>(
         &mut self,
         device: &B::Device,
         workers: &WorkerPools,

@@ -54,10 +54,12 @@ impl Temporaries {
     /// writes.
     #[inline]
     pub fn shape(kind: u64, input_bytes: u64, output_bytes: u64) -> u64 {
-        // Two rounds of a multiplicative mix: kinds are hashes already, byte counts are not.
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        let h = (kind ^ input_bytes.wrapping_mul(K)).rotate_left(29);
-        (h ^ output_bytes.wrapping_mul(K)).wrapping_mul(K)
+        use core::hash::Hasher;
+        let mut h = crate::trace::signature::FxHasher::default();
+        h.write_u64(kind);
+        h.write_u64(input_bytes);
+        h.write_u64(output_bytes);
+        h.finish()
     }
 
     /// The temporaries an op of `shape` reserved at most, when it ran before.

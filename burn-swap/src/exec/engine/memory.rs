@@ -32,14 +32,20 @@ impl<B: BackendIr> Engine<B> {
 
     /// Under a budget, on a backend with allocator figures: the op's shape and the
     /// temporaries learned of it, for room to be made for them (`crate::exec::temporaries`).
+    /// `kind` (the op's kind key) is computed only then.
     #[inline]
-    pub(super) fn expect_temporaries(&mut self, kind: u64, input_bytes: u64, output_bytes: u64) {
+    pub(super) fn expect_temporaries(
+        &mut self,
+        kind: impl FnOnce() -> u64,
+        input_bytes: u64,
+        output_bytes: u64,
+    ) {
         self.op.shape = None;
         self.op.temporaries = 0;
         if !self.machine.allocator || self.budget().is_none() {
             return;
         }
-        let shape = Temporaries::shape(kind, input_bytes, output_bytes);
+        let shape = Temporaries::shape(kind(), input_bytes, output_bytes);
         self.op.shape = Some(shape);
         self.op.temporaries = self.machine.temporaries.expected(shape).unwrap_or(0);
     }
@@ -77,7 +83,7 @@ impl<B: BackendIr> Engine<B> {
             let left = self
                 .machine
                 .pools
-                .cleanup_before_op::<B>(self.handles.device(), workers);
+                .cleanup_for_budget::<B>(self.handles.device(), workers);
             self.history.counters.allocator = Some(left);
             here = self.machine.pools.here_as_read();
         }

@@ -339,7 +339,7 @@ impl<B: BackendIr> Engine<B> {
         if output_bytes > 0 && layout::aliases(op, self.settings.teller, self.op.inputs_strided) {
             self.op.unreserved = std::mem::take(&mut output_bytes);
         }
-        self.expect_temporaries(signature::kind_key(op), input_bytes, output_bytes);
+        self.expect_temporaries(|| signature::kind_key(op), input_bytes, output_bytes);
         if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
             if tracing {
                 self.history.recorder.abort();

@@ -9,6 +9,7 @@ use super::Engine;
 use crate::error::SwapError;
 use crate::exec::bytes_of;
 use crate::exec::residency::{Dims, Entry};
+use crate::trace::signature;
 
 impl<B: BackendIr> Engine<B> {
     /// Prepares a native op: fetches its inputs and makes room for its outputs: `expected`
@@ -23,7 +24,7 @@ impl<B: BackendIr> Engine<B> {
         self.poll_transfers();
         let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
         let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
-        self.expect_temporaries(native_kind(name), input_bytes, output_bytes);
+        self.expect_temporaries(|| signature::name_key(name), input_bytes, output_bytes);
         self.fit(input_bytes, absent_bytes, output_bytes)
             .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
         self.clear_for_op(output_bytes);
@@ -135,15 +136,6 @@ impl<B: BackendIr> Engine<B> {
         self.name_reserved_over(|| format!("Native.{name}"));
         room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }
-}
-
-/// A native op's kind for its temporaries' shape (`crate::exec::temporaries`): its name
-/// hashed.
-fn native_kind(name: &str) -> u64 {
-    use core::hash::{Hash, Hasher};
-    let mut h = crate::trace::signature::FxHasher::default();
-    name.hash(&mut h);
-    h.finish()
 }
 
 /// The bytes a native op's outputs will take, from its name and inputs: the shapes of the ops

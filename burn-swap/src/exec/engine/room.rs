@@ -51,7 +51,7 @@ impl<B: BackendIr> Engine<B> {
             });
         }
         self.op.fitting = true;
-        let mut result = self.put_inputs_in_place(absent_bytes, output_bytes);
+        let result = self.put_inputs_in_place(absent_bytes, output_bytes);
         // Room for what the device holds beyond the books while the op runs (its
         // temporaries), as far as the budget and what can leave allow: the device may pass
         // the budget by what is left of them (told in the report), never the counted bytes.
@@ -60,7 +60,6 @@ impl<B: BackendIr> Engine<B> {
             .min(self.budget().map_or(0, |b| b.saturating_sub(needed)));
         if result.is_ok() && beyond > 0 {
             let _ = self.reserve(output_bytes + beyond);
-            result = Ok(());
         }
         self.op.fitting = false;
         result
