@@ -540,3 +540,65 @@ fn a_large_mlp_reserves_within_its_budget() {
         &[0.75, 0.5, 0.25],
     );
 }
+
+/// The layer's books stay level over training steps under a budget: on CubeCL, where an
+/// elementwise op keeps a strided input's layout, an optimizer's state updated through such
+/// ops made each step's tensor a recipe input of the next one's, kept as an orphan with a
+/// recipe of its own: 7 more tensors in the books (and device buffers) every step on the conv
+/// net (2026-12-07). Each model trains 24 steps, bit for bit, and the books are read after
+/// steps 8, 16 and 24: the tensors they hold, those kept for recipes and the handles must not
+/// grow.
+#[test]
+fn the_books_stay_level_over_budgeted_steps_on_cubecl() {
+    use burn_swap_harness::models::{BnCnnConfig, LstmNetConfig};
+    use burn_swap_harness::workload::Workload;
+    if !adapter() {
+        return;
+    }
+    let device = WgpuDevice::DefaultDevice;
+    let _guard = burn_swap_harness::swap_device_lock();
+    const LONG: usize = 24;
+    for (model, policy, fraction) in [
+        (
+            Workload::ConvNet(ConvNetConfig::small()),
+            Policy::Planned,
+            0.5,
+        ),
+        (
+            Workload::BnCnn(BnCnnConfig::small()),
+            Policy::OffloadOnly,
+            0.25,
+        ),
+        (Workload::Lstm(LstmNetConfig::small()), Policy::Planned, 0.5),
+    ] {
+        let plain = model.train::<Plain>(&device, LONG);
+        let (_, report) = run_configured(&device, SwapConfig::default(), || {
+            model.train::<Swapped>(&device, 4)
+        });
+        let budget = (report.memory.peak_bytes as f64 * fraction) as u64;
+        let config = SwapConfig::budget_bytes(budget).with_policy(policy);
+        let mut books = Vec::new();
+        let (swapped, report) = run_configured(&device, config, || {
+            model.train_with::<Swapped>(&device, LONG, &mut |step, _| {
+                if (step + 1) % 8 == 0 {
+                    let m = burn_swap::report(&device).unwrap().memory;
+                    books.push((m.tracked_tensors, m.kept_for_recipes, m.device_handles));
+                }
+            })
+        });
+        let what = format!("{}, {} at {fraction}", model.name(), policy.name());
+        assert_budgeted_run(&what, &plain, &swapped, &report, budget);
+        let first = books[0];
+        assert!(
+            books
+                .iter()
+                .all(|b| b.0 <= first.0 && b.1 <= first.1 && b.2 <= first.0),
+            "{what}: (tensors, kept for recipes, handles) after steps 8, 16, 24: {books:?}"
+        );
+        assert_eq!(
+            report.memory.tracked_tensors, 0,
+            "{what}: all dropped\n{report}"
+        );
+    }
+    burn_swap::configure(&device, SwapConfig::default()).unwrap();
+}

@@ -120,6 +120,9 @@ impl Report {
                 pinned_host_bytes: f.books.pinned,
                 peak_pinned_host_bytes: f.books.peak_pinned,
                 budget_overshoots: c.budget_overshoots,
+                tracked_tensors: f.tracked.tensors,
+                kept_for_recipes: f.tracked.kept_for_recipes,
+                device_handles: f.tracked.handles,
             },
             transfers: TransferReport {
                 offloads: c.offloads,

@@ -40,6 +40,18 @@ pub struct MemoryReport {
     /// the device held more than the budget for the length of the op. A failure to fix;
     /// 0 for every op burn-swap predicts.
     pub budget_overshoots: u64,
+    /// Tensors in the books now: those Burn holds, and those it let go of that a recipe still
+    /// reads (`kept_for_recipes`). Over steady training steps both stay level: a count that
+    /// grows with the steps is a leak of the layer's.
+    #[serde(default)]
+    pub tracked_tensors: u64,
+    /// Of `tracked_tensors`, those Burn let go of that are kept because a recipe (a planned
+    /// recomputation or a strided view's op) still reads them.
+    #[serde(default)]
+    pub kept_for_recipes: u64,
+    /// Device handles the layer holds for the inner backend now.
+    #[serde(default)]
+    pub device_handles: u64,
 }
 
 /// What left the device and came back: offloads, fetches, recomputations, and the time

@@ -455,6 +455,7 @@ mod tests {
                 traced_ops: 0,
                 untraced_ops: 0,
                 trace_reads: 0,
+                tracked: Default::default(),
             },
         )
     }

@@ -41,6 +41,17 @@ pub(crate) struct Figures {
     pub untraced_ops: u64,
     /// Log entries the recorder read off the per-op fast path since the trace began.
     pub trace_reads: u64,
+    /// Tensors in the books, of those the ones Burn let go of that recipes still read, and
+    /// the device handles held.
+    pub tracked: Tracked,
+}
+
+/// How many tensors the engine keeps track of (read at report time, by a walk of the books).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tracked {
+    pub tensors: u64,
+    pub kept_for_recipes: u64,
+    pub handles: u64,
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -72,6 +83,11 @@ impl<B: BackendIr> Engine<B> {
             traced_ops: self.history.recorder.next_index(),
             untraced_ops: self.history.threads.left_out(),
             trace_reads: self.history.recorder.reads(),
+            tracked: Tracked {
+                tensors: self.residency.len() as u64,
+                kept_for_recipes: self.residency.iter().filter(|(_, e)| e.orphan).count() as u64,
+                handles: self.handles.len() as u64,
+            },
             streams: self.machine.pools.streams(self.copies.transfers.pools()),
             allocator_cleanups: self.machine.pools.cleanups,
             reserved_over: self.machine.temporaries.over().cloned(),

@@ -7,15 +7,17 @@
 use burn_ir::{BackendIr, TensorId, TensorStatus};
 
 use super::Engine;
-use crate::exec::residency::{Entry, Group, Recipe};
+use crate::exec::residency::{Entry, Group, LetGo, Recipe};
 
 impl<B: BackendIr> Engine<B> {
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
     #[inline]
     pub(super) fn remove_unless_pinned(&mut self, id: &TensorId) {
-        if let Some(gone) = self.residency.remove_unless_pinned(id) {
-            self.release_holdings(*id, gone.recipe, gone.group);
+        match self.residency.remove_unless_pinned(id) {
+            LetGo::Removed(gone) => self.release_holdings(*id, gone.recipe, gone.group),
+            LetGo::Orphaned(Some(recipe)) => self.release_holdings(*id, Some(recipe), None),
+            LetGo::Orphaned(None) | LetGo::Absent => {}
         }
     }
 

@@ -152,7 +152,6 @@ impl<B: BackendIr> Handles<B> {
     }
 
     /// How many handles the store holds.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }

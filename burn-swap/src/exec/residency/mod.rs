@@ -47,6 +47,17 @@ pub(crate) struct Removed {
     pub on_device: bool,
 }
 
+/// What [`Residency::remove_unless_pinned`] did with a tensor Burn is done with.
+pub(crate) enum LetGo {
+    /// It left the books.
+    Removed(Removed),
+    /// A recipe still reads it: it stays, as an orphan, having given up its own recipe (whose
+    /// inputs the caller unpins) unless it is evicted.
+    Orphaned(Option<Box<Recipe>>),
+    /// It was not in the books.
+    Absent,
+}
+
 /// A device buffer that several tensors view: counted once, while one of them holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shared {
@@ -86,6 +97,11 @@ impl Residency {
     /// The entry, for the fields outside the books (recipe, pins, layout, last use).
     pub fn get_mut(&mut self, id: &TensorId) -> Option<&mut Entry> {
         self.entries.get_mut(id)
+    }
+
+    /// How many tensors are in the books.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Every live tensor.
@@ -189,25 +205,39 @@ impl Residency {
         }
     }
 
-    /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan
-    /// (`None`), holding no buffer of the unwrapped run (which would have dropped it); any
-    /// other leaves them as [`Residency::remove_parts`] takes it. One lookup, on the path of every
-    /// op that consumes a tensor.
+    /// Burn is done with `id`: an entry a recipe still pins stays in the books as an orphan,
+    /// holding no buffer of the unwrapped run (which would have dropped it); any other leaves
+    /// them as [`Residency::remove_parts`] takes it. One lookup, on the path of every op that
+    /// consumes a tensor.
+    ///
+    /// An orphan that the device or the host holds gives up its own way back (its recipe and
+    /// the op its view was made by), which the caller releases: Burn never asks for it again,
+    /// and what still reads it reads it where it is. Kept, each step's orphan would pin the
+    /// step before's: a value updated through strided ops (an optimizer's state on a backend
+    /// that keeps a view's layout) would hold its whole history. Only an evicted orphan keeps
+    /// its recipe, which is how it comes back.
     #[inline]
-    pub fn remove_unless_pinned(&mut self, id: &TensorId) -> Option<Removed> {
+    pub fn remove_unless_pinned(&mut self, id: &TensorId) -> LetGo {
         match self.entries.entry(*id) {
             hashbrown::hash_map::Entry::Occupied(slot) if slot.get().pins > 0 => {
                 let entry = slot.into_mut();
                 entry.orphan = true;
                 let origin = std::mem::take(&mut entry.origin);
+                let gives_up = !matches!(entry.state, State::Evicted);
+                let recipe = if gives_up {
+                    entry.set_view_op(None);
+                    entry.recipe.take()
+                } else {
+                    None
+                };
                 self.leave_origin(origin);
-                None
+                LetGo::Orphaned(recipe)
             }
             hashbrown::hash_map::Entry::Occupied(slot) => {
                 let entry = slot.remove();
-                Some(self.settle(entry))
+                LetGo::Removed(self.settle(entry))
             }
-            hashbrown::hash_map::Entry::Vacant(_) => None,
+            hashbrown::hash_map::Entry::Vacant(_) => LetGo::Absent,
         }
     }
 

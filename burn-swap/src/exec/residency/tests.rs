@@ -168,6 +168,39 @@ fn evict_needs_a_recipe_and_rematerialise_brings_the_bytes_back() {
     assert_eq!(check(&r).resident, 2400);
 }
 
+/// An orphan the device holds gives up its recipe (its inputs are the caller's to unpin), so
+/// that orphans do not pin orphans step after step; an evicted one keeps it to come back.
+#[test]
+fn an_orphan_gives_up_its_recipe_unless_it_is_evicted() {
+    let mut r = three();
+    for n in [2, 3] {
+        r.get_mut(&id(n)).unwrap().recipe = Some(Box::new(Recipe {
+            op: OperationIr::Drop(r.get(&id(1)).unwrap().ir(id(1), TensorStatus::ReadOnly)),
+            inputs: vec![id(1)],
+        }));
+        r.pin(&id(1));
+        r.pin(&id(n));
+    }
+    assert!(r.evict(&id(3)));
+    match r.remove_unless_pinned(&id(2)) {
+        LetGo::Orphaned(Some(recipe)) => assert_eq!(recipe.inputs, vec![id(1)]),
+        _ => panic!("a resident orphan gives up its recipe"),
+    }
+    assert!(
+        r.get(&id(2))
+            .is_some_and(|e| e.orphan && e.recipe.is_none())
+    );
+    assert!(matches!(
+        r.remove_unless_pinned(&id(3)),
+        LetGo::Orphaned(None)
+    ));
+    assert!(
+        r.get(&id(3))
+            .is_some_and(|e| e.orphan && e.recipe.is_some())
+    );
+    check(&r);
+}
+
 fn with_recipe(r: &mut Residency, n: u64) {
     r.get_mut(&id(n)).unwrap().recipe = Some(Box::new(Recipe {
         op: OperationIr::Drop(r.get(&id(n)).unwrap().ir(id(n), TensorStatus::ReadOnly)),
@@ -302,7 +335,7 @@ fn holders_of_a_buffer_share_its_origin_while_any_is_in_the_books() {
     // unwrapped run.
     r.pin(&id(4));
     assert!(
-        r.remove_unless_pinned(&id(4)).is_none(),
+        matches!(r.remove_unless_pinned(&id(4)), LetGo::Orphaned(None)),
         "pinned: it stays, as an orphan"
     );
     assert!(r.get(&id(4)).is_some_and(|e| e.orphan));
