@@ -118,8 +118,8 @@ pub fn image_batch(
     )
 }
 
-/// The text corpus shipped with the repository (`data/corpus.txt`), tokenised bytewise.
-pub const CORPUS: &str = include_str!("../data/corpus.txt");
+/// The text corpus shipped with the repository (`harness/corpus.txt`, beside this reader), tokenised bytewise.
+pub const CORPUS: &str = include_str!("corpus.txt");
 
 /// A next-byte prediction batch from `corpus`: inputs `[batch, seq]` (byte values) and
 /// targets `[batch * seq]` (the byte after each input), from windows at positions drawn

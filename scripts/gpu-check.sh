@@ -24,7 +24,7 @@ case "${1:-}" in
 build)
     cargo build --release --features cuda --bin swap-bench --bin swap-check
     cargo bench --no-run --features cuda --bench codec 2>&1 | tail -1
-    rm -rf .device && mkdir -p .device/data .device/scripts
+    rm -rf .device && mkdir -p .device/harness .device/scripts
     codec=$(ls -t target/release/deps/codec-* | grep -v '\.d$' | head -1)
     for bin in target/release/swap-bench target/release/swap-check "$codec"; do
         name=$(basename "$bin")
@@ -35,7 +35,7 @@ build)
         strip ".device/$name"
         gzip -9 ".device/$name"
     done
-    cp data/corpus.txt .device/data/
+    cp harness/corpus.txt .device/harness/
     cp scripts/torch_gpt.py .device/scripts/
     for bin in .device/*.gz; do
         echo "== $(basename "$bin" .gz)"
