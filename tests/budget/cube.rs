@@ -142,6 +142,13 @@ fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
 /// peak, a plan is made for the training step, takes over, and is followed to the end, bit
 /// for bit, the counted peak within the budget. Checked to fail with a judge that declines
 /// every plan (`plan::payoff::pays` returning false).
+///
+/// A judged plan is declined where its measured iterations cost more than the fallback's,
+/// which on the software driver, with the other tests of this binary taking the two CPUs in
+/// turns, happened once in CI's full run (6.19 ms of waits per iteration against the
+/// fallback's 4.90, 2026-12-07) and never alone: the run is made up to three times, every run
+/// bit for bit, and one must follow its plan to the end. A judge that always declines still
+/// fails it.
 #[test]
 fn a_plan_is_made_and_followed_under_the_defaults_on_cubecl() {
     if !adapter() {
@@ -156,12 +163,23 @@ fn a_plan_is_made_and_followed_under_the_defaults_on_cubecl() {
         train_mlp::<Swapped>(&config, &device, 3)
     });
     let budget = unbudgeted.memory.peak_bytes / 2;
-    let (swapped, report) = run_configured(&device, SwapConfig::budget_bytes(budget), || {
-        train_mlp::<Swapped>(&config, &device, steps)
-    });
-    burn_swap::configure(&device, SwapConfig::default()).unwrap();
-    assert_budgeted_run("mlp under the defaults", &plain, &swapped, &report, budget);
-    burn_swap_harness::verify::assert_plan_followed_to_the_end("mlp on wgpu", &report, steps);
+    const RUNS: usize = 3;
+    for run in 1..=RUNS {
+        let (swapped, report) = run_configured(&device, SwapConfig::budget_bytes(budget), || {
+            train_mlp::<Swapped>(&config, &device, steps)
+        });
+        burn_swap::configure(&device, SwapConfig::default()).unwrap();
+        assert_budgeted_run("mlp under the defaults", &plain, &swapped, &report, budget);
+        if report.plan.plans_declined > 0 && run < RUNS {
+            println!(
+                "mlp on wgpu, run {run}: the plan was declined by its measured cost, run again:                  {:?}",
+                report.plan.plan_declines
+            );
+            continue;
+        }
+        burn_swap_harness::verify::assert_plan_followed_to_the_end("mlp on wgpu", &report, steps);
+        break;
+    }
 }
 
 /// A write back that the backend fails after taking the bytes (as CubeCL's allocation
