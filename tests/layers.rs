@@ -389,3 +389,111 @@ fn the_check_finds_a_loop_inside_a_folder() {
         BTreeSet::from([("d".to_string(), "e".to_string())])
     );
 }
+
+/// `Engine`'s methods (every `fn` of an inherent `impl ... Engine<B>` block in `exec/engine/`)
+/// and, per engine file, which of its fields the file reaches (`self.<field>`), from code
+/// formatted by rustfmt (an impl at column 0, its methods at column 4).
+fn engine_shape(files: &[(String, String)], fields: &[&str]) -> (usize, Vec<(String, usize)>) {
+    let mut methods = 0;
+    let mut reach = Vec::new();
+    for (name, text) in files {
+        let code = code(text);
+        let mut inside = false;
+        for line in code.lines() {
+            if line.starts_with("impl") && line.contains(" Engine<B>") && !line.contains(" for ") {
+                inside = true;
+            } else if line.starts_with('}') {
+                inside = false;
+            } else if inside {
+                let rest = line.strip_prefix("    ").unwrap_or("");
+                let rest = rest
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| rest.strip_prefix("pub(super) "))
+                    .or_else(|| rest.strip_prefix("pub "))
+                    .unwrap_or(rest);
+                let rest = rest.strip_prefix("const ").unwrap_or(rest);
+                if rest.starts_with("fn ") {
+                    methods += 1;
+                }
+            }
+        }
+        let reached = fields
+            .iter()
+            .filter(|f| {
+                code.match_indices(&format!("self.{f}")).any(|(at, m)| {
+                    !code[at + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                })
+            })
+            .count();
+        reach.push((name.clone(), reached));
+    }
+    (methods, reach)
+}
+
+/// `Engine`'s fields, read from its definition in `exec/engine/mod.rs`.
+fn engine_fields(module: &str) -> Vec<String> {
+    let code = code(module);
+    let start = code
+        .find("pub(crate) struct Engine<")
+        .expect("Engine is defined in exec/engine/mod.rs");
+    let body = &code[start..];
+    let body = &body[body.find('{').unwrap() + 1..body.find("\n}").unwrap()];
+    body.lines()
+        .filter_map(|l| l.trim().split_once(':').map(|(f, _)| f.trim().to_string()))
+        .filter(|f| !f.is_empty() && !f.starts_with('#'))
+        .collect()
+}
+
+/// The engine does not grow back (issue 72): `Engine` had 184 methods over 13 files on
+/// 2026-12-07, and the files reached 72 field groups in all (up to all 8 in one). The target is
+/// 100 methods and at most 3 fields reached by any file; these ceilings are today's and only
+/// go down, each time a group of methods moves to the type that owns its state.
+const ENGINE_METHODS_AT_MOST: usize = 184;
+const ENGINE_FIELD_REACH_AT_MOST: usize = 72;
+
+#[test]
+fn the_engine_does_not_grow() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("burn-swap/src/exec/engine");
+    let mut paths = Vec::new();
+    sources(&dir, &mut paths);
+    paths.sort();
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let module = &files.iter().find(|(n, _)| n == "mod.rs").unwrap().1;
+    let fields = engine_fields(module);
+    assert_eq!(fields.len(), 8, "Engine's fields as read: {fields:?}");
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let (methods, reach) = engine_shape(&files, &fields);
+    let total: usize = reach.iter().map(|(_, n)| n).sum();
+    assert!(
+        methods <= ENGINE_METHODS_AT_MOST,
+        "Engine has {methods} methods, more than {ENGINE_METHODS_AT_MOST}: give new behaviour \
+         to the type that owns its state"
+    );
+    assert!(
+        total <= ENGINE_FIELD_REACH_AT_MOST,
+        "the engine's files reach {total} of Engine's fields in all, more than \
+         {ENGINE_FIELD_REACH_AT_MOST}: {reach:?}"
+    );
+}
+
+#[test]
+fn the_engine_count_sees_methods_and_fields() {
+    let module = "pub(crate) struct Engine<B: BackendIr> {\n    /// Handles.\n    handles: \
+                  Handles<B>,\n    op: OpScratch,\n}\n";
+    assert_eq!(engine_fields(module), ["handles", "op"]);
+    let file = "impl<B: BackendIr> Engine<B> {\n    pub(super) fn a(&self) {\n        \
+                self.op.x();\n    }\n\n    fn b(&mut self) {\n        self.handles_x();\n    \
+                }\n}\n\nimpl<B: BackendIr> Drop for Engine<B> {\n    fn drop(&mut self) {}\n}\n\
+                fn free() {}\n";
+    let (methods, reach) = engine_shape(
+        &[("a.rs".to_string(), file.to_string())],
+        &["handles", "op"],
+    );
+    assert_eq!((methods, reach), (2, vec![("a.rs".to_string(), 1)]));
+}
