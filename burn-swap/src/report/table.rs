@@ -59,6 +59,15 @@ impl Report {
         row("budget", budget);
         row("peak resident", format_bytes(self.memory.peak_bytes));
         row("resident now", format_bytes(self.memory.resident_bytes));
+        row(
+            "tensors tracked",
+            format!(
+                "{} ({} kept for recipes), {} handles",
+                self.memory.tracked_tensors,
+                self.memory.kept_for_recipes,
+                self.memory.device_handles
+            ),
+        );
         let host_budget = self
             .memory
             .host_budget_bytes
@@ -565,5 +574,34 @@ mod tests {
         assert!(!json.to_string().contains("reserved_over"));
         let old: Report = serde_json::from_value(json).expect("a report without them");
         assert_eq!(old.device.reserved_over, None);
+    }
+
+    /// The books' size is in the table and in the JSON (a count that grows with the steps is
+    /// a leak of the layer's); an older JSON without it reads as zeros.
+    #[test]
+    fn the_table_gives_the_books_size() {
+        let mut r = report(Counters::default());
+        r.memory.tracked_tensors = 45;
+        r.memory.kept_for_recipes = 2;
+        r.memory.device_handles = 44;
+        let table = r.to_string();
+        assert!(
+            table.contains("45 (2 kept for recipes), 44 handles"),
+            "{table}"
+        );
+        let back: Report = serde_json::from_str(&r.to_json()).expect("a report");
+        assert_eq!(back, r);
+        let mut json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        fn strip(v: &mut serde_json::Value) {
+            if let Some(o) = v.as_object_mut() {
+                for key in ["tracked_tensors", "kept_for_recipes", "device_handles"] {
+                    o.remove(key);
+                }
+                o.values_mut().for_each(strip);
+            }
+        }
+        strip(&mut json);
+        let old: Report = serde_json::from_value(json).expect("a report without them");
+        assert_eq!(old.memory.tracked_tensors, 0);
     }
 }
