@@ -446,9 +446,11 @@ fn engine_fields(module: &str) -> Vec<String> {
 
 /// The engine does not grow back (issue 72): `Engine` had 184 methods over 13 files on
 /// 2026-12-07, and the files reached 72 field groups in all (up to all 8 in one). The target is
-/// 100 methods and at most 3 fields reached by any file; these ceilings are today's and only
-/// go down, each time a group of methods moves to the type that owns its state.
-const ENGINE_METHODS_AT_MOST: usize = 184;
+/// 100 methods and at most 3 fields reached by any file; these ceilings are the latest
+/// figures and only go down, each time a group of methods moves to the type that owns its
+/// state (181: the known links, the pinned links and the hand-over override moved to
+/// `Machine`, a failed copy's count to `Counters`).
+const ENGINE_METHODS_AT_MOST: usize = 181;
 const ENGINE_FIELD_REACH_AT_MOST: usize = 72;
 
 #[test]

@@ -181,6 +181,15 @@ pub(crate) enum Wait {
 }
 
 impl Counters {
+    /// A copy that failed: a fetch when it was bound for the device, else an offload.
+    pub(crate) fn count_failed_copy(&mut self, to_device: bool) {
+        if to_device {
+            self.failed_fetches += 1;
+        } else {
+            self.failed_offloads += 1;
+        }
+    }
+
     /// Counts `nanos` of exposed wait for `cause`.
     #[inline]
     pub fn add_exposed(&mut self, cause: Wait, nanos: u64) {

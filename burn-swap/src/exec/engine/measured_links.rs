@@ -8,20 +8,10 @@ use std::sync::mpsc;
 use burn_ir::BackendIr;
 
 use super::Engine;
-use super::machine::{ProbeReport, RunningProbe};
+use super::machine::{self, ProbeReport, RunningProbe};
 use crate::exec::link_probe::{self, ProbeFailed, ProbeNews, ProbeRoute};
 use crate::exec::transfer::Errand;
 use crate::plan::profile::{self, Links};
-
-/// The hand-over time that the links report instead of the one measured
-/// (`unstable::set_handover_seconds`), in nanoseconds; `u64::MAX` for none.
-pub(crate) static HANDOVER_OVERRIDE: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(u64::MAX);
-
-/// The links that every engine plans with instead of measuring them
-/// (`unstable::set_links`): tests pin them so that a plan does not depend on how fast the
-/// machine copied when the links were measured.
-pub(crate) static PINNED_LINKS: std::sync::Mutex<Option<Links>> = std::sync::Mutex::new(None);
 
 /// The links as far as they are known now, without waiting ([`Engine::links_beside`]).
 pub(super) enum LinksNow {
@@ -54,7 +44,7 @@ impl<B: BackendIr> Engine<B> {
             LinksNow::Measuring => {
                 self.history.counters.link_probe_waits += 1;
                 self.wait_for_link_probe();
-                self.known_links()
+                self.machine.known_links()
             }
         }
     }
@@ -68,7 +58,7 @@ impl<B: BackendIr> Engine<B> {
     /// again). Where the send worker cannot run, the probe runs on this thread, without the
     /// op thread's figures (every copy is made here then).
     pub(super) fn links_beside(&mut self) -> LinksNow {
-        if let Some(pinned) = pinned_links() {
+        if let Some(pinned) = machine::pinned_links() {
             return LinksNow::Known(Some(pinned));
         }
         if self.machine.links.is_none() {
@@ -86,7 +76,7 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
-        LinksNow::Known(self.known_links())
+        LinksNow::Known(self.machine.known_links())
     }
 
     /// Starts measuring the links beside the ops where a plan will cost copies with them and
@@ -98,33 +88,16 @@ impl<B: BackendIr> Engine<B> {
         if self.settings.config.policy.moves_by_copy()
             && self.machine.links.is_none()
             && self.machine.probe.is_none()
-            && pinned_links().is_none()
+            && machine::pinned_links().is_none()
         {
             let _ = self.links_beside();
         }
     }
 
-    /// Whether the link probe is running beside the ops.
+    /// Whether the link probe is running beside the ops (asked by the rooms that wait for
+    /// copies in flight).
     pub(super) fn link_probe_running(&self) -> bool {
-        self.machine.probe.is_some()
-    }
-
-    /// The links kept (pinned ones first), with the hand-over override; else those the
-    /// workers' copies show.
-    fn known_links(&self) -> Option<Links> {
-        if let Some(pinned) = pinned_links() {
-            return Some(pinned);
-        }
-        let Some(mut links) = self.machine.links.clone() else {
-            return self.machine.observed.links();
-        };
-        let handover = HANDOVER_OVERRIDE.load(std::sync::atomic::Ordering::Relaxed);
-        if handover != u64::MAX
-            && let Some(here) = links.on_thread.as_mut()
-        {
-            here.handover_seconds = handover as f64 * 1e-9;
-        }
-        Some(links)
+        self.machine.link_probe_running()
     }
 
     /// Where the probe's copies go: as planned offloads go.
@@ -172,11 +145,11 @@ impl<B: BackendIr> Engine<B> {
         // No send worker: here, on the op's thread, the temporaries within the headroom.
         match link_probe::copies::<B>(&self.probe_route(), &sizes) {
             Ok(copies) => {
-                self.keep_measured_links(copies.links(None));
+                self.machine.links = Some(copies.links(None));
                 Probe::Measured
             }
             Err(failed) => {
-                self.count_failed_probe(&failed);
+                count_failed_probe(&mut self.history.counters, &failed);
                 Probe::None
             }
         }
@@ -249,11 +222,11 @@ impl<B: BackendIr> Engine<B> {
         }
         match report {
             Some(Ok(links)) => {
-                self.keep_measured_links(links);
+                self.machine.links = Some(links);
                 true
             }
             Some(Err(failed)) => {
-                self.count_failed_probe(&failed);
+                count_failed_probe(&mut self.history.counters, &failed);
                 false
             }
             None => {
@@ -263,29 +236,11 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// A probe's copy that failed is a failed transfer like any other (its tensors were
-    /// temporaries, so nothing is lost).
-    fn count_failed_probe(&mut self, failed: &ProbeFailed) {
-        tracing::warn!(error = %failed.error, "burn-swap: could not measure copy throughput");
-        let counters = &mut self.history.counters;
-        if failed.to_device {
-            counters.failed_fetches += 1;
-        } else {
-            counters.failed_offloads += 1;
-        }
-    }
-
     /// Drops the links measured, once a probe running has reported: the next request
     /// probes again.
     pub fn forget_links(&mut self) {
         self.wait_for_link_probe();
         self.machine.links = None;
-    }
-
-    /// Keeps the links measured: the planners read them from now on (the reactive policy's
-    /// scores do not; see `plan::reactive::LinkModel`).
-    pub(super) fn keep_measured_links(&mut self, links: Links) {
-        self.machine.links = Some(links);
     }
 
     /// The probe's copies for the given sizes (bytes) on the send worker, waited for, the
@@ -303,10 +258,9 @@ impl<B: BackendIr> Engine<B> {
     }
 }
 
-/// The links pinned for every engine, if any.
-fn pinned_links() -> Option<Links> {
-    PINNED_LINKS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
+/// A probe's copy that failed is a failed transfer like any other (its tensors were
+/// temporaries, so nothing is lost).
+fn count_failed_probe(counters: &mut crate::exec::counters::Counters, failed: &ProbeFailed) {
+    tracing::warn!(error = %failed.error, "burn-swap: could not measure copy throughput");
+    counters.count_failed_copy(failed.to_device);
 }

@@ -41,7 +41,7 @@ mod leave;
 mod machine;
 mod measured_links;
 pub(crate) use follow::SKIP_FETCH_WAITS;
-pub(crate) use measured_links::{HANDOVER_OVERRIDE, PINNED_LINKS};
+pub(crate) use machine::{HANDOVER_OVERRIDE, PINNED_LINKS};
 mod memory;
 mod moves;
 mod native;
