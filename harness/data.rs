@@ -118,7 +118,8 @@ pub fn image_batch(
     )
 }
 
-/// The text corpus shipped with the repository (`harness/corpus.txt`, beside this reader), tokenised bytewise.
+/// The text corpus shipped with the repository (`harness/corpus.txt`, beside this reader),
+/// tokenised bytewise.
 pub const CORPUS: &str = include_str!("corpus.txt");
 
 /// A next-byte prediction batch from `corpus`: inputs `[batch, seq]` (byte values) and

@@ -145,8 +145,8 @@ fn convnet_on_cubecl_with_device_compression_is_bit_identical() {
 ///
 /// A judged plan is declined where its measured iterations cost more than the fallback's,
 /// which on the software driver, with the other tests of this binary taking the two CPUs in
-/// turns, happened once in CI's full run (6.19 ms of waits per iteration against the
-/// fallback's 4.90, 2026-12-07) and never alone: the run is made up to three times, every run
+/// turns, happened once in a full `.ci/run` on the 2-vCPU VM (6.19 ms of waits per iteration
+/// against the fallback's 4.90, 2026-12-07) and never alone: the run is made up to three times, every run
 /// bit for bit, and one must follow its plan to the end. A judge that always declines still
 /// fails it.
 #[test]
