@@ -449,8 +449,9 @@ fn engine_fields(module: &str) -> Vec<String> {
 /// 100 methods and at most 3 fields reached by any file; these ceilings are the latest
 /// figures and only go down, each time a group of methods moves to the type that owns its
 /// state (181: the known links, the pinned links and the hand-over override moved to
-/// `Machine`, a failed copy's count to `Counters`).
-const ENGINE_METHODS_AT_MOST: usize = 181;
+/// `Machine`, a failed copy's count to `Counters`; 165: sixteen methods that read one field
+/// only, to `Residency`, `History`, `Counters` and the op's scratch).
+const ENGINE_METHODS_AT_MOST: usize = 165;
 const ENGINE_FIELD_REACH_AT_MOST: usize = 72;
 
 #[test]

@@ -249,6 +249,17 @@ impl Counters {
             ..Self::default()
         };
     }
+
+    /// Clears the figures of the plan in force from the counters (none is in force now).
+    pub(crate) fn clear_plan_figures(&mut self) {
+        self.declined_in_force = false;
+        self.predicted_peak = None;
+        self.predicted_pool = None;
+        self.planned_period = None;
+        self.plan_choices.clear();
+        self.plan_chosen = None;
+        self.predicted_exposed_nanos = None;
+    }
 }
 
 /// The inner allocator's own figures for a device, in bytes (CubeCL backends).

@@ -141,18 +141,7 @@ impl<B: BackendIr> Engine<B> {
     /// Drops the plan in force and what the report says of it.
     pub(super) fn forget_plan(&mut self) {
         self.plans.forget();
-        self.clear_plan_figures();
-    }
-
-    /// Clears the figures of the plan in force from the counters (none is in force now).
-    pub(super) fn clear_plan_figures(&mut self) {
-        self.history.counters.declined_in_force = false;
-        self.history.counters.predicted_peak = None;
-        self.history.counters.predicted_pool = None;
-        self.history.counters.planned_period = None;
-        self.history.counters.plan_choices.clear();
-        self.history.counters.plan_chosen = None;
-        self.history.counters.predicted_exposed_nanos = None;
+        self.history.counters.clear_plan_figures();
     }
 
     /// The trace of the last complete iteration.

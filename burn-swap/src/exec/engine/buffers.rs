@@ -98,40 +98,6 @@ impl<B: BackendIr> Engine<B> {
         );
         self.make_room(resident - budget, protect_inputs)
     }
-
-    /// Whether an output that may be strided is: the backend's word (see [`layout::probe`]);
-    /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
-    /// layout keeps a strided input's only in an output of that input's shape (a reduction,
-    /// a broadcast or a matmul writes a fresh buffer).
-    pub(super) fn strided_output(
-        &self,
-        probe: Option<layout::Probe>,
-        entry: &Entry,
-        inherits: bool,
-    ) -> bool {
-        match probe {
-            Some(probe) => !probe.dense,
-            None if inherits => self.op.strided_shapes.contains(&entry.dims),
-            None => true,
-        }
-    }
-
-    /// The backend says an output of `bytes` lives in `probe`'s buffer: when one of `inputs`
-    /// (as [`Self::probe_inputs`] noted them) lives there too, the buffer it shares (with that input when it is still in the books), its
-    /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
-    /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
-    /// that key in the books.)
-    pub(super) fn shared_with(
-        &self,
-        inputs: &[(TensorId, usize)],
-        bytes: u64,
-        probe: layout::Probe,
-    ) -> Option<(Option<TensorId>, usize, u64)> {
-        let &(source, _) = inputs.iter().find(|(_, buffer)| *buffer == probe.buffer)?;
-        let source = self.residency.get(&source).is_some().then_some(source);
-        (source.is_some() || probe.buffer_bytes != bytes || self.residency.any_shared())
-            .then_some((source, probe.buffer, probe.buffer_bytes))
-    }
 }
 
 impl<B: BackendIr> Engine<B> {

@@ -17,7 +17,7 @@ use crate::exec::plans::JUDGED_AFTER;
 use crate::exec::residency::State;
 use crate::plan::payoff::{self, IterationCost};
 use crate::plan::profile::Links;
-use crate::plan::program::{Port, Program, Step};
+use crate::plan::program::{Program, Step};
 
 /// The planned prefetches listed as started before those no longer in flight are let go.
 const FETCHING_KEPT: usize = 1024;
@@ -55,7 +55,7 @@ impl<B: BackendIr> Engine<B> {
         };
         let pos = place.position;
         // An iteration ends only where the schedule holds up to its last op.
-        if place.verified && pos + 1 == self.recorder_period() {
+        if place.verified && pos + 1 == self.history.recorder_period() {
             if let Some(active) = self.plans.active.as_mut() {
                 active.iterations += 1;
                 self.history.counters.planned_iterations += 1;
@@ -115,7 +115,7 @@ impl<B: BackendIr> Engine<B> {
     fn take_step(&mut self, step: Step) {
         match step {
             Step::Offload { port, tag, inline } => {
-                let Some(id) = self.port(port) else {
+                let Some(id) = self.op.port(port) else {
                     return;
                 };
                 let started = if inline {
@@ -128,7 +128,7 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
             Step::Evict { port } => {
-                if let Some(id) = self.port(port) {
+                if let Some(id) = self.op.port(port) {
                     self.evict(id);
                 }
             }
@@ -228,18 +228,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    fn recorder_period(&self) -> usize {
-        self.history.recorder.schedule_key().map_or(0, |(p, _)| p)
-    }
-
-    /// The id of the tensor at `port` of the op that ran last.
-    fn port(&self, port: Port) -> Option<TensorId> {
-        match port {
-            Port::Input(i) => self.op.inputs.get(i as usize).map(|(id, _)| *id),
-            Port::Output(i) => self.op.out_ids.get(i as usize).copied(),
-        }
-    }
-
     /// At each iteration end of a profiled schedule: takes over with a plan that is ready,
     /// and plans when the schedule has none yet (or again while its plan does not fit). A
     /// schedule that ran before gets its kept plan back at once; a new one hands its last
@@ -300,7 +288,7 @@ impl<B: BackendIr> Engine<B> {
         }
         let start = Instant::now();
         let Some(links) = self.links_for_plan() else {
-            self.note_op_thread_planning(start);
+            self.history.note_op_thread_planning(start);
             return;
         };
         self.make_plan(key, budget, links, start);
@@ -321,11 +309,6 @@ impl<B: BackendIr> Engine<B> {
             LinksNow::Known(links) => Some(links),
             LinksNow::Measuring => None,
         }
-    }
-
-    /// Counts the op thread's share of planning since `start`.
-    fn note_op_thread_planning(&mut self, start: Instant) {
-        self.history.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
     }
 
     /// Makes the plan of schedule `key` from its last complete iteration, with `links`: on
@@ -350,7 +333,7 @@ impl<B: BackendIr> Engine<B> {
                 crate::plan::build(&trace, &profile, budget, choice)
             },
         );
-        self.note_op_thread_planning(start);
+        self.history.note_op_thread_planning(start);
         // Made here (planning on the op's thread), or already done.
         self.take_ready_plan(key);
     }
@@ -516,7 +499,7 @@ impl<B: BackendIr> Engine<B> {
             .is_some_and(|a| a.content == content);
         self.plans.decline(content);
         if following {
-            self.clear_plan_figures();
+            self.history.counters.clear_plan_figures();
         }
         self.history.counters.declined_in_force = true;
         if self.history.counters.plan_declines.len() >= TAKEOVERS_KEPT {
@@ -525,7 +508,7 @@ impl<B: BackendIr> Engine<B> {
         self.history.counters.plans_declined += 1;
         self.history.counters.plan_declines.push(PlanDecline {
             op: self.history.recorder.next_index(),
-            period: self.recorder_period(),
+            period: self.history.recorder_period(),
             plan_seconds,
             measured,
             fallback_seconds: fallback.seconds,

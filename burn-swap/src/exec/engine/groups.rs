@@ -22,7 +22,7 @@ impl<B: BackendIr> Engine<B> {
         holders.iter().any(|id| {
             self.residency
                 .get(id)
-                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.can_rebuild(e))
+                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.residency.can_rebuild(e))
         })
     }
 
@@ -35,7 +35,7 @@ impl<B: BackendIr> Engine<B> {
         let Some(shared) = self.residency.buffer(buffer).copied() else {
             return Ok(());
         };
-        let mut holders = self.holders(buffer);
+        let mut holders = self.residency.holders(buffer);
         if holders.len() != shared.holders as usize {
             return Ok(());
         }
@@ -101,15 +101,6 @@ impl<B: BackendIr> Engine<B> {
         Ok(())
     }
 
-    /// The device bytes a fetch of a tensor makes room for: a carrier's whole buffer (its
-    /// holders come back with it), else its own.
-    pub(super) fn fetch_bytes(&self, id: &TensorId) -> u64 {
-        self.residency.get(id).map_or(0, |e| match e.group() {
-            Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
-            _ => e.bytes(),
-        })
-    }
-
     /// After a carrier's fetch landed: every holder still in the books made again as the view
     /// it was over the carrier's buffer, all of them sharing it, counted once.
     pub(super) fn bring_members(&mut self, carrier: TensorId) {
@@ -150,7 +141,7 @@ impl<B: BackendIr> Engine<B> {
             entry.set_group(None);
             let out = entry.ir(member, TensorStatus::NotInit);
             let restored = layout::restore::<B>(whole, out.dtype, *kept);
-            self.install(restored, out);
+            self.handles.insert(out.id, restored);
             self.residency.rematerialise(&member);
             if let Some(probe) = probe {
                 self.residency

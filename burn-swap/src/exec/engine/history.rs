@@ -1,9 +1,11 @@
 //! What happened on a device: the op log the planners read, the moves since the last op was
 //! logged, the op clock, and the counts the report gives.
 
+use std::time::Instant;
+
 use crate::exec::counters::Counters;
 use crate::trace::OpEvents;
-use crate::trace::recorder::Recorder;
+use crate::trace::recorder::{OpCounters, Recorder};
 use crate::trace::threads::TrainingThread;
 
 /// The device's history of ops.
@@ -17,4 +19,27 @@ pub(super) struct History {
     /// Global index of the next op.
     pub now: u64,
     pub counters: Counters,
+}
+
+impl History {
+    pub(super) fn recorder_period(&self) -> usize {
+        self.recorder.schedule_key().map_or(0, |(p, _)| p)
+    }
+
+    /// Counts the op thread's share of planning since `start`.
+    pub(super) fn note_op_thread_planning(&mut self, start: Instant) {
+        self.counters.planning_op_thread_nanos += start.elapsed().as_nanos() as u64;
+    }
+
+    /// Closes the op's record in the trace.
+    #[inline]
+    pub(super) fn record_end(&mut self, live_before: u64, resident_during: u64, beyond: u64) {
+        self.recorder.end(OpCounters {
+            nanos: 0,
+            live_before,
+            events: std::mem::take(&mut self.events),
+            resident_during,
+            beyond,
+        });
+    }
 }

@@ -47,7 +47,7 @@ impl<B: BackendIr> Engine<B> {
                         // A buffer that left whole comes back whole, with every holder.
                         if !self.op.seen_carriers.contains(&carrier) {
                             self.op.seen_carriers.push(carrier);
-                            let bytes = self.fetch_bytes(&carrier);
+                            let bytes = self.residency.fetch_bytes(&carrier);
                             input_bytes += bytes;
                             any_absent = true;
                             absent_bytes += bytes;
@@ -204,7 +204,7 @@ impl<B: BackendIr> Engine<B> {
                 budgeted: self.budget().is_some(),
                 single_output: self.op.outputs.len() == 1,
                 replayable: layout::replayable(op),
-                consumes_input: self.consumes_any(),
+                consumes_input: self.op.consumes_any(),
                 inputs_can_leave: &|| self.inputs_can_leave(),
             })
         } else {
@@ -279,7 +279,7 @@ impl<B: BackendIr> Engine<B> {
             let mut entry = Entry::sized(bytes, dims, dtype, now);
             // Asked once, for its layout and for the buffer it may share.
             let probe = self.probe_entry(id, &entry);
-            entry.strided = strided && self.strided_output(probe, &entry, inherits);
+            entry.strided = strided && self.op.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
                 entry.set_view_source(self.op.view_source);
@@ -308,7 +308,7 @@ impl<B: BackendIr> Engine<B> {
             }
             let (shared, source) = match probe
                 .filter(|_| shares)
-                .and_then(|p| self.shared_with(&self.op.input_buffers, bytes, p))
+                .and_then(|p| self.residency.shared_with(&self.op.input_buffers, bytes, p))
             {
                 Some((source, key, buffer_bytes)) => {
                     self.residency
@@ -354,21 +354,13 @@ impl<B: BackendIr> Engine<B> {
         if let Some(view_op) = view_op
             && any_strided
         {
-            self.keep_view_op(self.op.out_ids[0], view_op);
+            self.residency.keep_view_op(self.op.out_ids[0], view_op);
         }
         if let Some(recipe) = recipe
             && let Some(entry) = self.residency.get_mut(&self.op.out_ids[0])
         {
             entry.recipe = Some(recipe);
         }
-    }
-
-    /// Whether the op in progress reads an input for the last time.
-    pub(super) fn consumes_any(&self) -> bool {
-        self.op
-            .inputs
-            .iter()
-            .any(|(_, status)| *status == TensorStatus::ReadWrite)
     }
 
     /// Whether every input of the op in progress could leave the device itself (it is
@@ -378,7 +370,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.inputs.iter().all(|(id, _)| {
             self.residency
                 .get(id)
-                .is_none_or(|e| !e.strided || e.recipe.is_some() || self.can_rebuild(e))
+                .is_none_or(|e| !e.strided || e.recipe.is_some() || self.residency.can_rebuild(e))
         })
     }
 

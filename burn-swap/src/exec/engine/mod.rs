@@ -62,12 +62,12 @@ use super::layout::{self, Layout};
 use super::op_clock::OpClock;
 use super::plans::Plans;
 use super::ports;
-use super::residency::{Dims, Recipe, Residency};
+use super::residency::{Dims, Entry, Recipe, Residency};
 use super::transfer::Transfers;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
+use crate::plan::program::Port;
 use crate::plan::reactive::Candidate;
-use crate::trace::recorder::OpCounters;
 use crate::trace::signature;
 
 pub(crate) use api::Figures;
@@ -161,6 +161,46 @@ struct OpScratch {
     /// with allocator figures, `None` otherwise.
     shape: Option<u64>,
     temporaries: u64,
+}
+
+impl OpScratch {
+    /// Whether an output that may be strided is: the backend's word (see [`layout::probe`]);
+    /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
+    /// layout keeps a strided input's only in an output of that input's shape (a reduction,
+    /// a broadcast or a matmul writes a fresh buffer).
+    pub(super) fn strided_output(
+        &self,
+        probe: Option<layout::Probe>,
+        entry: &Entry,
+        inherits: bool,
+    ) -> bool {
+        match probe {
+            Some(probe) => !probe.dense,
+            None if inherits => self.strided_shapes.contains(&entry.dims),
+            None => true,
+        }
+    }
+
+    /// The id of the tensor at `port` of the op that ran last.
+    pub(super) fn port(&self, port: Port) -> Option<TensorId> {
+        match port {
+            Port::Input(i) => self.inputs.get(i as usize).map(|(id, _)| *id),
+            Port::Output(i) => self.out_ids.get(i as usize).copied(),
+        }
+    }
+
+    /// Whether the op in progress reads an input for the last time.
+    pub(super) fn consumes_any(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|(_, status)| *status == TensorStatus::ReadWrite)
+    }
+
+    /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
+    /// place, and the protected tensors (recipe inputs being brought back).
+    pub(super) fn protected(&self, id: &TensorId) -> bool {
+        self.protect.contains(id) || (self.fitting && self.inputs.iter().any(|(i, _)| i == id))
+    }
 }
 
 impl<B: BackendIr> Engine<B> {
@@ -353,7 +393,8 @@ impl<B: BackendIr> Engine<B> {
         self.residency.note_peak(during);
         let start = if tracing {
             let lap = OpClock::lap(self.op.timed);
-            self.record_end(live_before, during, self.beyond_the_books());
+            self.history
+                .record_end(live_before, during, self.beyond_the_books());
             self.history
                 .counters
                 .op_clock
@@ -418,25 +459,13 @@ impl<B: BackendIr> Engine<B> {
                 .recorder
                 .dropped(tensor, bytes_of(&tensor.shape, tensor.dtype));
             self.history.recorder.outputs_follow();
-            self.record_end(live_before, self.resident(), 0);
+            self.history.record_end(live_before, self.resident(), 0);
         }
         self.remove_dropped(id);
         self.op.inputs.clear();
         self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();
         self.finish_op();
-    }
-
-    /// Closes the op's record in the trace.
-    #[inline]
-    fn record_end(&mut self, live_before: u64, resident_during: u64, beyond: u64) {
-        self.history.recorder.end(OpCounters {
-            nanos: 0,
-            live_before,
-            events: std::mem::take(&mut self.history.events),
-            resident_during,
-            beyond,
-        });
     }
 
     /// Counts the op that ran, then takes the plan's steps for it.
@@ -538,7 +567,7 @@ impl<B: BackendIr> Engine<B> {
         } else {
             0
         };
-        self.record_end(
+        self.history.record_end(
             books.resident + books.host,
             during.unwrap_or(books.resident),
             beyond,

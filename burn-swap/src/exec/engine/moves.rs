@@ -38,7 +38,7 @@ impl<B: BackendIr> Engine<B> {
             match entry.state() {
                 State::Resident | State::Offloading => return Ok(()),
                 State::Offloaded(_) => {
-                    let bytes = self.fetch_bytes(&id);
+                    let bytes = self.residency.fetch_bytes(&id);
                     self.op.protect.push(id);
                     let room = self.reserve(bytes);
                     self.op.protect.pop();
@@ -47,7 +47,8 @@ impl<B: BackendIr> Engine<B> {
                     match self.exposed(Wait::Fetch, |e| e.fetch(id)) {
                         // A failed fetch leaves the copy whole: tried again, up to a limit.
                         Err(error)
-                            if attempts < super::TRANSFER_ATTEMPTS && self.offloaded(&id) =>
+                            if attempts < super::TRANSFER_ATTEMPTS
+                                && self.residency.offloaded(&id) =>
                         {
                             tracing::warn!(tensor = id.value(), %error, "burn-swap: fetching again");
                         }
@@ -98,14 +99,6 @@ impl<B: BackendIr> Engine<B> {
             budget: self.budget().unwrap_or(u64::MAX),
             resident: books.resident,
         }
-    }
-
-    /// Whether the tensor is offloaded (its host copy whole).
-    fn offloaded(&self, id: &TensorId) -> bool {
-        matches!(
-            self.residency.get(id).map(|e| e.state()),
-            Some(State::Offloaded(_))
-        )
     }
 
     /// Settles transfers until the fetch of `id` has landed or failed.
@@ -328,7 +321,7 @@ impl<B: BackendIr> Engine<B> {
             Some(kept) => layout::restore::<B>(handle, ir.dtype, *kept),
             None => handle,
         };
-        self.install(handle, ir);
+        self.handles.insert(ir.id, handle);
         let (nanos, codec_nanos, on_device) = cost;
         let cost = FetchCost {
             nanos,
@@ -435,7 +428,7 @@ impl<B: BackendIr> Engine<B> {
         if !matches!(entry.state(), State::Offloaded(_))
             || self
                 .budget()
-                .is_some_and(|b| self.resident() + self.fetch_bytes(&id) > b)
+                .is_some_and(|b| self.resident() + self.residency.fetch_bytes(&id) > b)
         {
             return;
         }
@@ -453,7 +446,7 @@ impl<B: BackendIr> Engine<B> {
         }
         if self
             .budget()
-            .is_some_and(|b| self.resident() + self.fetch_bytes(&id) > b)
+            .is_some_and(|b| self.resident() + self.residency.fetch_bytes(&id) > b)
         {
             return false;
         }
@@ -530,7 +523,7 @@ impl<B: BackendIr> Engine<B> {
                     let seconds = timing.queued_nanos as f64 * 1e-9;
                     self.machine.observed.note_to_host(bytes, seconds);
                 }
-                if self.protected(&id) {
+                if self.op.protected(&id) {
                     // The op about to run reads it: the device copy stays, the host copy goes.
                     self.residency.cancel_offload(&id);
                     return;
@@ -609,11 +602,5 @@ impl<B: BackendIr> Engine<B> {
             _ => timing.nanos,
         };
         self.history.counters.add_worker_copy(charged);
-    }
-
-    /// Puts a fetched handle in the store under the tensor's id, as it is (a strided view
-    /// keeps the layout it was made again in).
-    pub(super) fn install(&mut self, handle: B::Handle, out: TensorIr) {
-        self.handles.insert(out.id, handle);
     }
 }

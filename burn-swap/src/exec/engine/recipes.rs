@@ -10,7 +10,7 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
 use super::Engine;
 use crate::error::SwapError;
 use crate::exec::layout;
-use crate::exec::residency::{Entry, Recipe};
+use crate::exec::residency::Recipe;
 
 impl<B: BackendIr> Engine<B> {
     /// Whether the plan keeps a recipe for the output of the op recorded last.
@@ -30,16 +30,6 @@ impl<B: BackendIr> Engine<B> {
                 .is_some_and(|r| !r.is_empty())
     }
 
-    /// A recipe of `op`: every input of it marked read-only (so that the replay leaves them
-    /// in place) and pinned until the recipe is used or dropped.
-    fn recipe_of(&mut self, mut op: OperationIr, inputs: Vec<TensorId>) -> Box<Recipe> {
-        op.mark_read_only(&inputs);
-        for input in &inputs {
-            self.residency.pin(input);
-        }
-        Box::new(Recipe { op, inputs })
-    }
-
     /// Marks inputs of `op` read-only so that they stay in the handle container: all of them
     /// when `recipe` (then a copy of the op becomes the output's recipe, pinning them), else
     /// the pinned ones it consumes.
@@ -55,7 +45,7 @@ impl<B: BackendIr> Engine<B> {
         }
         op.mark_read_only(&ids);
         if recipe {
-            self.op.pending_recipe = Some(self.recipe_of(op.clone(), ids));
+            self.op.pending_recipe = Some(self.residency.recipe_of(op.clone(), ids));
         }
     }
 
@@ -137,14 +127,15 @@ impl<B: BackendIr> Engine<B> {
         self.residency.rematerialise(&id);
         if shares
             && let Some(probe) = self.probe(id)
-            && let Some((source, key, buffer_bytes)) = self.shared_with(&buffers, bytes, probe)
+            && let Some((source, key, buffer_bytes)) =
+                self.residency.shared_with(&buffers, bytes, probe)
         {
             self.residency
                 .share(&id, source.as_ref(), key, buffer_bytes);
             self.residency.restore_peak(peak);
         }
         if let Some(op) = keep {
-            self.keep_view_op(id, op);
+            self.residency.keep_view_op(id, op);
         }
         for input in inputs {
             self.unpin(input);
@@ -163,23 +154,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// A strided output keeps the op that made it, to become its recipe later; its sources
-    /// remember it, so that it gets that recipe when Burn lets go of them.
-    pub(super) fn keep_view_op(&mut self, view: TensorId, op: Box<OperationIr>) {
-        if self.residency.get(&view).is_none() {
-            return;
-        }
-        for t in op.inputs() {
-            let views = self.residency.views.sources.entry(t.id).or_default();
-            if !views.contains(&view) {
-                views.push(view);
-            }
-        }
-        if let Some(entry) = self.residency.get_mut(&view) {
-            entry.set_view_op(Some(op));
-        }
-    }
-
     /// Burn is about to let go of `source`: the strided views still made from it get their
     /// recipes now (pinning it), so that they can still leave by recomputation.
     pub(super) fn pin_for_views(&mut self, source: TensorId) {
@@ -190,18 +164,11 @@ impl<B: BackendIr> Engine<B> {
             let rebuildable = self
                 .residency
                 .get(&view)
-                .is_some_and(|e| e.view_op().is_some() && self.can_rebuild(e));
+                .is_some_and(|e| e.view_op().is_some() && self.residency.can_rebuild(e));
             if rebuildable {
                 self.make_view_recipe(view);
             }
         }
-    }
-
-    /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
-    pub(super) fn can_rebuild(&self, entry: &Entry) -> bool {
-        entry
-            .view_op()
-            .is_some_and(|op| op.inputs().all(|t| self.residency.get(&t.id).is_some()))
     }
 
     /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
@@ -222,7 +189,7 @@ impl<B: BackendIr> Engine<B> {
                 ids.push(t.id);
             }
         }
-        let recipe = self.recipe_of(*op, ids);
+        let recipe = self.residency.recipe_of(*op, ids);
         if let Some(entry) = self.residency.get_mut(&id) {
             entry.recipe = Some(recipe);
         }

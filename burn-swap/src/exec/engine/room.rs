@@ -116,7 +116,7 @@ impl<B: BackendIr> Engine<B> {
                 // A strided holder of a shared buffer leaves with it whole.
                 && !e.restorable
                 && e.recipe.is_none()
-                && !self.can_rebuild(e)
+                && !self.residency.can_rebuild(e)
                 && match e.view_source() {
                     Some(Remake::Pinned) => false,
                     Some(Remake::From(s)) => self.residency.get(&s).is_none(),
@@ -138,13 +138,6 @@ impl<B: BackendIr> Engine<B> {
         self.residency.views.strided_live = live;
         self.history.counters.minimum_budget =
             self.history.counters.minimum_budget.max(needed + stuck);
-    }
-
-    /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
-    /// place, and the protected tensors (recipe inputs being brought back).
-    pub(super) fn protected(&self, id: &TensorId) -> bool {
-        self.op.protect.contains(id)
-            || (self.op.fitting && self.op.inputs.iter().any(|(i, _)| i == id))
     }
 
     /// Makes room for `bytes` more resident bytes, never touching the current op's inputs
@@ -302,14 +295,14 @@ impl<B: BackendIr> Engine<B> {
             let id = TensorId::new(c.key);
             match self.residency.get(&id).and_then(|e| e.shared()) {
                 // A holder that cannot leave alone: the buffer leaves as one copy.
-                Some(buffer) if self.leaves_whole(&self.holders(buffer)) => {
+                Some(buffer) if self.leaves_whole(&self.residency.holders(buffer)) => {
                     if let Err(e) = self.offload_whole(buffer) {
                         result = Err(e);
                     }
                 }
                 // A shared buffer leaves with every tensor that holds it.
                 Some(buffer) => {
-                    for holder in self.holders(buffer) {
+                    for holder in self.residency.holders(buffer) {
                         let strided = self.residency.get(&holder).is_some_and(|e| e.strided);
                         let leave = if strided {
                             Leave::Recompute
@@ -403,15 +396,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The resident tensors that hold `buffer`.
-    pub(super) fn holders(&self, buffer: u32) -> Vec<TensorId> {
-        self.residency
-            .iter()
-            .filter(|(_, e)| e.shared() == Some(buffer) && matches!(e.state(), State::Resident))
-            .map(|(id, _)| *id)
-            .collect()
-    }
-
     /// Lists in `candidates` the resident tensors that may leave now, each with how it would
     /// (`plan::reactive::leaves`); returns the resident bytes that may not.
     fn list_candidates(&self, candidates: &mut Vec<Candidate>, protect_inputs: bool) -> u64 {
@@ -437,7 +421,7 @@ impl<B: BackendIr> Engine<B> {
                 strided: entry.strided,
                 restorable: entry.leaves_with_layout(),
                 has_recipe: entry.recipe.is_some(),
-                rebuildable: entry.strided && self.can_rebuild(entry),
+                rebuildable: entry.strided && self.residency.can_rebuild(entry),
                 host_has_room: self.host_has_room(entry.bytes()),
             };
             let leave = reactive::leaves(&facts);
