@@ -278,7 +278,7 @@ impl<B: BackendIr> Engine<B> {
     /// recipe still needs (or will need: the source of a kept view) becomes a read-only one.
     fn read_status(&mut self, tensor: &TensorIr) -> TensorIr {
         if tensor.status == TensorStatus::ReadWrite {
-            self.pin_for_views(tensor.id);
+            self.residency.pin_for_views(tensor.id);
         }
         let status = if self.residency.is_pinned(&tensor.id) {
             TensorStatus::ReadOnly

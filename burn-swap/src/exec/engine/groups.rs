@@ -16,16 +16,6 @@ use crate::exec::residency::{Group, State};
 use crate::plan::reactive::Leave;
 
 impl<B: BackendIr> Engine<B> {
-    /// Whether the holders of a shared buffer must leave together: one of them cannot leave
-    /// on its own (strided, no recipe, and no op that could make it again).
-    pub(super) fn leaves_whole(&self, holders: &[TensorId]) -> bool {
-        holders.iter().any(|id| {
-            self.residency
-                .get(id)
-                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.residency.can_rebuild(e))
-        })
-    }
-
     /// Offloads `buffer` as one copy carried by one of its holders; the others leave the
     /// device with it, their layouts kept. Nothing moves (and `Ok`) when a holder of it is
     /// not resident (one in flight would come back apart), when the backend cannot tell a

@@ -195,7 +195,7 @@ impl<B: BackendIr> Engine<B> {
             for i in 0..self.op.inputs.len() {
                 let (id, status) = self.op.inputs[i];
                 if status == TensorStatus::ReadWrite {
-                    self.pin_for_views(id);
+                    self.residency.pin_for_views(id);
                 }
             }
         }

@@ -69,7 +69,7 @@ impl<B: BackendIr> Engine<B> {
     /// Burn dropped a tensor: it leaves the books and the device, unless a recipe still reads
     /// it (an orphan then).
     pub(super) fn remove_dropped(&mut self, id: TensorId) {
-        self.pin_for_views(id);
+        self.residency.pin_for_views(id);
         if self.residency.is_pinned(&id) {
             // A recipe still reads it: it stays, as an orphan.
             self.remove_unless_pinned(&id);

@@ -43,7 +43,7 @@ impl<B: BackendIr> Engine<B> {
     /// op has finished ([`Self::native_finish`]).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
         if tensor.status == TensorStatus::ReadWrite {
-            self.pin_for_views(tensor.id);
+            self.residency.pin_for_views(tensor.id);
             if self.read_only_for_sharing(tensor.id) {
                 self.op.shared_reads.push(tensor.id);
                 let read = TensorIr {

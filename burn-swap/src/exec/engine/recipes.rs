@@ -147,51 +147,10 @@ impl<B: BackendIr> Engine<B> {
         if self.residency.unpin(&id) == Some(0) && self.residency.get(&id).is_some_and(|e| e.orphan)
         {
             // Views that keep their op from it take their recipes now (pinning it again).
-            self.pin_for_views(id);
+            self.residency.pin_for_views(id);
             if !self.residency.is_pinned(&id) {
                 self.remove_with_handle(id);
             }
-        }
-    }
-
-    /// Burn is about to let go of `source`: the strided views still made from it get their
-    /// recipes now (pinning it), so that they can still leave by recomputation.
-    pub(super) fn pin_for_views(&mut self, source: TensorId) {
-        let Some(views) = self.residency.views.sources.remove(&source) else {
-            return;
-        };
-        for view in views {
-            let rebuildable = self
-                .residency
-                .get(&view)
-                .is_some_and(|e| e.view_op().is_some() && self.residency.can_rebuild(e));
-            if rebuildable {
-                self.make_view_recipe(view);
-            }
-        }
-    }
-
-    /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
-    /// [`Self::can_rebuild`]) are pinned from now on.
-    pub(super) fn make_view_recipe(&mut self, id: TensorId) {
-        let Some(entry) = self.residency.get_mut(&id) else {
-            return;
-        };
-        if entry.recipe.is_some() {
-            return;
-        }
-        let Some(op) = entry.take_view_op() else {
-            return;
-        };
-        let mut ids: Vec<TensorId> = Vec::new();
-        for t in op.inputs() {
-            if !ids.contains(&t.id) {
-                ids.push(t.id);
-            }
-        }
-        let recipe = self.residency.recipe_of(*op, ids);
-        if let Some(entry) = self.residency.get_mut(&id) {
-            entry.recipe = Some(recipe);
         }
     }
 

@@ -295,7 +295,7 @@ impl<B: BackendIr> Engine<B> {
             let id = TensorId::new(c.key);
             match self.residency.get(&id).and_then(|e| e.shared()) {
                 // A holder that cannot leave alone: the buffer leaves as one copy.
-                Some(buffer) if self.leaves_whole(&self.residency.holders(buffer)) => {
+                Some(buffer) if self.residency.leaves_whole(&self.residency.holders(buffer)) => {
                     if let Err(e) = self.offload_whole(buffer) {
                         result = Err(e);
                     }
@@ -374,7 +374,7 @@ impl<B: BackendIr> Engine<B> {
     pub(super) fn leave(&mut self, id: TensorId, leave: Leave) -> Result<(), SwapError> {
         match leave {
             Leave::Recompute => {
-                self.make_view_recipe(id);
+                self.residency.make_view_recipe(id);
                 self.evict(id);
                 Ok(())
             }

@@ -756,6 +756,55 @@ impl Residency {
             .map(|(id, _)| *id)
             .collect()
     }
+
+    /// Burn is about to let go of `source`: the strided views still made from it get their
+    /// recipes now (pinning it), so that they can still leave by recomputation.
+    pub(crate) fn pin_for_views(&mut self, source: TensorId) {
+        let Some(views) = self.views.sources.remove(&source) else {
+            return;
+        };
+        for view in views {
+            let rebuildable = self
+                .get(&view)
+                .is_some_and(|e| e.view_op().is_some() && self.can_rebuild(e));
+            if rebuildable {
+                self.make_view_recipe(view);
+            }
+        }
+    }
+
+    /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
+    /// [`Self::can_rebuild`]) are pinned from now on.
+    pub(crate) fn make_view_recipe(&mut self, id: TensorId) {
+        let Some(entry) = self.get_mut(&id) else {
+            return;
+        };
+        if entry.recipe.is_some() {
+            return;
+        }
+        let Some(op) = entry.take_view_op() else {
+            return;
+        };
+        let mut ids: Vec<TensorId> = Vec::new();
+        for t in op.inputs() {
+            if !ids.contains(&t.id) {
+                ids.push(t.id);
+            }
+        }
+        let recipe = self.recipe_of(*op, ids);
+        if let Some(entry) = self.get_mut(&id) {
+            entry.recipe = Some(recipe);
+        }
+    }
+
+    /// Whether the holders of a shared buffer must leave together: one of them cannot leave
+    /// on its own (strided, no recipe, and no op that could make it again).
+    pub(crate) fn leaves_whole(&self, holders: &[TensorId]) -> bool {
+        holders.iter().any(|id| {
+            self.get(id)
+                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.can_rebuild(e))
+        })
+    }
 }
 
 #[cfg(test)]
