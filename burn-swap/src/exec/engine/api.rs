@@ -58,7 +58,8 @@ impl<B: BackendIr> Engine<B> {
     /// The figures of the device now, once the link probe, when it runs, has reported.
     pub fn figures(&mut self) -> Figures {
         // The link probe's outcome is part of them (its time, a copy of its that failed).
-        self.wait_for_link_probe();
+        self.machine
+            .wait_for_link_probe(&mut self.residency, &mut self.history.counters);
         // The period is read first: reading it may find a new schedule, whose plan is not
         // made yet.
         let period = self.history.recorder.period();
@@ -101,7 +102,8 @@ impl<B: BackendIr> Engine<B> {
     /// The counted bytes now: the books (once the link probe's temporaries, when it runs,
     /// are off the device).
     pub fn books(&mut self) -> Books {
-        self.wait_for_link_probe_copies();
+        self.machine
+            .wait_for_link_probe_copies(&mut self.residency, &mut self.history.counters);
         *self.residency.books()
     }
 

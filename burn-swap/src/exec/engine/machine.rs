@@ -1,11 +1,14 @@
 //! What was measured of the machine: the copy links (probed, or learned from the copies
-//! made), the CPU codec's throughput, and the allocator's pools and the device's memory.
+//! made) and the link probe's news while it runs, the CPU codec's throughput, and the
+//! allocator's pools and the device's memory.
 
 use std::sync::mpsc;
 
 use super::observed_copies::ObservedCopies;
-use crate::exec::link_probe::ProbeNews;
+use crate::exec::counters::Counters;
+use crate::exec::link_probe::{ProbeFailed, ProbeNews};
 use crate::exec::pools::Pools;
+use crate::exec::residency::Residency;
 use crate::exec::temporaries::Temporaries;
 use crate::plan::profile::Links;
 
@@ -63,6 +66,103 @@ impl Machine {
     pub fn link_probe_running(&self) -> bool {
         self.probe.is_some()
     }
+
+    /// Takes the probe's news that has come, without waiting: `None` while it runs, else
+    /// whether it measured the links (kept). Its lent bytes are taken back once its copies
+    /// are made.
+    pub fn poll_link_probe(
+        &mut self,
+        books: &mut Residency,
+        counters: &mut Counters,
+    ) -> Option<bool> {
+        loop {
+            let news = match self.probe.as_ref()?.report.try_recv() {
+                Ok(news) => Some(news),
+                Err(mpsc::TryRecvError::Empty) => return None,
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            };
+            if let Some(measured) = self.take_probe_news(news, books, counters) {
+                return Some(measured);
+            }
+        }
+    }
+
+    /// Waits for the probe's report, when it runs; whether it measured the links.
+    pub fn wait_for_link_probe(&mut self, books: &mut Residency, counters: &mut Counters) -> bool {
+        loop {
+            let Some(probe) = self.probe.as_ref() else {
+                return self.links.is_some();
+            };
+            let news = probe.report.recv().ok();
+            if let Some(measured) = self.take_probe_news(news, books, counters) {
+                return measured;
+            }
+        }
+    }
+
+    /// Waits until the probe's temporaries are off the device (its copies made), when it
+    /// runs: the books then count only what the device still holds.
+    pub fn wait_for_link_probe_copies(&mut self, books: &mut Residency, counters: &mut Counters) {
+        while let Some(probe) = self.probe.as_ref().filter(|p| p.lent > 0) {
+            let news = probe.report.recv().ok();
+            self.take_probe_news(news, books, counters);
+        }
+    }
+
+    /// Takes one piece of the probe's news (`None`: its worker went away, a panic took it,
+    /// before it reported): `Some` when the probe ended, with whether it measured the links.
+    fn take_probe_news(
+        &mut self,
+        news: Option<ProbeNews>,
+        books: &mut Residency,
+        counters: &mut Counters,
+    ) -> Option<bool> {
+        match news {
+            Some(ProbeNews::CopiesMade) => {
+                self.take_back_probe_bytes(books);
+                None
+            }
+            Some(ProbeNews::Done(report)) => {
+                Some(self.end_link_probe(Some(report), books, counters))
+            }
+            None => Some(self.end_link_probe(None, books, counters)),
+        }
+    }
+
+    /// The probe's copies are made: its temporaries are off the device.
+    fn take_back_probe_bytes(&mut self, books: &mut Residency) {
+        if let Some(probe) = self.probe.as_mut() {
+            books.take_back(std::mem::take(&mut probe.lent));
+        }
+    }
+
+    /// The probe reported (`None`: its worker went away, a panic took it, before it could):
+    /// its bytes taken back, its links kept when it measured them.
+    fn end_link_probe(
+        &mut self,
+        report: Option<Result<Links, ProbeFailed>>,
+        books: &mut Residency,
+        counters: &mut Counters,
+    ) -> bool {
+        self.take_back_probe_bytes(books);
+        if let Some(probe) = self.probe.take() {
+            counters.link_probe_nanos += probe.queued.elapsed().as_nanos() as u64;
+        }
+        match report {
+            Some(Ok(links)) => {
+                self.links = Some(links);
+                true
+            }
+            Some(Err(failed)) => {
+                count_failed_probe(counters, &failed);
+                false
+            }
+            None => {
+                tracing::warn!("burn-swap: the link probe ended without a report");
+                false
+            }
+        }
+    }
 }
 
 /// The links pinned for every engine, if any.
@@ -85,3 +185,10 @@ pub(super) struct RunningProbe {
 
 /// Where the link probe reports.
 pub(super) type ProbeReport = mpsc::Receiver<ProbeNews>;
+
+/// A probe's copy that failed is a failed transfer like any other (its tensors were
+/// temporaries, so nothing is lost).
+pub(super) fn count_failed_probe(counters: &mut Counters, failed: &ProbeFailed) {
+    tracing::warn!(error = %failed.error, "burn-swap: could not measure copy throughput");
+    counters.count_failed_copy(failed.to_device);
+}

@@ -8,8 +8,8 @@ use std::sync::mpsc;
 use burn_ir::BackendIr;
 
 use super::Engine;
-use super::machine::{self, ProbeReport, RunningProbe};
-use crate::exec::link_probe::{self, ProbeFailed, ProbeNews, ProbeRoute};
+use super::machine::{self, ProbeReport, RunningProbe, count_failed_probe};
+use crate::exec::link_probe::{self, ProbeNews, ProbeRoute};
 use crate::exec::transfer::Errand;
 use crate::plan::profile::{self, Links};
 
@@ -43,7 +43,8 @@ impl<B: BackendIr> Engine<B> {
             LinksNow::Known(links) => links,
             LinksNow::Measuring => {
                 self.history.counters.link_probe_waits += 1;
-                self.wait_for_link_probe();
+                self.machine
+                    .wait_for_link_probe(&mut self.residency, &mut self.history.counters);
                 self.machine.known_links()
             }
         }
@@ -63,7 +64,10 @@ impl<B: BackendIr> Engine<B> {
         }
         if self.machine.links.is_none() {
             if self.machine.probe.is_some() {
-                match self.poll_link_probe() {
+                match self
+                    .machine
+                    .poll_link_probe(&mut self.residency, &mut self.history.counters)
+                {
                     None => return LinksNow::Measuring,
                     Some(false) => return LinksNow::Known(self.machine.observed.links()),
                     Some(true) => {}
@@ -155,91 +159,11 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Takes the probe's news that has come, without waiting: `None` while it runs, else
-    /// whether it measured the links (kept). Its lent bytes are taken back once its copies
-    /// are made.
-    pub(super) fn poll_link_probe(&mut self) -> Option<bool> {
-        loop {
-            let news = match self.machine.probe.as_ref()?.report.try_recv() {
-                Ok(news) => Some(news),
-                Err(mpsc::TryRecvError::Empty) => return None,
-                Err(mpsc::TryRecvError::Disconnected) => None,
-            };
-            if let Some(measured) = self.take_probe_news(news) {
-                return Some(measured);
-            }
-        }
-    }
-
-    /// Waits for the probe's report, when it runs; whether it measured the links.
-    pub(super) fn wait_for_link_probe(&mut self) -> bool {
-        loop {
-            let Some(probe) = self.machine.probe.as_ref() else {
-                return self.machine.links.is_some();
-            };
-            let news = probe.report.recv().ok();
-            if let Some(measured) = self.take_probe_news(news) {
-                return measured;
-            }
-        }
-    }
-
-    /// Waits until the probe's temporaries are off the device (its copies made), when it
-    /// runs: the books then count only what the device still holds.
-    pub(super) fn wait_for_link_probe_copies(&mut self) {
-        while let Some(probe) = self.machine.probe.as_ref().filter(|p| p.lent > 0) {
-            let news = probe.report.recv().ok();
-            self.take_probe_news(news);
-        }
-    }
-
-    /// Takes one piece of the probe's news (`None`: its worker went away, a panic took it,
-    /// before it reported): `Some` when the probe ended, with whether it measured the links.
-    fn take_probe_news(&mut self, news: Option<ProbeNews>) -> Option<bool> {
-        match news {
-            Some(ProbeNews::CopiesMade) => {
-                self.take_back_probe_bytes();
-                None
-            }
-            Some(ProbeNews::Done(report)) => Some(self.end_link_probe(Some(report))),
-            None => Some(self.end_link_probe(None)),
-        }
-    }
-
-    /// The probe's copies are made: its temporaries are off the device.
-    fn take_back_probe_bytes(&mut self) {
-        if let Some(probe) = self.machine.probe.as_mut() {
-            self.residency.take_back(std::mem::take(&mut probe.lent));
-        }
-    }
-
-    /// The probe reported (`None`: its worker went away, a panic took it, before it could):
-    /// its bytes taken back, its links kept when it measured them.
-    fn end_link_probe(&mut self, report: Option<Result<Links, ProbeFailed>>) -> bool {
-        self.take_back_probe_bytes();
-        if let Some(probe) = self.machine.probe.take() {
-            self.history.counters.link_probe_nanos += probe.queued.elapsed().as_nanos() as u64;
-        }
-        match report {
-            Some(Ok(links)) => {
-                self.machine.links = Some(links);
-                true
-            }
-            Some(Err(failed)) => {
-                count_failed_probe(&mut self.history.counters, &failed);
-                false
-            }
-            None => {
-                tracing::warn!("burn-swap: the link probe ended without a report");
-                false
-            }
-        }
-    }
-
     /// Drops the links measured, once a probe running has reported: the next request
     /// probes again.
     pub fn forget_links(&mut self) {
-        self.wait_for_link_probe();
+        self.machine
+            .wait_for_link_probe(&mut self.residency, &mut self.history.counters);
         self.machine.links = None;
     }
 
@@ -256,11 +180,4 @@ impl<B: BackendIr> Engine<B> {
             ProbeNews::Done(report) => Some(report.ok()),
         })?
     }
-}
-
-/// A probe's copy that failed is a failed transfer like any other (its tensors were
-/// temporaries, so nothing is lost).
-fn count_failed_probe(counters: &mut crate::exec::counters::Counters, failed: &ProbeFailed) {
-    tracing::warn!(error = %failed.error, "burn-swap: could not measure copy throughput");
-    counters.count_failed_copy(failed.to_device);
 }

@@ -469,7 +469,8 @@ impl<B: BackendIr> Engine<B> {
     #[inline]
     pub(super) fn poll_transfers(&mut self) {
         if self.link_probe_running() {
-            self.poll_link_probe();
+            self.machine
+                .poll_link_probe(&mut self.residency, &mut self.history.counters);
         }
         if self.copies.transfers.in_flight() == 0 {
             return;
@@ -494,7 +495,8 @@ impl<B: BackendIr> Engine<B> {
     /// temporaries then leave the books).
     pub(super) fn settle_everything(&mut self) {
         while self.settle_next() {}
-        self.wait_for_link_probe();
+        self.machine
+            .wait_for_link_probe(&mut self.residency, &mut self.history.counters);
     }
 
     /// Applies a finished transfer to the books.
