@@ -11,8 +11,9 @@
 use burn_ir::BackendIr;
 
 use crate::cli::unknown_device;
-use crate::harness::{self, Plan, Row};
+use crate::harness::{self, Row};
 use crate::lockstep::{self, Spawn};
+use crate::plan::Plan;
 use crate::verify::{self, Check};
 
 /// What the max-batch search found: the cap in bytes, the largest batch without burn-swap

@@ -28,7 +28,8 @@ use burn_ir::BackendIr;
 use burn_swap::{Policy, Swap, SwapConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{Plan, Steps, guarded, measure_steps_gated, step_milliseconds};
+use crate::plan::Plan;
+use crate::steps::{Steps, guarded, measure_steps_gated, step_milliseconds};
 
 /// Starts the process of one row: the policy and the budget in bytes it runs under, with its
 /// stdin and stdout piped.
@@ -306,7 +307,7 @@ pub fn paired(row: &[Vec<f64>], reference: &[Vec<f64>], warm_up: usize) -> Optio
     ratios.sort_by(f64::total_cmp);
     let (mut low, mut high) = (ratios[low], ratios[high]);
     if rounds.len() >= 2 {
-        let mut medians: Vec<f64> = rounds.into_iter().map(crate::harness::median).collect();
+        let mut medians: Vec<f64> = rounds.into_iter().map(crate::steps::median).collect();
         medians.sort_by(f64::total_cmp);
         let (l, h) = median_interval(medians.len());
         low = low.min(medians[l]);
@@ -315,7 +316,7 @@ pub fn paired(row: &[Vec<f64>], reference: &[Vec<f64>], warm_up: usize) -> Optio
     Some(Paired {
         low,
         high,
-        ratio: crate::harness::median(ratios),
+        ratio: crate::steps::median(ratios),
     })
 }
 
@@ -493,7 +494,7 @@ mod tests {
             let device = FlexDevice;
             burn_swap::configure(&device, SwapConfig::default()).unwrap();
             let workload = crate::workload::Workload::Mlp(crate::models::MlpConfig::small());
-            crate::harness::measure_steps::<Autodiff<Swap<Flex>>>(&workload, &device, 1, 0);
+            crate::steps::measure_steps::<Autodiff<Swap<Flex>>>(&workload, &device, 1, 0);
             burn_swap::report(&device).expect("a report")
         };
         let dir = std::env::temp_dir().join(format!("lockstep-test-{}", std::process::id()));

@@ -5,7 +5,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 
-use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig, TransformerConfig};
+use crate::models::{ConvNet, ConvNetConfig, Mlp, MlpConfig};
 
 /// What a run leaves to compare: the loss of every step (as bits) and the final parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,34 +149,6 @@ pub fn init_convnet<B: AutodiffBackend>(
     seed: u64,
 ) -> ConvNet<B> {
     init_seeded::<B, _>(device, seed, || config.init::<B>(device))
-}
-
-/// Trains an MLP from its deterministic initialisation and returns what to compare.
-pub fn train_mlp<B: AutodiffBackend>(
-    config: &MlpConfig,
-    device: &B::Device,
-    steps: usize,
-) -> Outcome {
-    crate::workload::Workload::Mlp(*config).train::<B>(device, steps)
-}
-
-/// Trains a conv net from its deterministic initialisation and returns what to compare.
-pub fn train_convnet<B: AutodiffBackend>(
-    config: &ConvNetConfig,
-    device: &B::Device,
-    steps: usize,
-) -> Outcome {
-    crate::workload::Workload::ConvNet(*config).train::<B>(device, steps)
-}
-
-/// Trains a transformer from its deterministic initialisation and returns what to
-/// compare.
-pub fn train_transformer<B: AutodiffBackend>(
-    config: &TransformerConfig,
-    device: &B::Device,
-    steps: usize,
-) -> Outcome {
-    crate::workload::Workload::Transformer(*config).train::<B>(device, steps)
 }
 
 /// Trains an MLP whose batch shrinks to `last_batch` for the last `short_steps` steps (a

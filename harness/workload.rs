@@ -169,3 +169,31 @@ impl Workload {
         }
     }
 }
+
+/// Trains an MLP from its deterministic initialisation and returns what to compare.
+pub fn train_mlp<B: AutodiffBackend>(
+    config: &MlpConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    Workload::Mlp(*config).train::<B>(device, steps)
+}
+
+/// Trains a conv net from its deterministic initialisation and returns what to compare.
+pub fn train_convnet<B: AutodiffBackend>(
+    config: &ConvNetConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    Workload::ConvNet(*config).train::<B>(device, steps)
+}
+
+/// Trains a transformer from its deterministic initialisation and returns what to
+/// compare.
+pub fn train_transformer<B: AutodiffBackend>(
+    config: &TransformerConfig,
+    device: &B::Device,
+    steps: usize,
+) -> Outcome {
+    Workload::Transformer(*config).train::<B>(device, steps)
+}

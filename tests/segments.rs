@@ -12,9 +12,10 @@ use burn_swap::unstable::plan::{build, checkpoint, combine};
 use burn_swap::{Planner, Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
 use burn_swap_harness::schedules::GanConfig;
-use burn_swap_harness::train::{last_iteration, train_convnet};
+use burn_swap_harness::train::last_iteration;
 use burn_swap_harness::verify::{assert_budgeted_run, links_at, run_configured};
 use burn_swap_harness::workload::Workload;
+use burn_swap_harness::workload::train_convnet;
 
 #[test]
 fn segment_plan_of_a_conv_net_iteration() {

@@ -42,12 +42,14 @@ use burn_swap::Policy;
 use burn_swap_harness::classifier::ClassifierConfig;
 use burn_swap_harness::cli::Args;
 use burn_swap_harness::devices;
-use burn_swap_harness::harness::{self, Plan, Workload};
+use burn_swap_harness::harness::{self, Workload};
 use burn_swap_harness::models::{
     BnCnnConfig, GptConfig, LstmNetConfig, MlpConfig, ResNetConfig, TransformerConfig,
 };
+use burn_swap_harness::plan::Plan;
 use burn_swap_harness::recurrent::RecurrentConfig;
 use burn_swap_harness::schedules::GanConfig;
+use burn_swap_harness::steps;
 
 fn main() -> ExitCode {
     match run() {
@@ -169,7 +171,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let probe_batch: Option<usize> = args.value("probe-batch").map(str::parse).transpose()?;
     let probe_cap: u64 = args.get("probe-cap", 0)?;
     let probe = probe_batch.map(|batch| (batch, probe_cap));
-    harness::quiet_expected_panics();
+    steps::quiet_expected_panics();
     let mut probe_in_child = |batch: usize, cap: u64| -> bool {
         let Ok(exe) = std::env::current_exe() else {
             return false;

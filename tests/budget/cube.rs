@@ -11,8 +11,9 @@ use burn_swap::unstable::CubeWgpu;
 use burn_swap::unstable::faults::{self, Hook};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
-use burn_swap_harness::train::{Outcome, train_convnet, train_mlp};
+use burn_swap_harness::train::Outcome;
 use burn_swap_harness::verify::{assert_budgeted_run, quiet_injected_panics, run_configured};
+use burn_swap_harness::workload::{train_convnet, train_mlp};
 use cubecl::wgpu::WgpuDevice;
 
 type Plain = Autodiff<CubeWgpu>;

@@ -7,8 +7,9 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, PeerSpec, Policy, Report, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_harness::train::{Outcome, train_convnet, train_mlp, train_transformer};
+use burn_swap_harness::train::Outcome;
 use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
+use burn_swap_harness::workload::{train_convnet, train_mlp, train_transformer};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;

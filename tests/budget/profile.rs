@@ -8,7 +8,7 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Swap, SwapConfig};
 use burn_swap_harness::models::MlpConfig;
-use burn_swap_harness::train::train_mlp;
+use burn_swap_harness::workload::train_mlp;
 
 type B = Autodiff<Swap<Flex>>;
 

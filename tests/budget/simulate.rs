@@ -7,7 +7,8 @@ use burn::backend::{Autodiff, Flex};
 use burn_swap::unstable::plan::simulate;
 use burn_swap::{Swap, Trace};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
-use burn_swap_harness::train::{last_iteration, train_convnet, train_mlp};
+use burn_swap_harness::train::last_iteration;
+use burn_swap_harness::workload::{train_convnet, train_mlp};
 
 type B = Autodiff<Swap<Flex>>;
 

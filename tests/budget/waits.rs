@@ -11,9 +11,9 @@ use burn_swap::unstable::plan::program::Program;
 use burn_swap::unstable::plan::waits::{self, Hazard, Queue, Touch, Wait, What};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{MlpConfig, TransformerConfig};
-use burn_swap_harness::train::{train_mlp, train_transformer};
 use burn_swap_harness::verify::{assert_budgeted_run, run_configured};
 use burn_swap_harness::workload::Workload;
+use burn_swap_harness::workload::{train_mlp, train_transformer};
 
 type B = Autodiff<Swap<Flex>>;
 

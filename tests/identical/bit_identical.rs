@@ -6,9 +6,8 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig, TransformerConfig};
-use burn_swap_harness::train::{
-    Outcome, train_convnet, train_mlp, train_mlp_short_tail, train_transformer,
-};
+use burn_swap_harness::train::{Outcome, train_mlp_short_tail};
+use burn_swap_harness::workload::{train_convnet, train_mlp, train_transformer};
 
 type Plain = Autodiff<Flex>;
 type Swapped = Autodiff<Swap<Flex>>;

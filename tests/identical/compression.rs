@@ -6,7 +6,8 @@ use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn_swap::{Compression, Policy, Swap, SwapConfig};
 use burn_swap_harness::models::{ConvNetConfig, MlpConfig};
-use burn_swap_harness::train::{Outcome, train_convnet, train_mlp};
+use burn_swap_harness::train::Outcome;
+use burn_swap_harness::workload::{train_convnet, train_mlp};
 
 const STEPS: usize = 12;
 
