@@ -367,6 +367,33 @@ fn no_folder_of_the_library_has_an_import_loop() {
     assert!(loops.is_empty(), "import loops inside folders: {loops:#?}");
 }
 
+/// The harness package (the examples', tests' and benches' shared code) has no import loop
+/// either (issue 72): its modules are read as the library's are; its binaries
+/// (`harness/bin/`, the root package's) are left out.
+#[test]
+fn no_module_of_the_harness_has_an_import_loop() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness");
+    let mut paths = Vec::new();
+    sources(&root, &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&root).unwrap().display().to_string();
+            (relative, std::fs::read_to_string(file).unwrap())
+        })
+        .filter(|(relative, _)| !relative.starts_with("bin/"))
+        .collect();
+    let edges = folder_edges(&files);
+    assert!(
+        edges
+            .get(&Vec::new())
+            .is_some_and(|e| e.contains(&("workload".into(), "train".into()))),
+        "the check sees the harness's references: {edges:#?}"
+    );
+    let loops = folder_loops(&files);
+    assert!(loops.is_empty(), "import loops in the harness: {loops:#?}");
+}
+
 #[test]
 fn the_check_finds_a_loop_inside_a_folder() {
     let file = |path: &str, code: &str| (path.to_string(), code.to_string());
