@@ -19,10 +19,10 @@ use crate::trace::Trace;
 /// The router client of one device under [`crate::Swap`]. Cheap to clone; all clones share
 /// one engine.
 pub struct SwapClient<B: BackendIr> {
-    shared: Arc<Shared<B>>,
+    shared: Arc<ClientState<B>>,
 }
 
-pub(crate) struct Shared<B: BackendIr> {
+pub(crate) struct ClientState<B: BackendIr> {
     device: B::Device,
     engine: Mutex<Engine<B>>,
     /// Set when the inner backend panicked inside an op: the panic's message.
@@ -99,7 +99,7 @@ impl<B: BackendIr> SwapClient<B> {
             Err(error) => fail(SwapError::Config(error)),
         };
         let client = Self {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ClientState {
                 device: device.clone(),
                 engine: Mutex::new(Engine::new(device.clone(), config, budget)),
                 broken: OnceLock::new(),

@@ -233,7 +233,7 @@ pub(crate) fn compress_offload<B: Backend>(
     tensor: &B::FloatTensorPrimitive,
     shape: &Shape,
     dtype: DType,
-    policy: &compression::Policy,
+    policy: &compression::CompressionPolicy,
 ) -> Option<Result<(Option<Compressed>, u64), TransferError>> {
     if policy.mode == Compression::Off || !device_codec_dtype(dtype) {
         return None;
@@ -250,7 +250,7 @@ fn compress_cube<R: CubeRuntime>(
     tensor: &CubeTensor<R>,
     shape: &Shape,
     dtype: DType,
-    policy: &compression::Policy,
+    policy: &compression::CompressionPolicy,
 ) -> Result<(Option<Compressed>, u64), TransferError> {
     let start = Instant::now();
     let width = dtype.size();

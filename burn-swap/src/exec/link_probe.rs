@@ -108,7 +108,7 @@ pub(crate) enum ProbeNews {
 }
 
 /// The probe's copies, the fastest of three per size, each way.
-pub(crate) struct Copies {
+pub(crate) struct ProbeCopies {
     out: Vec<CopySample>,
     back: Vec<CopySample>,
 }
@@ -119,7 +119,7 @@ pub(crate) struct Copies {
 pub(crate) fn copies<B: BackendIr>(
     route: &ProbeRoute<B>,
     sizes: &[u64],
-) -> Result<Copies, ProbeFailed> {
+) -> Result<ProbeCopies, ProbeFailed> {
     let _span = tracing::debug_span!("burn_swap::measure_links", sizes = sizes.len()).entered();
     let mut out = Vec::with_capacity(sizes.len());
     let mut back = Vec::with_capacity(sizes.len());
@@ -138,10 +138,10 @@ pub(crate) fn copies<B: BackendIr>(
         });
         back.push(CopySample { bytes, seconds: up });
     }
-    Ok(Copies { out, back })
+    Ok(ProbeCopies { out, back })
 }
 
-impl Copies {
+impl ProbeCopies {
     /// The links the copies show: the copies themselves are the op thread's samples, the same
     /// copies plus the wake-up of a parked worker the workers'. With `handover` (the probe
     /// ran on a worker), the op thread's share of a copy handed to a worker too; without,
@@ -198,7 +198,7 @@ fn round_trip<B: BackendIr>(
         handle,
         Shape::new([elements]),
         DType::F32,
-        &compression::Policy::off(),
+        &compression::CompressionPolicy::off(),
         route.peers.as_ref(),
         &route.device,
         route.pool.as_deref(),

@@ -59,7 +59,7 @@ impl Decision {
 
 /// What the offload path needs to decide per tensor: the mode and the measured rates.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Policy {
+pub struct CompressionPolicy {
     /// The configured mode.
     pub mode: Compression,
     /// Link bandwidth, bytes per second (the slower direction).
@@ -71,7 +71,7 @@ pub struct Policy {
 /// Elements sampled to estimate a tensor's zero fraction.
 pub const SAMPLES: usize = 4096;
 
-impl Policy {
+impl CompressionPolicy {
     /// The decision's inputs for `mode`: under [`Compression::Auto`], the slower direction of
     /// the measured links and the codec's throughput; nothing is needed for the others.
     pub fn new(mode: Compression, links: Option<&Links>, codec_bandwidth: Option<f64>) -> Self {

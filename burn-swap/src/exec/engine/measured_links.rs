@@ -23,7 +23,7 @@ pub(super) enum LinksNow {
 }
 
 /// How a request to probe went.
-enum Probe {
+enum ProbeStart {
     /// Queued on the send worker.
     Queued,
     /// Measured on this thread (no send worker): the links are kept.
@@ -74,9 +74,9 @@ impl<B: BackendIr> Engine<B> {
                 }
             } else {
                 match self.start_link_probe() {
-                    Probe::Queued => return LinksNow::Measuring,
-                    Probe::None => return LinksNow::Known(self.machine.observed.links()),
-                    Probe::Measured => {}
+                    ProbeStart::Queued => return LinksNow::Measuring,
+                    ProbeStart::None => return LinksNow::Known(self.machine.observed.links()),
+                    ProbeStart::Measured => {}
                 }
             }
         }
@@ -127,12 +127,12 @@ impl<B: BackendIr> Engine<B> {
     /// Queues the probe on the send worker with the sizes that fit in half the headroom, the
     /// largest lent from the budget until its copies are made; on this thread where the
     /// worker cannot take it.
-    fn start_link_probe(&mut self) -> Probe {
+    fn start_link_probe(&mut self) -> ProbeStart {
         let headroom = self
             .budget()
             .map_or(u64::MAX, |b| b.saturating_sub(self.resident()));
         let Some(sizes) = profile::probe_sizes(headroom) else {
-            return Probe::None;
+            return ProbeStart::None;
         };
         self.history.counters.link_probe_op = Some(self.history.recorder.next_index());
         let lent = sizes.iter().copied().max().unwrap_or(0);
@@ -144,17 +144,17 @@ impl<B: BackendIr> Engine<B> {
                 lent,
                 queued: std::time::Instant::now(),
             });
-            return Probe::Queued;
+            return ProbeStart::Queued;
         }
         // No send worker: here, on the op's thread, the temporaries within the headroom.
         match link_probe::copies::<B>(&self.probe_route(), &sizes) {
             Ok(copies) => {
                 self.machine.links = Some(copies.links(None));
-                Probe::Measured
+                ProbeStart::Measured
             }
             Err(failed) => {
                 count_failed_probe(&mut self.history.counters, &failed);
-                Probe::None
+                ProbeStart::None
             }
         }
     }

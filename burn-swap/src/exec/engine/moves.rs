@@ -128,10 +128,10 @@ impl<B: BackendIr> Engine<B> {
 
     /// The compression policy of offloads: the configured mode and, for `Auto`, the measured
     /// link bandwidth and CPU codec throughput (`plan::compression` decides per tensor).
-    fn compression_policy(&mut self) -> compression::Policy {
+    fn compression_policy(&mut self) -> compression::CompressionPolicy {
         let mode = self.settings.config.compression;
-        if !compression::Policy::needs_rates(mode) {
-            return compression::Policy::new(mode, None, None);
+        if !compression::CompressionPolicy::needs_rates(mode) {
+            return compression::CompressionPolicy::new(mode, None, None);
         }
         // Not waited for: until the probe has reported, the copies seen so far.
         let links = match self.links_beside() {
@@ -142,7 +142,7 @@ impl<B: BackendIr> Engine<B> {
             .machine
             .codec_bandwidth
             .get_or_insert_with(crate::codec::measure_cpu_codec);
-        compression::Policy::new(mode, links.as_ref(), Some(codec_bandwidth))
+        compression::CompressionPolicy::new(mode, links.as_ref(), Some(codec_bandwidth))
     }
 
     /// Offloads a resident tensor on this thread (the reactive path): the op waits for it.

@@ -60,7 +60,7 @@ pub(crate) enum LetGo {
 
 /// A device buffer that several tensors view: counted once, while one of them holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shared {
+pub(crate) struct SharedBuffer {
     /// What the backend calls it (an address or an id), unique while it lives.
     pub key: usize,
     /// Its size on the device.
@@ -76,7 +76,7 @@ pub(crate) struct Residency {
     entries: HashMap<TensorId, Entry>,
     books: Books,
     /// The shared buffers, by number (from 1).
-    buffers: HashMap<u32, Shared>,
+    buffers: HashMap<u32, SharedBuffer>,
     last_buffer: u32,
     /// How many tensors in the books share each buffer of the unwrapped run ([`Entry`]'s
     /// `origin`), by number (from 1).
@@ -115,7 +115,7 @@ impl Residency {
     }
 
     /// A shared buffer, by number.
-    pub fn buffer(&self, buffer: u32) -> Option<&Shared> {
+    pub fn buffer(&self, buffer: u32) -> Option<&SharedBuffer> {
         self.buffers.get(&buffer)
     }
 
@@ -431,7 +431,7 @@ impl Residency {
         }
         self.buffers.insert(
             self.last_buffer,
-            Shared {
+            SharedBuffer {
                 key,
                 bytes,
                 holders: 0,

@@ -15,12 +15,12 @@ use crate::exec::faults::{self, Hook};
 use crate::exec::host_buffer_pool::HostPool;
 use crate::exec::peers::PeerPool;
 use crate::exec::residency::HostCopy;
-use crate::plan::compression::{self, Decision, Policy};
+use crate::plan::compression::{self, CompressionPolicy, Decision};
 
 /// Compresses `data` on the CPU when `policy` says it pays (from a sample of its zero
 /// fraction, the decision in `plan::compression`) and the result is smaller; keeps it raw
 /// otherwise. Also returns the nanoseconds spent compressing (zero when it was not tried).
-fn pack(data: TensorData, policy: &Policy) -> (HostCopy, u64) {
+fn pack(data: TensorData, policy: &CompressionPolicy) -> (HostCopy, u64) {
     if policy.mode == Compression::Off {
         return (HostCopy::Raw(data), 0);
     }
@@ -110,7 +110,7 @@ pub(crate) fn copy_out<B: BackendIr>(
     handle: B::Handle,
     shape: Shape,
     dtype: DType,
-    compression: &Policy,
+    compression: &CompressionPolicy,
     peers: Option<&Arc<PeerPool>>,
     device: &B::Device,
     host_pool: Option<&HostPool>,

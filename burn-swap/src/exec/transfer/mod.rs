@@ -29,7 +29,7 @@ use super::host_buffer_pool::HostPool;
 use super::peers::PeerPool;
 use super::pools::{Worker, WorkerPools};
 use super::residency::HostCopy;
-use crate::plan::compression::Policy;
+use crate::plan::compression::CompressionPolicy;
 
 pub(crate) use super::transfer_error::TransferError;
 use super::transfer_error::panic_message;
@@ -40,7 +40,7 @@ use host_resident::{adopts_bytes, recycle};
 /// Where an offload goes and how: the compression policy, the device it leaves, and the
 /// peers that may take it.
 pub(crate) struct Route<B: BackendIr> {
-    pub compression: Policy,
+    pub compression: CompressionPolicy,
     pub device: B::Device,
     pub peers: Option<Arc<PeerPool>>,
 }
@@ -234,7 +234,7 @@ fn send<B: BackendIr>(job: OffloadJob<B>) -> Result<(HostCopy, u64, bool), Trans
 }
 
 /// What both workers share with the engine: the jitter setting and the allocator figures.
-type Shared = (Arc<AtomicU64>, Arc<WorkerPools>);
+type WorkerState = (Arc<AtomicU64>, Arc<WorkerPools>);
 
 /// A job of a transfer worker.
 trait Job<B: BackendIr>: Send + 'static {
@@ -323,7 +323,7 @@ fn after_job(bookkeeping: impl FnOnce()) {
 }
 
 /// The send worker's job: a tensor copied off the device, compressed where it pays.
-fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done<B> {
+fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &WorkerState) -> Done<B> {
     let id = job.id;
     let start = Instant::now();
     let queued = job.queued;
@@ -358,7 +358,7 @@ fn send_job<B: BackendIr>(job: OffloadJob<B>, (jitter, memory): &Shared) -> Done
 
 /// An errand on the send worker's thread, its stream in the allocation mode wanted and its
 /// figures noted after, as an offload's.
-fn run_errand<B: BackendIr>(errand: Errand<B>, (_, memory): &Shared) {
+fn run_errand<B: BackendIr>(errand: Errand<B>, (_, memory): &WorkerState) {
     let Errand { device, work } = errand;
     memory.enter::<B>(Worker::Send, &device);
     work();
@@ -367,7 +367,7 @@ fn run_errand<B: BackendIr>(errand: Errand<B>, (_, memory): &Shared) {
 
 /// The receive worker's job: a copy written back to the device, decompressed where needed.
 /// A failure hands the copy back whole (see [`write`]), a panic of the job's own included.
-fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &Shared) -> Done<B> {
+fn receive_job<B: BackendIr>(job: FetchJob<B>, (jitter, memory): &WorkerState) -> Done<B> {
     let FetchJob {
         id,
         copy,
@@ -459,7 +459,7 @@ impl<B: BackendIr> Transfers<B> {
         let (done_tx, done_rx) = mpsc::channel();
         let (send_tx, send_rx) = mpsc::channel::<SendJob<B>>();
         let (receive_tx, receive_rx) = mpsc::channel::<FetchJob<B>>();
-        let shared: Shared = (self.jitter.clone(), self.memory.clone());
+        let shared: WorkerState = (self.jitter.clone(), self.memory.clone());
         let on_send = shared.clone();
         let sender = spawn_worker(
             "burn-swap-send",
