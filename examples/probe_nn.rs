@@ -514,7 +514,7 @@ fn probe<C: CheckpointStrategy>(
                     report.transfers.offloaded_bytes,
                     p.plans,
                     p.plans_reused,
-                    p.plans_declined,
+                    p.declines.count,
                     p.planned_iterations,
                     p.planning_seconds * 1e3,
                     p.planning_op_thread_seconds * 1e3,

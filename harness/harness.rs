@@ -49,7 +49,7 @@ pub struct Row {
     /// The planner whose plan was followed (`report.plan.plan_chosen`): `keep-all`,
     /// `combined`, `offload-only`, ...; `none fits` when a plan was made and none fit,
     /// `declined` when the planned policy kept the fallback because its plan did not pay
-    /// (`report.plan.declined_in_force`), `None` when no plan was made (a reactive policy, or no
+    /// (`report.plan.declines.in_force`), `None` when no plan was made (a reactive policy, or no
     /// budget).
     pub plan: Option<String>,
     /// The followed plan's simulated counted peak (`report.plan.predicted_peak_bytes`), to set
@@ -403,7 +403,7 @@ fn budgeted_row(
         },
         plan: match (&last.plan.plan_chosen, last.plan.plan_choices.is_empty()) {
             (Some(name), _) => Some(name.clone()),
-            (None, _) if last.plan.declined_in_force => Some("declined".into()),
+            (None, _) if last.plan.declines.in_force => Some("declined".into()),
             (None, false) => Some("none fits".into()),
             (None, true) => None,
         },

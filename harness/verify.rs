@@ -376,13 +376,13 @@ pub fn assert_plan_followed_to_the_end(
         first.period,
         first.waited_iterations,
         plan.planned_iterations,
-        plan.plans_declined
+        plan.declines.count
     );
     assert!(
         after >= steps as u64 / 4,
         "{what}: the plan took over late\n{report}"
     );
-    assert_eq!(plan.plans_declined, 0, "{what}: declined\n{report}");
+    assert_eq!(plan.declines.count, 0, "{what}: declined\n{report}");
     assert!(
         plan.planned_iterations + 1 >= after,
         "{what}: not followed to the end\n{report}"

@@ -611,17 +611,18 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
             println!(
                 "{what}: {} plans, {} declined {:?}, {} planned iterations",
                 report.plan.plans,
-                report.plan.plans_declined,
+                report.plan.declines.count,
                 report
                     .plan
-                    .plan_declines
+                    .declines
+                    .latest
                     .iter()
                     .map(|d| (d.plan_seconds * 1e3, d.measured, d.fallback_seconds * 1e3))
                     .collect::<Vec<_>>(),
                 report.plan.planned_iterations
             );
             if !judged {
-                assert_eq!(report.plan.plans_declined, 0, "{what}\n{report}");
+                assert_eq!(report.plan.declines.count, 0, "{what}\n{report}");
                 assert!(
                     report.plan.planned_iterations > 0
                         && report.plan.predicted_peak_bytes.is_some(),
@@ -630,16 +631,16 @@ fn a_plan_that_costs_more_than_the_fallback_is_declined() {
                 continue;
             }
             assert!(
-                report.plan.plans_declined >= 1,
+                report.plan.declines.count >= 1,
                 "{what}: not declined\n{report}"
             );
-            let decline = report.plan.plan_declines[0];
+            let decline = report.plan.declines.latest[0];
             assert_eq!(decline.measured, measured, "{what}\n{report}");
             assert!(
                 decline.plan_seconds > decline.fallback_seconds,
                 "{what}\n{report}"
             );
-            assert!(report.plan.declined_in_force, "{what}\n{report}");
+            assert!(report.plan.declines.in_force, "{what}\n{report}");
             assert_eq!(report.plan.predicted_peak_bytes, None, "{what}\n{report}");
             // Declined when ready: never followed; by what it cost: after the first
             // iteration and the four it was judged by.
@@ -943,14 +944,14 @@ fn the_defaults_decline_a_plan_that_does_not_pay_and_say_so() {
     burn_swap_harness::verify::assert_budgeted_run("convnet", &plain, &swapped, &report, budget);
     let plan = &report.plan;
     assert!(
-        plan.plans_declined >= 1 && plan.declined_in_force,
+        plan.declines.count >= 1 && plan.declines.in_force,
         "not declined\n{report}"
     );
     assert!(
         plan.plan_takeovers.is_empty() && plan.planned_iterations == 0,
         "{report}"
     );
-    let decline = plan.plan_declines[0];
+    let decline = plan.declines.latest[0];
     assert!(
         !decline.measured && decline.plan_seconds > decline.fallback_seconds,
         "{report}"

@@ -60,9 +60,9 @@ pub use backend::{Swap, SwapQTensor};
 pub use config::{Budget, Compression, EvictionScore, PeerSpec, Planner, Policy, SwapConfig};
 pub use error::{ConfigError, ParseError, SwapError};
 pub use report::{
-    AllocatorUsage, CompressionReport, CompressionStat, DeviceReport, ExposedWait, FallbackRoom,
-    LayerTime, Memory, MemoryReport, PeerStat, PlanChoice, PlanDecline, PlanReport, PlanTakeover,
-    Report, ReservedOver, StreamRole, StreamUsage, TransferReport, WorkloadReport,
+    AllocatorUsage, CompressionReport, CompressionStat, Declines, DeviceReport, ExposedWait,
+    FallbackRoom, LayerTime, Memory, MemoryReport, PeerStat, PlanChoice, PlanDecline, PlanReport,
+    PlanTakeover, Report, ReservedOver, StreamRole, StreamUsage, TransferReport, WorkloadReport,
 };
 pub use trace::Trace;
 

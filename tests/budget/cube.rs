@@ -171,10 +171,10 @@ fn a_plan_is_made_and_followed_under_the_defaults_on_cubecl() {
         });
         burn_swap::configure(&device, SwapConfig::default()).unwrap();
         assert_budgeted_run("mlp under the defaults", &plain, &swapped, &report, budget);
-        if report.plan.plans_declined > 0 && run < RUNS {
+        if report.plan.declines.count > 0 && run < RUNS {
             println!(
                 "mlp on wgpu, run {run}: the plan was declined by its measured cost, run again:                  {:?}",
-                report.plan.plan_declines
+                report.plan.declines.latest
             );
             continue;
         }

@@ -92,7 +92,7 @@ fn planned_makes_one_plan_for_the_step_of_a_recurrent_model_with_a_loader() {
     assert_eq!(p.plans, 1, "{report}");
     assert!(
         p.plan_takeovers.iter().all(|t| t.period == step as usize)
-            && p.plan_declines.iter().all(|d| d.period == step as usize),
+            && p.declines.latest.iter().all(|d| d.period == step as usize),
         "a plan for another period than the step's: {report}"
     );
 }

@@ -290,7 +290,7 @@ impl SwapConfig {
     /// recomputation it adds), predicted when it is ready and measured over its first full
     /// iterations, is more than the reactive fallback was measured to cost on the same
     /// schedule (plus a hundredth of an iteration) is declined, and that schedule stays on
-    /// the fallback (the report's `plans_declined` and `plan_declines` say so). `false`
+    /// the fallback (the report's `plan.declines` says so). `false`
     /// follows every plan, as [`Policy::OffloadOnly`] and [`Policy::RecomputeOnly`] always
     /// do: what tests and measurements of a plan's own effect want.
     pub fn with_plans_judged(mut self, judged: bool) -> Self {

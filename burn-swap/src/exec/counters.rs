@@ -73,11 +73,7 @@ pub(crate) struct Counters {
     /// Plans taken back from those kept for a schedule seen before.
     pub plans_reused: u64,
     /// Plans not followed because they cost more than the fallback (`plan::payoff`).
-    pub plans_declined: u64,
-    /// Each plan declined, the latest [`TAKEOVERS_KEPT`].
-    pub plan_declines: Vec<PlanDecline>,
-    /// The schedule in force stays on the fallback: its plan was declined.
-    pub declined_in_force: bool,
+    pub declines: Declines,
     /// Time waited on transfers, spent recomputing and spent choosing what leaves since the
     /// device began, and, on a backend whose tensors live in host memory, the transfer
     /// workers' copying (it takes the CPU the ops run on), never reset: the clock that
@@ -141,6 +137,39 @@ pub struct FallbackRoom {
     pub needed_bytes: u64,
     /// The bytes the fallback moved off the device for it.
     pub freed_bytes: u64,
+}
+
+/// The plans not followed under [`crate::Policy::Planned`] because they cost more per
+/// iteration (transfers exposed, recomputation; predicted when ready, or measured over their
+/// first iterations) than the reactive fallback measured on the same schedule (see
+/// [`crate::SwapConfig::with_plans_judged`]): their schedules stay on the fallback. One idea
+/// in the report, under the keys it had as three fields (`plans_declined`, `plan_declines`,
+/// `declined_in_force`, which reads `plan_declined` too), so that reports written before read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Declines {
+    /// How many were declined.
+    #[serde(default, rename = "plans_declined")]
+    pub count: u64,
+    /// Each one declined (the latest 32): the op, its schedule's period, the figures it was
+    /// judged by.
+    #[serde(default, rename = "plan_declines")]
+    pub latest: Vec<PlanDecline>,
+    /// The schedule in force runs on the reactive fallback because its plan was declined (the
+    /// planned policy's choice, not a failure).
+    #[serde(default, rename = "declined_in_force", alias = "plan_declined")]
+    pub in_force: bool,
+}
+
+impl Declines {
+    /// Counts `decline`, keeping the latest `kept`; the schedule in force is on the fallback.
+    pub(crate) fn add(&mut self, decline: PlanDecline, kept: usize) {
+        self.in_force = true;
+        if self.latest.len() >= kept {
+            self.latest.remove(0);
+        }
+        self.count += 1;
+        self.latest.push(decline);
+    }
 }
 
 /// A plan not followed because it did not pay against the reactive fallback measured on its
@@ -245,14 +274,17 @@ impl Counters {
             allocator: self.allocator,
             allocator_peak: self.allocator,
             spent_nanos: self.spent_nanos,
-            declined_in_force: self.declined_in_force,
+            declines: Declines {
+                in_force: self.declines.in_force,
+                ..Declines::default()
+            },
             ..Self::default()
         };
     }
 
     /// Clears the figures of the plan in force from the counters (none is in force now).
     pub(crate) fn clear_plan_figures(&mut self) {
-        self.declined_in_force = false;
+        self.declines.in_force = false;
         self.predicted_peak = None;
         self.predicted_pool = None;
         self.planned_period = None;

@@ -93,7 +93,7 @@ fn quantized_bytes(
     (values + params * param_bytes) as u64
 }
 
-pub use counters::{AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover};
+pub use counters::{AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanDecline, PlanTakeover};
 pub use pools::{StreamRole, StreamUsage};
 pub use temporaries::ReservedOver;
 

@@ -10,8 +10,8 @@ use crate::config::{EvictionScore, Policy};
 use crate::exec::counters::{Counters, Wait};
 use crate::exec::engine::Figures;
 pub use crate::exec::{
-    AllocatorUsage, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, ReservedOver, StreamRole,
-    StreamUsage,
+    AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, ReservedOver,
+    StreamRole, StreamUsage,
 };
 pub use crate::plan::PlanChoice;
 pub use parts::{
@@ -177,9 +177,7 @@ impl Report {
                 link_probe_started_op: c.link_probe_op,
                 plans_reused: c.plans_reused,
                 plan_takeovers: c.plan_takeovers.clone(),
-                plans_declined: c.plans_declined,
-                plan_declines: c.plan_declines.clone(),
-                declined_in_force: c.declined_in_force,
+                declines: c.declines.clone(),
                 predicted_peak_bytes: c.predicted_peak,
                 predicted_pool_bytes: c.predicted_pool,
                 planned_period: c.planned_period,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::as_text;
 use super::{
-    AllocatorUsage, FallbackRoom, PeerStat, PlanChoice, PlanDecline, PlanTakeover, ReservedOver,
+    AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanChoice, PlanTakeover, ReservedOver,
     StreamUsage,
 };
 use crate::config::Compression;
@@ -211,22 +211,10 @@ pub struct PlanReport {
     /// the fallback meanwhile.
     #[serde(default)]
     pub plan_takeovers: Vec<PlanTakeover>,
-    /// Plans not followed under [`crate::Policy::Planned`] because they cost more per
-    /// iteration (transfers exposed, recomputation; predicted when ready, or measured over
-    /// their first iterations) than the reactive fallback measured on the same schedule
-    /// (see [`crate::SwapConfig::with_plans_judged`]): their schedules stay on the fallback.
-    #[serde(default)]
-    pub plans_declined: u64,
-    /// Each plan declined (the latest 32): the op, its schedule's period, the figures it was
-    /// judged by.
-    #[serde(default)]
-    pub plan_declines: Vec<PlanDecline>,
-    /// The schedule in force runs on the reactive fallback because its plan was declined
-    /// (the planned policy's choice, not a failure). Named `plan_declined` before
-    /// 2026-12-07 (beside `plans_declined`, the count, and `plan_declines`, the list); that
-    /// key still reads.
-    #[serde(default, alias = "plan_declined")]
-    pub declined_in_force: bool,
+    /// Plans not followed because they cost more than the reactive fallback: how many, the
+    /// latest, and whether the schedule in force is on the fallback for it.
+    #[serde(flatten)]
+    pub declines: Declines,
     /// The simulated peak of counted bytes of the plan in force (what the budget bounds): a
     /// plan that fits has it within the budget.
     pub predicted_peak_bytes: Option<u64>,

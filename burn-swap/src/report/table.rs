@@ -184,13 +184,13 @@ impl Report {
     /// The plan followed and the candidates it was chosen from: the predicted time of each
     /// that fits (the chosen one marked), the smallest budget of each that does not.
     fn plan_rows(&self, rows: &mut Rows) {
-        if let Some(last) = self.plan.plan_declines.last() {
+        if let Some(last) = self.plan.declines.latest.last() {
             rows.push((
                 "declined".into(),
                 format!(
                     "{} plans; the latest {:.2} ms {} vs the fallback's {:.2} ms per \
                      iteration",
-                    self.plan.plans_declined,
+                    self.plan.declines.count,
                     last.plan_seconds * 1e3,
                     if last.measured {
                         "measured"
@@ -523,16 +523,51 @@ mod tests {
         assert_eq!(back, sent);
     }
 
-    /// A report written before `plan_declined` was renamed `declined_in_force` reads.
+    /// The plans declined are one value in the report (`Declines`) written under the three
+    /// keys they had as fields, so that a report written before reads, the older name
+    /// `plan_declined` for the schedule in force too; one without them reads as none.
     #[test]
-    fn the_old_name_of_a_declined_plan_in_force_still_reads() {
+    fn the_declined_plans_keep_their_keys_and_old_reports_read() {
         let mut sent = report(Counters::default());
-        sent.plan.declined_in_force = true;
+        sent.plan.declines.add(
+            crate::PlanDecline {
+                op: 4_096,
+                period: 128,
+                plan_seconds: 0.25,
+                measured: true,
+                fallback_seconds: 0.125,
+                iteration_seconds: 2.0,
+            },
+            32,
+        );
         let json = sent.to_json();
-        assert!(json.contains("\"declined_in_force\": true"), "{json}");
+        for key in [
+            "\"plans_declined\": 1",
+            "\"plan_declines\": [",
+            "\"declined_in_force\": true",
+        ] {
+            assert!(json.contains(key), "{key} in {json}");
+        }
+        let back: Report = serde_json::from_str(&json).expect("a report");
+        assert_eq!(back, sent);
         let old = json.replace("\"declined_in_force\"", "\"plan_declined\"");
         let back: Report = serde_json::from_str(&old).expect("a report");
         assert_eq!(back, sent);
+        fn remove(value: &mut serde_json::Value, keys: &[&str]) {
+            if let Some(object) = value.as_object_mut() {
+                object.retain(|k, _| !keys.contains(&k.as_str()));
+                object.values_mut().for_each(|v| remove(v, keys));
+            }
+        }
+        let mut none: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        remove(
+            &mut none,
+            &["plans_declined", "plan_declines", "declined_in_force"],
+        );
+        let without = none.to_string();
+        assert!(!without.contains("declin"), "{without}");
+        let back: Report = serde_json::from_str(&without).expect("a report");
+        assert_eq!(back.plan.declines, crate::Declines::default());
     }
 
     /// Where the device reserved more than the budget, the table names the op and whether

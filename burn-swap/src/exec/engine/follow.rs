@@ -375,7 +375,7 @@ impl<B: BackendIr> Engine<B> {
     fn take_kept(&mut self, key: (usize, u64), content: u64) -> bool {
         if self.judged_content().is_some() && self.plans.declined(content) {
             self.plans.planned_for = Some(key);
-            self.history.counters.declined_in_force = true;
+            self.history.counters.declines.in_force = true;
             return true;
         }
         let Some(program) = self.plans.kept(content) else {
@@ -501,19 +501,15 @@ impl<B: BackendIr> Engine<B> {
         if following {
             self.history.counters.clear_plan_figures();
         }
-        self.history.counters.declined_in_force = true;
-        if self.history.counters.plan_declines.len() >= TAKEOVERS_KEPT {
-            self.history.counters.plan_declines.remove(0);
-        }
-        self.history.counters.plans_declined += 1;
-        self.history.counters.plan_declines.push(PlanDecline {
+        let decline = PlanDecline {
             op: self.history.recorder.next_index(),
             period: self.history.recorder_period(),
             plan_seconds,
             measured,
             fallback_seconds: fallback.seconds,
             iteration_seconds: fallback.iteration_seconds,
-        });
+        };
+        self.history.counters.declines.add(decline, TAKEOVERS_KEPT);
     }
 
     /// Follows `program`, made for schedule `key` of content `content`, from the next op on;
@@ -544,7 +540,7 @@ impl<B: BackendIr> Engine<B> {
         if made_nanos.is_none() {
             self.history.counters.plans_reused += 1;
         }
-        self.history.counters.declined_in_force = false;
+        self.history.counters.declines.in_force = false;
         tracing::debug!(
             period = program.period,
             offloads = program.offloads,
