@@ -9,34 +9,12 @@
 
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
 
-use super::Engine;
+use super::{Engine, OpScratch};
 use crate::error::SwapError;
 use crate::exec::layout::{self, Layout};
-use crate::exec::residency::{Entry, Remake};
+use crate::exec::residency::{Entry, Remake, Residency};
 
 impl<B: BackendIr> Engine<B> {
-    /// For a view op of one input: what its output could be made again from under a budget:
-    /// that input; when the op consumes it, what that input could be made from if it is a
-    /// view itself, or the input kept by the output's recipe if it is dense (`plan::views`
-    /// gives such a view its recipe at once).
-    #[inline]
-    pub(super) fn view_source(&self, kind: Layout) -> Option<Remake> {
-        let [(input, status)] = self.op.inputs[..] else {
-            return None;
-        };
-        if kind != Layout::View {
-            return None;
-        }
-        if status != TensorStatus::ReadWrite {
-            return Some(Remake::From(input));
-        }
-        match self.residency.get(&input) {
-            Some(e) if e.view_source().is_some() => e.view_source(),
-            Some(e) if !e.strided => Some(Remake::Pinned),
-            _ => Some(Remake::From(input)),
-        }
-    }
-
     /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to
     /// find which of them an output shares).
     pub(super) fn probe_inputs(&mut self) {
@@ -113,22 +91,15 @@ impl<B: BackendIr> Engine<B> {
         }
         for i in 0..self.op.inputs.len() {
             let (id, status) = self.op.inputs[i];
-            if status == TensorStatus::ReadWrite && self.read_only_for_sharing(id) {
+            if status == TensorStatus::ReadWrite
+                && self.op.read_only_for_sharing(&self.residency, id)
+            {
                 self.op.shared_reads.push(id);
             }
         }
         if !self.op.shared_reads.is_empty() {
             op.mark_read_only(&self.op.shared_reads);
         }
-    }
-
-    /// Whether an input the op consumes is handed over read-only because it shares its
-    /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
-    /// read-only anyway).
-    pub(super) fn read_only_for_sharing(&self, id: TensorId) -> bool {
-        !self.residency.is_pinned(&id)
-            && self.residency.shares_origin(&id)
-            && !self.op.shared_reads.contains(&id)
     }
 
     /// The ops' read-only inputs of `shared_reads` after it ran: Burn is done with them, and
@@ -143,5 +114,36 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         self.op.shared_reads.clear();
+    }
+}
+
+impl OpScratch {
+    /// For a view op of one input: what its output could be made again from under a budget:
+    /// that input; when the op consumes it, what that input could be made from if it is a
+    /// view itself, or the input kept by the output's recipe if it is dense (`plan::views`
+    /// gives such a view its recipe at once).
+    #[inline]
+    pub(super) fn view_source(&self, books: &Residency, kind: Layout) -> Option<Remake> {
+        let [(input, status)] = self.inputs[..] else {
+            return None;
+        };
+        if kind != Layout::View {
+            return None;
+        }
+        if status != TensorStatus::ReadWrite {
+            return Some(Remake::From(input));
+        }
+        match books.get(&input) {
+            Some(e) if e.view_source().is_some() => e.view_source(),
+            Some(e) if !e.strided => Some(Remake::Pinned),
+            _ => Some(Remake::From(input)),
+        }
+    }
+
+    /// Whether an input the op consumes is handed over read-only because it shares its
+    /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
+    /// read-only anyway).
+    pub(super) fn read_only_for_sharing(&self, books: &Residency, id: TensorId) -> bool {
+        !books.is_pinned(&id) && books.shares_origin(&id) && !self.shared_reads.contains(&id)
     }
 }

@@ -3,9 +3,9 @@
 
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorIr, TensorStatus};
 
-use super::Engine;
+use super::{Engine, OpScratch};
 use crate::exec::layout;
-use crate::exec::residency::{Dims, Entry, Remake};
+use crate::exec::residency::{Dims, Entry, Remake, Residency};
 use crate::exec::{bytes_of, bytes_of_dims};
 use crate::plan::views::{self, ViewKeep};
 
@@ -69,63 +69,15 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         if any_absent {
-            input_bytes -= self.remade_in_an_input();
+            input_bytes -= self.op.remade_in_an_input(&self.residency);
         }
         if shared_twice {
-            self.op.apart_bytes = self.apart_once_back().saturating_sub(input_bytes);
+            self.op.apart_bytes = self
+                .op
+                .apart_once_back(&self.residency)
+                .saturating_sub(input_bytes);
         }
         (input_bytes, absent_bytes)
-    }
-
-    /// The op's distinct inputs that are in the books, each with its entry and whether it
-    /// is a strided view made again, in that input's buffer, from another of the op's
-    /// inputs: by its recipe, or (with no budget yet) from the source its view op names.
-    pub(super) fn distinct_inputs(&self) -> impl Iterator<Item = (&Entry, bool, bool)> {
-        let inputs = &self.op.inputs;
-        let is_input =
-            move |id: TensorId, s: TensorId| s != id && inputs.iter().any(|(i, _)| *i == s);
-        inputs.iter().enumerate().filter_map(move |(k, (id, _))| {
-            if inputs[..k].iter().any(|(i, _)| i == id) {
-                return None;
-            }
-            let entry = self.residency.get(id)?;
-            let from_recipe = entry
-                .recipe
-                .as_ref()
-                .is_some_and(|r| matches!(r.inputs[..], [s] if is_input(*id, s)));
-            let from_source =
-                matches!(entry.view_source(), Some(Remake::From(s)) if is_input(*id, s));
-            Some((
-                entry,
-                entry.strided && from_recipe,
-                entry.strided && from_source,
-            ))
-        })
-    }
-
-    /// What the op's inputs would hold once moved off the device under a budget and brought
-    /// back, when several of them hold one buffer now: a dense holder is fetched into a
-    /// buffer of its own, a strided one is made again in its source's buffer, which is one
-    /// of the op's inputs (then not counted again) or another buffer that must be there.
-    /// The smallest budget a run can have must allow for that.
-    pub(super) fn apart_once_back(&self) -> u64 {
-        self.distinct_inputs()
-            .filter(|(_, by_recipe, by_source)| !(*by_recipe || *by_source))
-            .map(|(entry, ..)| self.residency.counted(entry))
-            .sum()
-    }
-
-    /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made
-    /// again from its recipe) whose recipe is a view of another input of the same op shares
-    /// that input's buffer once made again, as it did before it left (`x + x.transpose()`
-    /// with `x` offloaded: one buffer, not two).
-    pub(super) fn remade_in_an_input(&self) -> u64 {
-        self.distinct_inputs()
-            .filter(|(entry, by_recipe, _)| {
-                *by_recipe && !entry.state().on_device() && entry.shared().is_none()
-            })
-            .map(|(entry, ..)| entry.bytes())
-            .sum()
     }
 
     /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
@@ -176,7 +128,7 @@ impl<B: BackendIr> Engine<B> {
             && !self.residency.any_pinned()
             && !self.residency.any_origin()
         {
-            debug_assert!(!self.consumes_pinned());
+            debug_assert!(!self.op.consumes_pinned(&self.residency));
             self.op.view_recipe = false;
             self.op.shared_reads.clear();
             return None;
@@ -205,7 +157,7 @@ impl<B: BackendIr> Engine<B> {
                 single_output: self.op.outputs.len() == 1,
                 replayable: layout::replayable(op),
                 consumes_input: self.op.consumes_any(),
-                inputs_can_leave: &|| self.inputs_can_leave(),
+                inputs_can_leave: &|| self.op.inputs_can_leave(&self.residency),
             })
         } else {
             ViewKeep::Nothing
@@ -216,7 +168,7 @@ impl<B: BackendIr> Engine<B> {
         let planned = self.wants_recipe() && layout::replayable(op);
         self.op.view_recipe = !planned && keep == ViewKeep::RecipeNow;
         let recipe = planned || keep == ViewKeep::RecipeNow;
-        if recipe || self.consumes_pinned() {
+        if recipe || self.op.consumes_pinned(&self.residency) {
             self.keep_inputs(op, recipe);
         }
         self.read_shared_inputs(op);
@@ -362,34 +314,88 @@ impl<B: BackendIr> Engine<B> {
             entry.recipe = Some(recipe);
         }
     }
+}
+
+impl OpScratch {
+    /// The op's distinct inputs that are in the books, each with its entry and whether it
+    /// is a strided view made again, in that input's buffer, from another of the op's
+    /// inputs: by its recipe, or (with no budget yet) from the source its view op names.
+    pub(super) fn distinct_inputs<'a>(
+        &'a self,
+        books: &'a Residency,
+    ) -> impl Iterator<Item = (&'a Entry, bool, bool)> + 'a {
+        let inputs = &self.inputs;
+        let is_input =
+            move |id: TensorId, s: TensorId| s != id && inputs.iter().any(|(i, _)| *i == s);
+        inputs.iter().enumerate().filter_map(move |(k, (id, _))| {
+            if inputs[..k].iter().any(|(i, _)| i == id) {
+                return None;
+            }
+            let entry = books.get(id)?;
+            let from_recipe = entry
+                .recipe
+                .as_ref()
+                .is_some_and(|r| matches!(r.inputs[..], [s] if is_input(*id, s)));
+            let from_source =
+                matches!(entry.view_source(), Some(Remake::From(s)) if is_input(*id, s));
+            Some((
+                entry,
+                entry.strided && from_recipe,
+                entry.strided && from_source,
+            ))
+        })
+    }
+
+    /// What the op's inputs would hold once moved off the device under a budget and brought
+    /// back, when several of them hold one buffer now: a dense holder is fetched into a
+    /// buffer of its own, a strided one is made again in its source's buffer, which is one
+    /// of the op's inputs (then not counted again) or another buffer that must be there.
+    /// The smallest budget a run can have must allow for that.
+    pub(super) fn apart_once_back(&self, books: &Residency) -> u64 {
+        self.distinct_inputs(books)
+            .filter(|(_, by_recipe, by_source)| !(*by_recipe || *by_source))
+            .map(|(entry, ..)| books.counted(entry))
+            .sum()
+    }
+
+    /// Bytes counted twice by [`Self::gather_inputs`]: an absent view (strided, to be made
+    /// again from its recipe) whose recipe is a view of another input of the same op shares
+    /// that input's buffer once made again, as it did before it left (`x + x.transpose()`
+    /// with `x` offloaded: one buffer, not two).
+    pub(super) fn remade_in_an_input(&self, books: &Residency) -> u64 {
+        self.distinct_inputs(books)
+            .filter(|(entry, by_recipe, _)| {
+                *by_recipe && !entry.state().on_device() && entry.shared().is_none()
+            })
+            .map(|(entry, ..)| entry.bytes())
+            .sum()
+    }
 
     /// Whether every input of the op in progress could leave the device itself (it is
     /// contiguous, has a recipe, or keeps a view op that can still be replayed): a recipe that
     /// pinned an input that can never leave would hold its bytes for nothing.
-    pub(super) fn inputs_can_leave(&self) -> bool {
-        self.op.inputs.iter().all(|(id, _)| {
-            self.residency
+    pub(super) fn inputs_can_leave(&self, books: &Residency) -> bool {
+        self.inputs.iter().all(|(id, _)| {
+            books
                 .get(id)
-                .is_none_or(|e| !e.strided || e.recipe.is_some() || self.residency.can_rebuild(e))
+                .is_none_or(|e| !e.strided || e.recipe.is_some() || books.can_rebuild(e))
         })
     }
 
     /// Whether the op consumes (reads for the last time) a tensor that a recipe still needs.
     #[inline]
-    pub(super) fn consumes_pinned(&self) -> bool {
-        if !self.residency.any_pinned() {
+    pub(super) fn consumes_pinned(&self, books: &Residency) -> bool {
+        if !books.any_pinned() {
             debug_assert!(
-                self.op
-                    .inputs
+                self.inputs
                     .iter()
-                    .all(|(id, _)| !self.residency.pinned_uncounted(id)),
+                    .all(|(id, _)| !books.pinned_uncounted(id)),
                 "an input is pinned while the count of pinned entries is zero"
             );
             return false;
         }
-        self.op
-            .inputs
+        self.inputs
             .iter()
-            .any(|(id, status)| *status == TensorStatus::ReadWrite && self.residency.is_pinned(id))
+            .any(|(id, status)| *status == TensorStatus::ReadWrite && books.is_pinned(id))
     }
 }

@@ -145,7 +145,7 @@ struct OpScratch {
     seen_carriers: Vec<TensorId>,
     /// Bytes the op's inputs could need on top of what they hold now, were they moved off the
     /// device and brought back under a budget: holders of one buffer that would come back
-    /// as buffers of their own (see [`Engine::apart_once_back`]). Counted towards the
+    /// as buffers of their own (see [`OpScratch::apart_once_back`]). Counted towards the
     /// report's minimum budget, not towards the op's room now.
     apart_bytes: u64,
     /// Its outputs' bytes that no room was made for, as views of its inputs.
@@ -412,7 +412,7 @@ impl<B: BackendIr> Engine<B> {
             Layout::Inherit => self.op.inputs_strided,
         };
         let view_op = self.keep_what_recipes_need(op, strided);
-        self.op.view_source = self.view_source(kind);
+        self.op.view_source = self.op.view_source(&self.residency, kind);
         let shares = self.settings.teller != layout::Teller::None && layout::may_share(op);
         if shares {
             self.probe_inputs();

@@ -44,7 +44,7 @@ impl<B: BackendIr> Engine<B> {
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {
         if tensor.status == TensorStatus::ReadWrite {
             self.residency.pin_for_views(tensor.id);
-            if self.read_only_for_sharing(tensor.id) {
+            if self.op.read_only_for_sharing(&self.residency, tensor.id) {
                 self.op.shared_reads.push(tensor.id);
                 let read = TensorIr {
                     status: TensorStatus::ReadOnly,
