@@ -1,27 +1,5 @@
-//! The CubeCL fast path: what the executor does differently when the inner backend is one of
-//! Burn's CubeCL backends (`CubeBackend<R>`: CUDA with the `cuda` feature, wgpu with the
-//! `wgpu` feature, which is how CI runs this code without a GPU).
-//!
-//! Found at run time, not by type: a tensor primitive of the inner backend is looked at as a
-//! `CubeTensor<R>` of each runtime compiled in; when none matches, the caller takes the
-//! generic path. (Burn's fused backends, `Fusion<CubeBackend<R>>`, hold lazy fusion handles
-//! and take the generic path, which is correct and slower.)
-//!
-//! - **Streams.** Nothing here picks a stream: CubeCL runs the work of each OS thread on a
-//!   stream of its own, so the send and receive workers' copies already run on their own
-//!   streams, apart from the compute stream of the training thread. When a copy stream uses a
-//!   buffer that compute made, CubeCL records an event on compute and makes the copy stream
-//!   wait on it, on the GPU (the cross-stream waits that the executor realises through the
-//!   backend: [`crate::plan::waits`]).
-//! - **Pinned memory.** CubeCL reads device buffers into pinned host memory taken from a pool
-//!   of its own (per stream, grown in pages and reused), and uploads pinned bytes by DMA
-//!   without staging them: the host copy of an offloaded tensor is those pinned bytes, and
-//!   goes back as they are.
-//! - **Compression before the copy** ([`compress_offload`], [`decompress_fetch`]): the zero-value
-//!   kernels of [`crate::codec::kernels`] run on the copy stream before the bytes cross the link, so
-//!   that only the bitmask and the nonzero values move.
-//! - **The allocator's figures** ([`allocator_usage`]) and the device's total memory
-//!   ([`total_memory`], for budgets given as a fraction of it).
+//! The CubeCL fast path where a CubeCL runtime is compiled in (the `cuda` or `wgpu`
+//! feature): see the parent module.
 
 use core::any::Any;
 use std::time::Instant;
@@ -31,11 +9,11 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::Runtime;
 
-use super::counters::AllocatorUsage;
-use super::transfer_error::TransferError;
 use crate::codec::Compressed;
 use crate::codec::kernels;
 use crate::config::Compression;
+use crate::exec::counters::AllocatorUsage;
+use crate::exec::transfer_error::TransferError;
 use crate::plan::compression::{self, Decision};
 
 /// `value` as the CubeCL tensor of runtime `R`, when it is one.
