@@ -119,7 +119,6 @@ fn probe_primitive<T: 'static>(tensor: &T) -> Option<Probe> {
             buffer_bytes: bytes.len() as u64,
         });
     }
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let Some((dense, buffer, buffer_bytes)) = super::cubecl_fast_path::probe(tensor) {
         return Some(Probe {
             dense,
@@ -153,7 +152,6 @@ impl Kept {
 
 enum KeptLayout {
     Flex(burn::backend::flex::Layout),
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     Cube(burn_std::Metadata),
 }
 
@@ -207,7 +205,6 @@ fn relaid<T: 'static>(tensor: &T, dtype: DType) -> Option<(T, Kept)> {
         };
         return Some((from_flex(dense)?, kept));
     }
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let Some((dense, meta, whole, from)) = super::cubecl_fast_path::storage(tensor) {
         let kept = Kept {
             layout: KeptLayout::Cube(meta),
@@ -243,7 +240,6 @@ fn relay<T: 'static>(tensor: T, layout: KeptLayout) -> T {
             Ok(flex) => from_flex(flex.with_layout(layout)).expect("the type it came as"),
             Err(tensor) => tensor,
         },
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
         KeptLayout::Cube(meta) => super::cubecl_fast_path::restore(tensor, meta),
     }
 }
@@ -287,7 +283,6 @@ pub(crate) fn teller<B: BackendIr>() -> Teller {
     if TypeId::of::<B::FloatTensorPrimitive>() == TypeId::of::<burn::backend::flex::FlexTensor>() {
         return Teller::Flex;
     }
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if super::cubecl_fast_path::is_cube::<B::FloatTensorPrimitive>() {
         return Teller::Cube;
     }

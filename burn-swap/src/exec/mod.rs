@@ -5,7 +5,6 @@
 //! [`crate::plan::reactive`] which tensors to move, then moves them.
 
 pub(crate) mod counters;
-#[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) mod cubecl_fast_path;
 mod dims;
 pub(crate) mod engine;
@@ -100,13 +99,7 @@ pub use temporaries::ReservedOver;
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.
 pub(crate) fn device_memory<B: burn_backend::Backend>(device: &B::Device) -> Option<u64> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return cubecl_fast_path::total_memory::<B>(device);
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    {
-        let _ = device;
-        None
-    }
+    cubecl_fast_path::total_memory::<B>(device)
 }
 
 /// The CUDA ordinal of `device`, when the inner backend is Burn's CUDA backend.
@@ -134,9 +127,7 @@ pub(crate) fn measure_peer<B: burn_backend::Backend>(
 /// Asks the inner allocator to give its free pages back (CubeCL backends; nothing
 /// elsewhere).
 pub(crate) fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     let _ = cubecl_fast_path::allocator_cleanup::<B>(device);
-    let _ = device;
 }
 
 /// The inner allocator's figures for the calling thread's stream on `device`, when the
@@ -144,13 +135,7 @@ pub(crate) fn allocator_cleanup<B: burn_backend::Backend>(device: &B::Device) {
 pub(crate) fn allocator_usage<B: burn_backend::Backend>(
     device: &B::Device,
 ) -> Option<AllocatorUsage> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return cubecl_fast_path::allocator_usage::<B>(device);
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    {
-        let _ = device;
-        None
-    }
+    cubecl_fast_path::allocator_usage::<B>(device)
 }
 
 /// The Flex device is one per process: unit tests that run ops on it through `Swap` take

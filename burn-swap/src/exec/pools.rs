@@ -406,18 +406,12 @@ fn on_stream<T>(stream: u64, f: impl FnOnce() -> Option<T>) -> Option<T> {
 
 /// Whether CubeCL takes the switch to exact-size allocation (see `cubecl_fast_path::exact_allocations_taken`).
 fn exact_taken() -> bool {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cubecl_fast_path::exact_allocations_taken();
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    false
+    super::cubecl_fast_path::exact_allocations_taken()
 }
 
 /// The number of pool sets per device CubeCL keeps (1 where there is no CubeCL runtime).
 fn pool_sets() -> u64 {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cubecl_fast_path::pool_sets();
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    1
+    super::cubecl_fast_path::pool_sets()
 }
 
 fn usage<B: Backend>(device: &B::Device) -> Option<AllocatorUsage> {
@@ -429,11 +423,5 @@ fn clean<B: Backend>(device: &B::Device) {
 }
 
 fn set_exact<B: Backend>(device: &B::Device, exact: bool) -> Option<()> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    return super::cubecl_fast_path::set_exact_allocations::<B>(device, exact);
-    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
-    {
-        let _ = (device, exact);
-        None
-    }
+    super::cubecl_fast_path::set_exact_allocations::<B>(device, exact)
 }

@@ -23,7 +23,21 @@
 //! - **The allocator's figures** ([`allocator_usage`]) and the device's total memory
 //!   ([`total_memory`], for budgets given as a fraction of it).
 
+//!
+//! This module is the one place that asks whether a CubeCL runtime is compiled in: without
+//! one, `without_cubecl` gives the same functions, answering as the generic path needs, so
+//! that its callers hold no feature switch of their own.
+
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod with_cubecl;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) use with_cubecl::*;
+
+#[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+mod without_cubecl;
+#[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+pub(crate) use without_cubecl::*;
+
+/// Whether a CubeCL runtime is compiled in: where none is, the callers skip the work that
+/// only prepares a question for it (a constant, so that the compiler drops that work).
+pub(crate) const COMPILED_IN: bool = cfg!(any(feature = "cuda", feature = "wgpu"));

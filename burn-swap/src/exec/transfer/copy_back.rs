@@ -20,7 +20,6 @@ fn device_route<B: BackendIr>(
     copy: &HostCopy,
     device: &B::Device,
 ) -> Option<Result<B::Handle, TransferError>> {
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     if let HostCopy::Compressed(c) = copy {
         return crate::exec::cubecl_fast_path::decompress_fetch::<B>(c, device)
             .map(|result| result.map(B::float_tensor_handle));

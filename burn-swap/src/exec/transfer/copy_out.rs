@@ -148,8 +148,7 @@ pub(crate) fn copy_out<B: BackendIr>(
         };
         return Ok((copy, nanos, false));
     }
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    if dtype.is_float() {
+    if crate::exec::cubecl_fast_path::COMPILED_IN && dtype.is_float() {
         let tensor = B::float_tensor(TensorHandle {
             handle: handle.clone(),
             shape: shape.clone(),
