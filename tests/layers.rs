@@ -180,6 +180,40 @@ fn the_unsafe_check_finds_each_fault() {
     assert!(unsafe_faults("gpu/a.rs", sound).is_empty());
 }
 
+/// Whether a CubeCL runtime is compiled in is asked in one module, `exec/cubecl_fast_path/`,
+/// which gives the same functions either way (issue 72): no other file of the library
+/// switches code on it.
+#[test]
+fn only_the_cubecl_module_switches_on_a_cubecl_runtime() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("burn-swap/src");
+    let mut paths = Vec::new();
+    sources(&root, &mut paths);
+    let switches = [
+        r#"#[cfg(any(feature = "cuda", feature = "wgpu"))]"#,
+        r#"#[cfg(not(any(feature = "cuda", feature = "wgpu")))]"#,
+    ];
+    let mut inside = 0;
+    let mut outside = Vec::new();
+    for path in &paths {
+        let relative = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(path).unwrap();
+        let found = switches
+            .iter()
+            .map(|s| text.matches(s).count())
+            .sum::<usize>();
+        if relative.starts_with("exec/cubecl_fast_path/") {
+            inside += found;
+        } else if found > 0 {
+            outside.push(format!("{relative}: {found}"));
+        }
+    }
+    assert!(inside > 0, "the check sees the module's own switch");
+    assert!(
+        outside.is_empty(),
+        "CubeCL switches outside exec/cubecl_fast_path/: {outside:?}"
+    );
+}
+
 #[test]
 fn the_check_finds_an_upward_reference() {
     let code = code("use crate::exec::engine::Engine; // crate::backend\nfn f() {}");

@@ -273,7 +273,6 @@ pub(crate) enum Teller {
     /// Burn's CPU backend.
     Flex,
     /// A CubeCL backend (CUDA, wgpu).
-    #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
     Cube,
 }
 
