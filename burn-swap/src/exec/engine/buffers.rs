@@ -143,6 +143,7 @@ impl OpScratch {
     /// Whether an input the op consumes is handed over read-only because it shares its
     /// buffer in the unwrapped run (noted in `shared_reads`, once, unless a recipe keeps it
     /// read-only anyway).
+    #[inline]
     pub(super) fn read_only_for_sharing(&self, books: &Residency, id: TensorId) -> bool {
         !books.is_pinned(&id) && books.shares_origin(&id) && !self.shared_reads.contains(&id)
     }

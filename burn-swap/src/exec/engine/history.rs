@@ -22,6 +22,7 @@ pub(super) struct History {
 }
 
 impl History {
+    #[inline]
     pub(super) fn recorder_period(&self) -> usize {
         self.recorder.schedule_key().map_or(0, |(p, _)| p)
     }

@@ -168,6 +168,7 @@ impl OpScratch {
     /// for a backend that cannot tell, a view op's output is, and an op that `inherits` its
     /// layout keeps a strided input's only in an output of that input's shape (a reduction,
     /// a broadcast or a matmul writes a fresh buffer).
+    #[inline]
     pub(super) fn strided_output(
         &self,
         probe: Option<layout::Probe>,
@@ -182,6 +183,7 @@ impl OpScratch {
     }
 
     /// The id of the tensor at `port` of the op that ran last.
+    #[inline]
     pub(super) fn port(&self, port: Port) -> Option<TensorId> {
         match port {
             Port::Input(i) => self.inputs.get(i as usize).map(|(id, _)| *id),
@@ -190,6 +192,7 @@ impl OpScratch {
     }
 
     /// Whether the op in progress reads an input for the last time.
+    #[inline]
     pub(super) fn consumes_any(&self) -> bool {
         self.inputs
             .iter()
@@ -198,6 +201,7 @@ impl OpScratch {
 
     /// Whether room-making must leave `id` alone: the op's own inputs while they are put in
     /// place, and the protected tensors (recipe inputs being brought back).
+    #[inline]
     pub(super) fn protected(&self, id: &TensorId) -> bool {
         self.protect.contains(id) || (self.fitting && self.inputs.iter().any(|(i, _)| i == id))
     }

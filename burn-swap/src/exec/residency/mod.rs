@@ -686,6 +686,7 @@ impl Residency {
     /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
     /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
     /// that key in the books.)
+    #[inline]
     pub(crate) fn shared_with(
         &self,
         inputs: &[(TensorId, usize)],
@@ -703,6 +704,7 @@ impl Residency {
 
     /// The device bytes a fetch of a tensor makes room for: a carrier's whole buffer (its
     /// holders come back with it), else its own.
+    #[inline]
     pub(crate) fn fetch_bytes(&self, id: &TensorId) -> u64 {
         self.get(id).map_or(0, |e| match e.group() {
             Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
@@ -711,6 +713,7 @@ impl Residency {
     }
 
     /// Whether the tensor is offloaded (its host copy whole).
+    #[inline]
     pub(crate) fn offloaded(&self, id: &TensorId) -> bool {
         matches!(self.get(id).map(|e| e.state()), Some(State::Offloaded(_)))
     }
@@ -743,6 +746,7 @@ impl Residency {
     }
 
     /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
+    #[inline]
     pub(crate) fn can_rebuild(&self, entry: &Entry) -> bool {
         entry
             .view_op()
