@@ -28,9 +28,11 @@
 mod books;
 mod entry;
 mod host_copy;
+mod recipes;
+mod shared_buffers;
 mod views;
 
-use burn_ir::{OperationIr, TensorId};
+use burn_ir::TensorId;
 use hashbrown::HashMap;
 
 pub(crate) use super::dims::Dims;
@@ -681,133 +683,10 @@ impl Residency {
         (resident, host, offloading)
     }
 
-    /// The backend says an output of `bytes` lives in `probe`'s buffer: when one of `inputs`
-    /// (as [`Self::probe_inputs`] noted them) lives there too, the buffer it shares (with that input when it is still in the books), its
-    /// key and its size; `None` for a buffer of its own. (A view whose input is gone holds
-    /// that input's whole buffer, and is counted at its size, or joins the shared buffer of
-    /// that key in the books.)
-    #[inline]
-    pub(crate) fn shared_with(
-        &self,
-        inputs: &[(TensorId, usize)],
-        bytes: u64,
-        probe: super::layout::Probe,
-    ) -> Option<(Option<TensorId>, usize, u64)> {
-        let &(source, _) = inputs.iter().find(|(_, buffer)| *buffer == probe.buffer)?;
-        let source = self.get(&source).is_some().then_some(source);
-        (source.is_some() || probe.buffer_bytes != bytes || self.any_shared()).then_some((
-            source,
-            probe.buffer,
-            probe.buffer_bytes,
-        ))
-    }
-
-    /// The device bytes a fetch of a tensor makes room for: a carrier's whole buffer (its
-    /// holders come back with it), else its own.
-    #[inline]
-    pub(crate) fn fetch_bytes(&self, id: &TensorId) -> u64 {
-        self.get(id).map_or(0, |e| match e.group() {
-            Some(Group::Carrier { buffer_bytes, .. }) => (*buffer_bytes).max(e.bytes()),
-            _ => e.bytes(),
-        })
-    }
-
     /// Whether the tensor is offloaded (its host copy whole).
     #[inline]
     pub(crate) fn offloaded(&self, id: &TensorId) -> bool {
         matches!(self.get(id).map(|e| e.state()), Some(State::Offloaded(_)))
-    }
-
-    /// A recipe of `op`: every input of it marked read-only (so that the replay leaves them
-    /// in place) and pinned until the recipe is used or dropped.
-    pub(crate) fn recipe_of(&mut self, mut op: OperationIr, inputs: Vec<TensorId>) -> Box<Recipe> {
-        op.mark_read_only(&inputs);
-        for input in &inputs {
-            self.pin(input);
-        }
-        Box::new(Recipe { op, inputs })
-    }
-
-    /// A strided output keeps the op that made it, to become its recipe later; its sources
-    /// remember it, so that it gets that recipe when Burn lets go of them.
-    pub(crate) fn keep_view_op(&mut self, view: TensorId, op: Box<OperationIr>) {
-        if self.get(&view).is_none() {
-            return;
-        }
-        for t in op.inputs() {
-            let views = self.views.sources.entry(t.id).or_default();
-            if !views.contains(&view) {
-                views.push(view);
-            }
-        }
-        if let Some(entry) = self.get_mut(&view) {
-            entry.set_view_op(Some(op));
-        }
-    }
-
-    /// Whether a strided tensor's kept op can still be replayed: every input is in the books.
-    #[inline]
-    pub(crate) fn can_rebuild(&self, entry: &Entry) -> bool {
-        entry
-            .view_op()
-            .is_some_and(|op| op.inputs().all(|t| self.get(&t.id).is_some()))
-    }
-
-    /// The resident tensors that hold `buffer`.
-    pub(crate) fn holders(&self, buffer: u32) -> Vec<TensorId> {
-        self.iter()
-            .filter(|(_, e)| e.shared() == Some(buffer) && matches!(e.state(), State::Resident))
-            .map(|(id, _)| *id)
-            .collect()
-    }
-
-    /// Burn is about to let go of `source`: the strided views still made from it get their
-    /// recipes now (pinning it), so that they can still leave by recomputation.
-    pub(crate) fn pin_for_views(&mut self, source: TensorId) {
-        let Some(views) = self.views.sources.remove(&source) else {
-            return;
-        };
-        for view in views {
-            let rebuildable = self
-                .get(&view)
-                .is_some_and(|e| e.view_op().is_some() && self.can_rebuild(e));
-            if rebuildable {
-                self.make_view_recipe(view);
-            }
-        }
-    }
-
-    /// Turns a strided tensor's kept op into its recipe: its inputs (all in the books, see
-    /// [`Self::can_rebuild`]) are pinned from now on.
-    pub(crate) fn make_view_recipe(&mut self, id: TensorId) {
-        let Some(entry) = self.get_mut(&id) else {
-            return;
-        };
-        if entry.recipe.is_some() {
-            return;
-        }
-        let Some(op) = entry.take_view_op() else {
-            return;
-        };
-        let mut ids: Vec<TensorId> = Vec::new();
-        for t in op.inputs() {
-            if !ids.contains(&t.id) {
-                ids.push(t.id);
-            }
-        }
-        let recipe = self.recipe_of(*op, ids);
-        if let Some(entry) = self.get_mut(&id) {
-            entry.recipe = Some(recipe);
-        }
-    }
-
-    /// Whether the holders of a shared buffer must leave together: one of them cannot leave
-    /// on its own (strided, no recipe, and no op that could make it again).
-    pub(crate) fn leaves_whole(&self, holders: &[TensorId]) -> bool {
-        holders.iter().any(|id| {
-            self.get(id)
-                .is_some_and(|e| e.strided && e.recipe.is_none() && !self.can_rebuild(e))
-        })
     }
 }
 
