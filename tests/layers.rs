@@ -39,6 +39,21 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every source file under `folder` (a path from the repository's root): its path relative
+/// to `folder`, and its text.
+fn read_sources(folder: &str) -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+    let mut paths = Vec::new();
+    sources(&root, &mut paths);
+    paths
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&root).unwrap().display().to_string();
+            (relative, std::fs::read_to_string(file).unwrap())
+        })
+        .collect()
+}
+
 /// The code of a source file without comments and without its unit tests.
 fn code(text: &str) -> String {
     let text = text
@@ -185,18 +200,13 @@ fn the_unsafe_check_finds_each_fault() {
 /// switches code on it.
 #[test]
 fn only_the_cubecl_module_switches_on_a_cubecl_runtime() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("burn-swap/src");
-    let mut paths = Vec::new();
-    sources(&root, &mut paths);
     let switches = [
         r#"#[cfg(any(feature = "cuda", feature = "wgpu"))]"#,
         r#"#[cfg(not(any(feature = "cuda", feature = "wgpu")))]"#,
     ];
     let mut inside = 0;
     let mut outside = Vec::new();
-    for path in &paths {
-        let relative = path.strip_prefix(&root).unwrap().display().to_string();
-        let text = std::fs::read_to_string(path).unwrap();
+    for (relative, text) in read_sources("burn-swap/src") {
         let found = switches
             .iter()
             .map(|s| text.matches(s).count())
@@ -378,15 +388,8 @@ fn folder_loops(files: &[(String, String)]) -> Vec<String> {
 
 #[test]
 fn no_folder_of_the_library_has_an_import_loop() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("burn-swap/src");
-    let mut paths = Vec::new();
-    sources(&root, &mut paths);
-    let files: Vec<(String, String)> = paths
-        .iter()
-        .map(|file| {
-            let relative = file.strip_prefix(&root).unwrap().display().to_string();
-            (relative, std::fs::read_to_string(file).unwrap())
-        })
+    let files: Vec<(String, String)> = read_sources("burn-swap/src")
+        .into_iter()
         // Unit tests in files of their own name what they test, from beside it.
         .filter(|(relative, _)| !relative.ends_with("tests.rs") && !relative.contains("/tests/"))
         .collect();
@@ -406,15 +409,8 @@ fn no_folder_of_the_library_has_an_import_loop() {
 /// (`harness/bin/`, the root package's) are left out.
 #[test]
 fn no_module_of_the_harness_has_an_import_loop() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness");
-    let mut paths = Vec::new();
-    sources(&root, &mut paths);
-    let files: Vec<(String, String)> = paths
-        .iter()
-        .map(|file| {
-            let relative = file.strip_prefix(&root).unwrap().display().to_string();
-            (relative, std::fs::read_to_string(file).unwrap())
-        })
+    let files: Vec<(String, String)> = read_sources("harness")
+        .into_iter()
         .filter(|(relative, _)| !relative.starts_with("bin/"))
         .collect();
     let edges = folder_edges(&files);
