@@ -328,7 +328,7 @@ impl<B: BackendIr> DeviceControl for SwapClient<B> {
 
     fn report(&self) -> Report {
         let figures = self.engine().figures();
-        Report::new(B::name(&self.shared.device), figures)
+        figures.into_report(B::name(&self.shared.device))
     }
 
     fn memory(&self) -> crate::report::Memory {

@@ -9,6 +9,7 @@ pub(crate) mod cubecl_fast_path;
 mod dims;
 pub(crate) mod engine;
 pub mod faults;
+pub(crate) mod figures;
 mod host_buffer_pool;
 mod interpreter;
 mod link_probe;

@@ -8,51 +8,10 @@ use burn_std::future::DynFut;
 use super::Engine;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
-use crate::exec::counters::{Counters, PeerStat};
+use crate::exec::figures::{Figures, Tracked};
 use crate::exec::residency::{Books, Dims, Entry, State};
 use crate::plan::profile::Profile;
-use crate::trace::{IterationPeak, Trace};
-
-/// Everything the report is built from (`crate::report`), read from the engine at once.
-pub(crate) struct Figures {
-    pub config: SwapConfig,
-    /// The budget in force (`None` when unlimited or off).
-    pub budget: Option<u64>,
-    pub books: Books,
-    pub counters: Counters,
-    pub device_memory: Option<u64>,
-    pub planned_offloads: usize,
-    pub planned_recomputes: usize,
-    pub peers: Vec<PeerStat>,
-    pub peer_fallbacks: u64,
-    pub period: Option<usize>,
-    /// The streams burn-swap runs device work on, with the allocator's figures of each.
-    pub streams: Vec<crate::exec::pools::StreamUsage>,
-    /// Cleanups made because the allocator reserved more than the budget.
-    pub allocator_cleanups: u64,
-    /// The op after which the allocator reserved the most over the budget.
-    pub reserved_over: Option<crate::exec::ReservedOver>,
-    /// Op shapes whose temporaries were learned, and the largest of those.
-    pub temporaries: (usize, u64),
-    pub iteration_peaks: Vec<IterationPeak>,
-    /// Ops the trace recorded, and ops of other threads than the training thread it left
-    /// out, since it began.
-    pub traced_ops: u64,
-    pub untraced_ops: u64,
-    /// Log entries the recorder read off the per-op fast path since the trace began.
-    pub trace_reads: u64,
-    /// Tensors in the books, of those the ones Burn let go of that recipes still read, and
-    /// the device handles held.
-    pub tracked: Tracked,
-}
-
-/// How many tensors the engine keeps track of (read at report time, by a walk of the books).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tracked {
-    pub tensors: u64,
-    pub kept_for_recipes: u64,
-    pub handles: u64,
-}
+use crate::trace::Trace;
 
 impl<B: BackendIr> Engine<B> {
     /// The figures of the device now, once the link probe, when it runs, has reported.

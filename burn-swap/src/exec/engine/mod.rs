@@ -70,7 +70,6 @@ use crate::plan::program::Port;
 use crate::plan::reactive::Candidate;
 use crate::trace::signature;
 
-pub(crate) use api::Figures;
 use copies::Copies;
 use history::History;
 use machine::Machine;
