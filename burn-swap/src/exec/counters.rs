@@ -1,7 +1,7 @@
 //! What the engine counts as it works: events, times and the allocator's figures. The bytes
 //! on and off the device are the residency's books (`super::residency::Books`), not these.
 
-use serde::{Deserialize, Serialize};
+use crate::report::{AllocatorUsage, Declines, FallbackRoom, PlanTakeover};
 
 /// Running counters of one device.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -97,101 +97,6 @@ pub(crate) struct Counters {
     pub codec_nanos: u64,
     /// Per tensor shape and dtype: offloads, raw bytes, moved bytes (with compression on).
     pub moves: hashbrown::HashMap<(super::dims::Dims, burn_backend::DType), (u64, u64, u64)>,
-}
-
-/// Takeovers kept in the counters (the latest).
-pub(crate) const TAKEOVERS_KEPT: usize = 32;
-
-/// A plan taking over: where, for which schedule, and what it cost to have.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PlanTakeover {
-    /// The op (counted from the device's first) after which the plan took over: the end of an
-    /// iteration of its schedule.
-    pub op: u64,
-    /// The period, in ops, of the schedule it is followed in.
-    pub period: usize,
-    /// Whether it was a plan kept for this schedule (made when it ran before) rather than a
-    /// new one.
-    pub reused: bool,
-    /// Seconds the planner took to make it (0 for a kept plan).
-    pub planning_seconds: f64,
-    /// Iterations of its schedule that ran under the fallback while it was made.
-    pub waited_iterations: u64,
-}
-
-/// Fallback rooms kept in the counters (the first: where a plan first went wrong).
-pub(crate) const FALLBACK_ROOMS_KEPT: usize = 16;
-
-/// Room the reactive fallback made while a plan was followed: an op that needed more bytes
-/// than the plan predicted for it, where, and by how much.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct FallbackRoom {
-    /// Ops counted on the device before this one.
-    pub op: u64,
-    /// The op's place in its iteration (the plan's op numbers).
-    pub position: usize,
-    /// The counted bytes the plan predicted while the op runs (its simulation).
-    pub predicted_bytes: u64,
-    /// The counted bytes the op needed: those resident when it asked for room, and what it
-    /// asked for.
-    pub needed_bytes: u64,
-    /// The bytes the fallback moved off the device for it.
-    pub freed_bytes: u64,
-}
-
-/// The plans not followed under [`crate::Policy::Planned`] because they cost more per
-/// iteration (transfers exposed, recomputation; predicted when ready, or measured over their
-/// first iterations) than the reactive fallback measured on the same schedule (see
-/// [`crate::SwapConfig::with_plans_judged`]): their schedules stay on the fallback. One idea
-/// in the report, under the keys it had as three fields (`plans_declined`, `plan_declines`,
-/// `declined_in_force`, which reads `plan_declined` too), so that reports written before read.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Declines {
-    /// How many were declined.
-    #[serde(default, rename = "plans_declined")]
-    pub count: u64,
-    /// Each one declined (the latest 32): the op, its schedule's period, the figures it was
-    /// judged by.
-    #[serde(default, rename = "plan_declines")]
-    pub latest: Vec<PlanDecline>,
-    /// The schedule in force runs on the reactive fallback because its plan was declined (the
-    /// planned policy's choice, not a failure).
-    #[serde(default, rename = "declined_in_force", alias = "plan_declined")]
-    pub in_force: bool,
-}
-
-impl Declines {
-    /// Counts `decline`, keeping the latest `kept`; the schedule in force is on the fallback.
-    pub(crate) fn add(&mut self, decline: PlanDecline, kept: usize) {
-        self.in_force = true;
-        if self.latest.len() >= kept {
-            self.latest.remove(0);
-        }
-        self.count += 1;
-        self.latest.push(decline);
-    }
-}
-
-/// A plan not followed because it did not pay against the reactive fallback measured on its
-/// schedule: where, and the figures it was judged by.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PlanDecline {
-    /// The op (counted from the device's first) after which it was declined: the end of an
-    /// iteration of its schedule.
-    pub op: u64,
-    /// The period, in ops, of its schedule.
-    pub period: usize,
-    /// What the plan costs per iteration, in seconds: transfers exposed and recomputation,
-    /// as predicted when it was ready, or as measured once it was followed (`measured`).
-    pub plan_seconds: f64,
-    /// Whether `plan_seconds` was measured (the plan was followed, and cost more than
-    /// predicted) rather than predicted.
-    pub measured: bool,
-    /// What the reactive fallback was measured to cost per iteration on the same schedule.
-    pub fallback_seconds: f64,
-    /// The fallback's iteration wall time, in seconds (the judgement's slack is a share of
-    /// it: `plan::payoff::SLACK`).
-    pub iteration_seconds: f64,
 }
 
 /// Why an op waited on transfers (the exposed wait's causes, in the report).
@@ -292,71 +197,6 @@ impl Counters {
         self.plan_chosen = None;
         self.predicted_exposed_nanos = None;
     }
-}
-
-/// The inner allocator's own figures for a device, in bytes (CubeCL backends).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocatorUsage {
-    /// What its pools hand out to live buffers.
-    pub in_use: u64,
-    /// What its pools hold from the driver (in use, padding, and idle buffers or free
-    /// pages).
-    pub reserved: u64,
-    /// Of what is in use, the bytes buffers were rounded up by (alignment).
-    #[serde(default)]
-    pub padding: u64,
-}
-
-impl AllocatorUsage {
-    /// What the pools hold that no live buffer uses: idle buffers and free pages, which a
-    /// cleanup gives back.
-    pub fn idle(self) -> u64 {
-        self.reserved.saturating_sub(self.in_use + self.padding)
-    }
-
-    /// The larger of each figure.
-    pub fn max(self, other: Self) -> Self {
-        Self {
-            in_use: self.in_use.max(other.in_use),
-            reserved: self.reserved.max(other.reserved),
-            padding: self.padding.max(other.padding),
-        }
-    }
-}
-
-impl core::ops::Add for AllocatorUsage {
-    type Output = Self;
-
-    /// Both figures added up (the pools of several streams).
-    fn add(self, other: Self) -> Self {
-        Self {
-            in_use: self.in_use + other.in_use,
-            reserved: self.reserved + other.reserved,
-            padding: self.padding + other.padding,
-        }
-    }
-}
-
-/// One peer's figures in the report.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PeerStat {
-    /// Its name.
-    pub name: String,
-    /// Its capacity for offloaded bytes.
-    pub capacity_bytes: u64,
-    /// Bytes it holds now.
-    pub held_bytes: u64,
-    /// The most bytes it held.
-    pub peak_held_bytes: u64,
-    /// Bytes sent to it.
-    pub sent_bytes: u64,
-    /// Bytes fetched back from it.
-    pub fetched_bytes: u64,
-    /// Pieces sent to it.
-    pub pieces: u64,
-    /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
-    /// second; 0 before anything moved.
-    pub bandwidth: f64,
 }
 
 #[cfg(test)]

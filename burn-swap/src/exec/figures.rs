@@ -2,11 +2,11 @@
 //! report's types are plain data; what the engine counted is turned into them here.
 
 use crate::config::SwapConfig;
-use crate::exec::counters::{Counters, PeerStat, Wait};
+use crate::exec::counters::{Counters, Wait};
 use crate::exec::residency::Books;
 use crate::report::{
     CompressionReport, CompressionStat, DeviceReport, ExposedWait, LayerTime, MemoryReport,
-    PlanReport, Report, TransferReport, WorkloadReport,
+    PeerStat, PlanReport, Report, TransferReport, WorkloadReport,
 };
 use crate::trace::IterationPeak;
 
@@ -24,11 +24,11 @@ pub(crate) struct Figures {
     pub peer_fallbacks: u64,
     pub period: Option<usize>,
     /// The streams burn-swap runs device work on, with the allocator's figures of each.
-    pub streams: Vec<crate::exec::pools::StreamUsage>,
+    pub streams: Vec<crate::report::StreamUsage>,
     /// Cleanups made because the allocator reserved more than the budget.
     pub allocator_cleanups: u64,
     /// The op after which the allocator reserved the most over the budget.
-    pub reserved_over: Option<crate::exec::ReservedOver>,
+    pub reserved_over: Option<crate::report::ReservedOver>,
     /// Op shapes whose temporaries were learned, and the largest of those.
     pub temporaries: (usize, u64),
     pub iteration_peaks: Vec<IterationPeak>,

@@ -28,6 +28,8 @@ mod transfer_error;
 
 use burn_backend::{DType, Shape};
 
+use crate::report::AllocatorUsage;
+
 /// Bytes of a tensor of this shape and dtype, as burn-swap counts them.
 #[inline]
 pub(crate) fn bytes_of(shape: &Shape, dtype: DType) -> u64 {
@@ -92,10 +94,6 @@ fn quantized_bytes(
     };
     (values + params * param_bytes) as u64
 }
-
-pub use counters::{AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanDecline, PlanTakeover};
-pub use pools::{StreamRole, StreamUsage};
-pub use temporaries::ReservedOver;
 
 /// Total memory of the device when the backend can tell it (CUDA). The others cannot, so a
 /// budget given as a fraction of device memory is refused there with a typed error.

@@ -25,39 +25,9 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
+use crate::report::{AllocatorUsage, StreamRole, StreamUsage};
 use burn_backend::Backend;
 use cubecl::stream_id::StreamId;
-use serde::{Deserialize, Serialize};
-
-use super::counters::AllocatorUsage;
-
-/// The allocator's figures of one stream that burn-swap runs device work on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamUsage {
-    /// Whose stream it is.
-    pub role: StreamRole,
-    /// The stream's id (CubeCL's `StreamId` value).
-    pub stream: u64,
-    /// Whether its pools are another listed stream's (CubeCL maps both ids to one pool set),
-    /// and so are not added again to the total.
-    pub shared: bool,
-    /// Its pools' figures, as last read.
-    pub usage: AllocatorUsage,
-    /// The most its pools reserved when read since the counters were last reset (each read
-    /// after an op or a job, before any cleanup it led to).
-    pub peak_reserved: u64,
-}
-
-/// Whose work runs on a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StreamRole {
-    /// A thread that runs the model's ops.
-    Compute,
-    /// The send worker (offloads: reads, compression kernels).
-    Send,
-    /// The receive worker (fetches: the buffers written back, decompression kernels).
-    Receive,
-}
 
 /// The workers' side, shared with their threads: the mode their streams should allocate in,
 /// and each worker's stream and figures as it last read them.

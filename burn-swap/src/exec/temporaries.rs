@@ -10,8 +10,8 @@
 //! a shape runs its temporaries are unknown: room is made for none, and what it reserved
 //! over the budget is told in the report ([`Temporaries::over`]).
 
+use crate::report::ReservedOver;
 use hashbrown::HashMap;
-use serde::{Deserialize, Serialize};
 
 /// The temporaries learned, and the op being measured.
 #[derive(Default)]
@@ -34,19 +34,6 @@ struct Running {
     output_bytes: u64,
     reserved_before: u64,
     expected: Option<u64>,
-}
-
-/// The op after which the allocator reserved the most over the budget (CubeCL backends),
-/// and why it could: its temporaries were not known yet, or room for them could not be made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReservedOver {
-    /// The op's kind, as the trace names it.
-    pub op: String,
-    /// Bytes reserved over the budget after it (every stream, before any cleanup).
-    pub bytes: u64,
-    /// The temporaries room was made for (`None`: an op of its shape ran for the first
-    /// time, and its temporaries were unknown).
-    pub expected: Option<u64>,
 }
 
 impl Temporaries {

@@ -1,21 +1,22 @@
 //! The report: what burn-swap did on a device, as counted by the swap layer.
 
+mod allocator;
 mod as_text;
 mod parts;
+mod plan_events;
 mod table;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{EvictionScore, Policy};
-pub use crate::exec::{
-    AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanDecline, PlanTakeover, ReservedOver,
-    StreamRole, StreamUsage,
-};
 pub use crate::plan::PlanChoice;
+pub use allocator::{AllocatorUsage, ReservedOver, StreamRole, StreamUsage};
 pub use parts::{
     CompressionReport, CompressionStat, DeviceReport, ExposedWait, LayerTime, MemoryReport,
-    PlanReport, TransferReport, WorkloadReport,
+    PeerStat, PlanReport, TransferReport, WorkloadReport,
 };
+pub use plan_events::{Declines, FallbackRoom, PlanDecline, PlanTakeover};
+pub(crate) use plan_events::{FALLBACK_ROOMS_KEPT, TAKEOVERS_KEPT};
 pub use table::format_bytes;
 
 /// What burn-swap did on one device since it started (or since [`crate::reset_counters`]).

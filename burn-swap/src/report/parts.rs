@@ -4,8 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::as_text;
 use super::{
-    AllocatorUsage, Declines, FallbackRoom, PeerStat, PlanChoice, PlanTakeover, ReservedOver,
-    StreamUsage,
+    AllocatorUsage, Declines, FallbackRoom, PlanChoice, PlanTakeover, ReservedOver, StreamUsage,
 };
 use crate::config::Compression;
 use crate::trace::IterationPeak;
@@ -382,4 +381,26 @@ pub struct CompressionStat {
     pub moved_bytes: u64,
     /// `raw_bytes / moved_bytes`.
     pub ratio: f64,
+}
+
+/// One peer's figures in the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeerStat {
+    /// Its name.
+    pub name: String,
+    /// Its capacity for offloaded bytes.
+    pub capacity_bytes: u64,
+    /// Bytes it holds now.
+    pub held_bytes: u64,
+    /// The most bytes it held.
+    pub peak_held_bytes: u64,
+    /// Bytes sent to it.
+    pub sent_bytes: u64,
+    /// Bytes fetched back from it.
+    pub fetched_bytes: u64,
+    /// Pieces sent to it.
+    pub pieces: u64,
+    /// Achieved bandwidth of the link (bytes moved over the time its pieces took), bytes per
+    /// second; 0 before anything moved.
+    pub bandwidth: f64,
 }

@@ -423,7 +423,7 @@ fn takeovers(all: &[PlanTakeover], first: &PlanTakeover) -> String {
         Some(latest) if all.len() > 1 => format!(
             "{} times{}: first {}; latest {}",
             all.len(),
-            if all.len() >= crate::exec::counters::TAKEOVERS_KEPT {
+            if all.len() >= super::TAKEOVERS_KEPT {
                 " (the latest kept)"
             } else {
                 ""

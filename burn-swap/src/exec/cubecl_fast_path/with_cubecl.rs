@@ -12,9 +12,9 @@ use cubecl::Runtime;
 use crate::codec::Compressed;
 use crate::codec::kernels;
 use crate::config::Compression;
-use crate::exec::counters::AllocatorUsage;
 use crate::exec::transfer_error::TransferError;
 use crate::plan::compression::{self, Decision};
+use crate::report::AllocatorUsage;
 
 /// `value` as the CubeCL tensor of runtime `R`, when it is one.
 pub(crate) fn as_cube<R: CubeRuntime, T: 'static>(value: &T) -> Option<&CubeTensor<R>> {

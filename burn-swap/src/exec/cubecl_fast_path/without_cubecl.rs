@@ -5,9 +5,9 @@
 use burn_backend::{Backend, DType, Shape};
 
 use crate::codec::Compressed;
-use crate::exec::counters::AllocatorUsage;
 use crate::exec::transfer_error::TransferError;
 use crate::plan::compression::CompressionPolicy;
+use crate::report::AllocatorUsage;
 
 /// No tensor's buffer can be told.
 pub(crate) fn probe<T: 'static>(_tensor: &T) -> Option<(bool, usize, u64)> {

@@ -11,13 +11,14 @@ use burn_ir::{BackendIr, TensorId};
 use super::Engine;
 use super::measured_links::LinksNow;
 use crate::config::Policy;
-use crate::exec::counters::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT, Wait};
+use crate::exec::counters::Wait;
 use crate::exec::meter;
 use crate::exec::plans::JUDGED_AFTER;
 use crate::exec::residency::State;
 use crate::plan::payoff::{self, IterationCost};
 use crate::plan::profile::Links;
 use crate::plan::program::{Program, Step};
+use crate::report::{PlanDecline, PlanTakeover, TAKEOVERS_KEPT};
 
 /// The planned prefetches listed as started before those no longer in flight are let go.
 const FETCHING_KEPT: usize = 1024;

@@ -8,9 +8,10 @@ use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
 use crate::error::SwapError;
-use crate::exec::counters::{FALLBACK_ROOMS_KEPT, FallbackRoom, Wait};
+use crate::exec::counters::Wait;
 use crate::exec::residency::{Remake, State};
 use crate::plan::reactive::{self, Candidate, Leave, LinkModel, RoomStep, VictimFacts};
+use crate::report::{FALLBACK_ROOMS_KEPT, FallbackRoom};
 
 impl<B: BackendIr> Engine<B> {
     /// Keeps the budget for an op whose inputs are in `self.op.inputs`: its inputs and

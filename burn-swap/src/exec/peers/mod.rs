@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use burn_backend::TensorData;
 
-use super::counters::PeerStat;
 use super::transfer_error::TransferError;
 use crate::config::PeerSpec;
 use crate::plan::advisor::{self, Advice, Destination};
+use crate::report::PeerStat;
 
 /// What one peer did, for the report.
 #[derive(Debug, Default)]
