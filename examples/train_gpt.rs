@@ -1,4 +1,4 @@
-//! Trains a GPT-2-style decoder on the shipped corpus (`data/corpus.txt`, bytewise tokens)
+//! Trains a GPT-2-style decoder on the shipped corpus (`harness/src/corpus.txt`, bytewise tokens)
 //! with Adam, on `Autodiff<B>`, or, with the cargo feature `swap`, on `Autodiff<Swap<B>>`
 //! under a memory budget; `B` is Flex (`--device flex`, the default), CubeCL's wgpu or CUDA.
 //!

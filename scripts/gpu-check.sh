@@ -22,9 +22,9 @@ cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 build)
-    cargo build --release --features cuda --bin swap-bench --bin swap-check
+    cargo build --release -p burn-swap-harness --features cuda --bin swap-bench --bin swap-check
     cargo bench --no-run --features cuda --bench codec 2>&1 | tail -1
-    rm -rf .device && mkdir -p .device/harness .device/scripts
+    rm -rf .device && mkdir -p .device/harness/src .device/scripts
     codec=$(ls -t target/release/deps/codec-* | grep -v '\.d$' | head -1)
     for bin in target/release/swap-bench target/release/swap-check "$codec"; do
         name=$(basename "$bin")
@@ -35,7 +35,7 @@ build)
         strip ".device/$name"
         gzip -9 ".device/$name"
     done
-    cp harness/corpus.txt .device/harness/
+    cp harness/src/corpus.txt .device/harness/src/
     cp scripts/torch_gpt.py .device/scripts/
     for bin in .device/*.gz; do
         echo "== $(basename "$bin" .gz)"
@@ -56,7 +56,7 @@ run)
     MODE=device BIN="$BIN" OUT="${OUT:-.device/out}" exec scripts/gpu-stages.sh
     ;;
 rehearse)
-    # The test build's binaries (`cargo test --workspace --features wgpu` builds them).
+    # The test build's binaries (`.ci/run` builds them with the tests' features).
     MODE=rehearse BIN="${BIN:-target/debug}" OUT="${OUT:-target/gpu-rehearsal}" \
         exec scripts/gpu-stages.sh
     ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The PyTorch peer of `swap-bench --model gpt`: the same GPT-2-style decoder (bytewise tokens
-from harness/corpus.txt, learned positions, pre-norm blocks with causal attention and a GELU
+from harness/src/corpus.txt, learned positions, pre-norm blocks with causal attention and a GELU
 feed-forward of 4 x d_model, a final layer norm, a linear head to 256 bytes; Adam at 1e-3),
 trained without checkpointing, with torch.utils.checkpoint per block, and with
 torch.autograd.graph.save_on_cpu(pin_memory=True). Prints one CSV row per mode in the
@@ -84,7 +84,7 @@ def run(mode, cfg, steps, warmup, device):
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     corpus = torch.tensor(
-        list((pathlib.Path(__file__).parent.parent / "harness" / "corpus.txt").read_bytes())
+        list((pathlib.Path(__file__).parent.parent / "harness" / "src" / "corpus.txt").read_bytes())
     )
     data = batches(corpus, cfg["batch"], cfg["seq"], 21)
     if device.type == "cuda":

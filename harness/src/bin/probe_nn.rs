@@ -3,7 +3,7 @@
 //! rounds (issue 42's table: plans made, planning on the op's thread, run seconds):
 //!
 //! ```text
-//! cargo run --release --features wgpu --example probe_nn -- [MODELS] [--steps N] [--rounds R] [--fraction F]
+//! cargo run --release -p burn-swap-harness --features wgpu --bin probe_nn -- [MODELS] [--steps N] [--rounds R] [--fraction F]
 //! ```
 //!
 //! `MODELS` is a comma-separated list of `tagger` (a BiLSTM, a GRU and an LSTM stacked),

@@ -1,5 +1,7 @@
 //! Workloads for instruction counts under `valgrind --tool=callgrind` (the book's
 //! *Measurements*): exact and repeatable where wall-clock time on a shared machine is not.
+//! Built with `cargo build --release -p burn-swap-harness --bin prof` into
+//! `target/release/prof`.
 //!
 //! ```text
 //! prof flex|router|untraced|traced [rounds]   # rounds (20,000) × 17 tiny elementwise ops

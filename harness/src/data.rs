@@ -118,7 +118,7 @@ pub fn image_batch(
     )
 }
 
-/// The text corpus shipped with the repository (`harness/corpus.txt`, beside this reader),
+/// The text corpus shipped with the repository (`harness/src/corpus.txt`, beside this reader),
 /// tokenised bytewise.
 pub const CORPUS: &str = include_str!("corpus.txt");
 

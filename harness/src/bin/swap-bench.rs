@@ -3,7 +3,7 @@
 //! unwrapped peak, measured in one process; and the largest batch under a memory cap.
 //!
 //! ```text
-//! cargo run --release --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm|gan|bucketed|deep|recurrent|classifier|classifier-varying
+//! cargo run --release -p burn-swap-harness --bin swap-bench -- --model mlp|gpt|cnn|bn-cnn|lstm|gan|bucketed|deep|recurrent|classifier|classifier-varying
 //!     [--preset cpu|gpt2-small] [--quick]
 //!     [--device flex|wgpu|cuda] [--steps 20] [--warmup 6] [--budgets 100,75,50,33,25,10]
 //!     [--cap 50] [--limit 4096] [--csv swap-bench.csv] [--pareto swap-bench.svg]
