@@ -14,6 +14,7 @@
 //! prof mlp-bench [steps]   # swap-bench's MLP (matmul-bound) under BURN_SWAP_*
 //! prof gpt-bench [steps]   # swap-bench's GPT (its `small` preset) under BURN_SWAP_*
 //! prof recurrent-flex|recurrent-router|recurrent-bench [steps]   # swap-bench's Burn-style stacked LSTM: alone, through burn-router alone, under BURN_SWAP_*
+//! prof recurrent-untraced [steps]   # the same under BURN_SWAP_* with the trace off (what recording costs)
 //! prof classifier-flex|classifier-router|classifier-bench [steps]   # swap-bench's Burn-style text classifier
 //! prof varying-flex|varying-router|varying-bench [steps]   # the same, each batch padded to its longest text
 //! ```
@@ -181,12 +182,17 @@ fn main() {
             std::hint::black_box(workload.train::<Autodiff<Swap<Flex>>>(&device, count));
             print_report(&device);
         }
+        Some("recurrent-untraced") => {
+            burn_swap::configure(&device, env_config().with_trace(false)).unwrap();
+            let workload = user_style("recurrent");
+            std::hint::black_box(workload.train::<Autodiff<Swap<Flex>>>(&device, count));
+        }
         Some("lstm-swap") => {
             lstm_steps::<Autodiff<Swap<Flex>>>(LstmNetConfig::op_bound(), count);
             print_report(&device);
         }
         _ => eprintln!(
-            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|gpt-bench|mlp-bench|recurrent-flex|recurrent-router|recurrent-bench|classifier-flex|classifier-router|classifier-bench|varying-flex|varying-router|varying-bench"
+            "usage: prof flex|router|untraced|traced|step-flex|step-swap|lstm-flex|lstm-router|lstm-swap|lstm-bench|deep-flex|deep-bench|bucketed-bench|gan-bench|gpt-bench|mlp-bench|recurrent-flex|recurrent-router|recurrent-bench|recurrent-untraced|classifier-flex|classifier-router|classifier-bench|varying-flex|varying-router|varying-bench"
         ),
     }
 }
