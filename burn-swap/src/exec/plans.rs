@@ -179,6 +179,14 @@ impl Plans {
         self.active.as_ref().map(|a| &a.program)
     }
 
+    /// Whether the plan in force has a prefetch of `id` in flight.
+    #[inline]
+    pub fn prefetching(&self, id: TensorId) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| a.fetching.iter().any(|(_, f)| *f == Some(id)))
+    }
+
     /// Forgets the plan in force and the schedule it was made for (the kept plans and the
     /// one being made stay: each is for a content of its own).
     pub fn forget(&mut self) {

@@ -228,28 +228,11 @@ impl<B: BackendIr> Engine<B> {
     /// The handle of a tensor that is on the device, for a read or a move; Burn's last use of
     /// it takes it out of the books (unless a recipe still needs it).
     pub(super) fn take_for_read(&mut self, tensor: &TensorIr) -> B::Handle {
-        let read = self.read_status(tensor);
+        let read = self.residency.read_status(tensor);
         let read = read;
         let handle = self.handles.handle(&read);
         self.consume_if_last(tensor);
         handle
-    }
-
-    /// `tensor` as the inner backend must be asked for it: Burn's last use of a tensor a
-    /// recipe still needs (or will need: the source of a kept view) becomes a read-only one.
-    fn read_status(&mut self, tensor: &TensorIr) -> TensorIr {
-        if tensor.status == TensorStatus::ReadWrite {
-            self.residency.pin_for_views(tensor.id);
-        }
-        let status = if self.residency.is_pinned(&tensor.id) {
-            TensorStatus::ReadOnly
-        } else {
-            tensor.status
-        };
-        TensorIr {
-            status,
-            ..tensor.clone()
-        }
     }
 
     /// Brings a tensor back to the device before it leaves through a read or a move.
@@ -286,7 +269,7 @@ impl<B: BackendIr> Engine<B> {
             } else {
                 match self.ensure_resident(&tensor) {
                     Ok(()) => {
-                        let read = self.read_status(&tensor);
+                        let read = self.residency.read_status(&tensor);
                         let future = self.handles.read(&read);
                         self.consume_if_last(&tensor);
                         future

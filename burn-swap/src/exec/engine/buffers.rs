@@ -79,29 +79,6 @@ impl<B: BackendIr> Engine<B> {
 }
 
 impl<B: BackendIr> Engine<B> {
-    /// Marks read-only the inputs the op consumes that share their buffer in the unwrapped
-    /// run while that buffer is apart under burn-swap (a holder came back from the host on
-    /// its own): the unwrapped backend, seeing the buffer shared, would not write into it in
-    /// place, and some in-place kernels give other bits (NaN signs). [`Self::book_inputs`]
-    /// releases them after the op.
-    pub(super) fn read_shared_inputs(&mut self, op: &mut OperationIr) {
-        self.op.shared_reads.clear();
-        if !self.residency.any_origin() {
-            return;
-        }
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status == TensorStatus::ReadWrite
-                && self.op.read_only_for_sharing(&self.residency, id)
-            {
-                self.op.shared_reads.push(id);
-            }
-        }
-        if !self.op.shared_reads.is_empty() {
-            op.mark_read_only(&self.op.shared_reads);
-        }
-    }
-
     /// The ops' read-only inputs of `shared_reads` after it ran: Burn is done with them, and
     /// their handles go (a recipe that pins one keeps it, as an orphan).
     pub(super) fn release_shared_reads(&mut self) {
@@ -118,6 +95,27 @@ impl<B: BackendIr> Engine<B> {
 }
 
 impl OpScratch {
+    /// Marks read-only the inputs the op consumes that share their buffer in the unwrapped
+    /// run while that buffer is apart under burn-swap (a holder came back from the host on
+    /// its own): the unwrapped backend, seeing the buffer shared, would not write into it in
+    /// place, and some in-place kernels give other bits (NaN signs). [`Engine::book_inputs`]
+    /// releases them after the op.
+    pub(super) fn read_shared_inputs(&mut self, op: &mut OperationIr, books: &Residency) {
+        self.shared_reads.clear();
+        if !books.any_origin() {
+            return;
+        }
+        for i in 0..self.inputs.len() {
+            let (id, status) = self.inputs[i];
+            if status == TensorStatus::ReadWrite && self.read_only_for_sharing(books, id) {
+                self.shared_reads.push(id);
+            }
+        }
+        if !self.shared_reads.is_empty() {
+            op.mark_read_only(&self.shared_reads);
+        }
+    }
+
     /// For a view op of one input: what its output could be made again from under a budget:
     /// that input; when the op consumes it, what that input could be made from if it is a
     /// view itself, or the input kept by the output's recipe if it is dense (`plan::views`

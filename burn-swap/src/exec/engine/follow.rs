@@ -208,27 +208,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Counts an input of the op, absent from the device, whose planned prefetch is still in
-    /// flight though no wait of the analysis covered it: the analysis missed a read. (A fetch
-    /// the analysis leaves without a wait of its own, because a wait for a later fetch on the
-    /// same in-order receive queue implies it, has landed by then.) The op's own use of the
-    /// tensor waits for the fetch, so the values stay right; the count is what the tests of
-    /// the analysis read. Called only for absent inputs, off the path of resident ones.
-    pub(super) fn note_unawaited_prefetch_read(&mut self, id: TensorId) {
-        let unawaited = self
-            .plans
-            .active
-            .as_ref()
-            .is_some_and(|a| a.fetching.iter().any(|(_, f)| *f == Some(id)))
-            && matches!(
-                self.residency.get(&id).map(|e| e.state()),
-                Some(State::Fetching)
-            );
-        if unawaited {
-            self.history.counters.unawaited_prefetch_reads += 1;
-        }
-    }
-
     /// At each iteration end of a profiled schedule: takes over with a plan that is ready,
     /// and plans when the schedule has none yet (or again while its plan does not fit). A
     /// schedule that ran before gets its kept plan back at once; a new one hands its last

@@ -4,6 +4,8 @@
 use std::time::Instant;
 
 use crate::exec::counters::Counters;
+use crate::plan::program::Program;
+use crate::report::{FALLBACK_ROOMS_KEPT, FallbackRoom};
 use crate::trace::OpEvents;
 use crate::trace::recorder::{OpCounters, Recorder};
 use crate::trace::threads::TrainingThread;
@@ -42,5 +44,40 @@ impl History {
             resident_during,
             beyond,
         });
+    }
+
+    /// Where the fallback made room under a plan: the op, and what the plan predicted there
+    /// (the first [`FALLBACK_ROOMS_KEPT`] of the run, where a plan first went wrong).
+    pub(super) fn note_fallback_room(
+        &mut self,
+        program: Option<&Program>,
+        needed_bytes: u64,
+        freed_bytes: u64,
+    ) {
+        let counters = &self.counters;
+        if counters.fallback_rooms.len() >= FALLBACK_ROOMS_KEPT {
+            return;
+        }
+        let Some(program) = program else {
+            return;
+        };
+        // The op asking for room has not been recorded yet: it comes after the last one.
+        let position = self
+            .recorder
+            .place_of_last()
+            .map_or(0, |last| (last.position + 1) % program.period.max(1));
+        let room = FallbackRoom {
+            op: counters.ops,
+            position,
+            predicted_bytes: program
+                .predicted_live_bytes
+                .get(position)
+                .copied()
+                .unwrap_or(0),
+            needed_bytes,
+            freed_bytes,
+        };
+        tracing::debug!(?room, "burn-swap: the fallback made room under a plan");
+        self.counters.fallback_rooms.push(room);
     }
 }

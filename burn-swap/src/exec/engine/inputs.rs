@@ -8,107 +8,9 @@ use crate::exec::layout;
 use crate::exec::residency::{Dims, Entry, Remake, Residency};
 use crate::exec::{bytes_of, bytes_of_dims};
 use crate::plan::views::{self, ViewKeep};
+use crate::trace::recorder::Recorder;
 
 impl<B: BackendIr> Engine<B> {
-    /// Lists the op's inputs (in `self.op.inputs`), recording each when `record`, and
-    /// returns the bytes of the distinct ones and of those not on the device (to fetch, wait
-    /// for or recompute).
-    pub(super) fn gather_inputs<'a>(
-        &mut self,
-        inputs: impl Iterator<Item = &'a TensorIr>,
-        record: bool,
-    ) -> (u64, u64) {
-        self.op.inputs.clear();
-        self.op.inputs_strided = false;
-        self.op.strided_shapes.clear();
-        self.op.seen_buffers.clear();
-        self.op.seen_carriers.clear();
-        self.op.apart_bytes = 0;
-        let (mut shared_twice, mut any_absent) = (false, false);
-        let (mut input_bytes, mut absent_bytes) = (0, 0);
-        for t in inputs {
-            let seen = self.op.inputs.iter().any(|(id, _)| *id == t.id);
-            self.op.inputs.push((t.id, t.status));
-            let bytes = match self.residency.get(&t.id) {
-                Some(entry) => {
-                    if entry.strided {
-                        self.op.inputs_strided = true;
-                        self.op.strided_shapes.push(entry.dims.clone());
-                    }
-                    if let Some(buffer) = entry.shared() {
-                        // Views of one buffer count it once.
-                        if !self.op.seen_buffers.contains(&buffer) {
-                            self.op.seen_buffers.push(buffer);
-                            input_bytes += self.residency.counted(entry);
-                        } else if !seen {
-                            shared_twice = true;
-                        }
-                    } else if let Some(carrier) = entry.carrier(t.id) {
-                        // A buffer that left whole comes back whole, with every holder.
-                        if !self.op.seen_carriers.contains(&carrier) {
-                            self.op.seen_carriers.push(carrier);
-                            let bytes = self.residency.fetch_bytes(&carrier);
-                            input_bytes += bytes;
-                            any_absent = true;
-                            absent_bytes += bytes;
-                        }
-                    } else if !seen {
-                        input_bytes += entry.bytes();
-                        if !entry.state().on_device() {
-                            any_absent = true;
-                            // Fetches in flight are counted already but must be waited for.
-                            absent_bytes += entry.bytes();
-                        }
-                    }
-                    entry.bytes()
-                }
-                None => bytes_of(&t.shape, t.dtype),
-            };
-            if record {
-                self.history.recorder.input(t, bytes);
-            }
-        }
-        if any_absent {
-            input_bytes -= self.op.remade_in_an_input(&self.residency);
-        }
-        if shared_twice {
-            self.op.apart_bytes = self
-                .op
-                .apart_once_back(&self.residency)
-                .saturating_sub(input_bytes);
-        }
-        (input_bytes, absent_bytes)
-    }
-
-    /// Lists the op's outputs (in `self.op.outputs`), recording each when `record` and
-    /// handing each to `on_output`; returns the bytes of those not yet in the books.
-    #[inline]
-    pub(super) fn gather_outputs<'a>(
-        &mut self,
-        outputs: impl Iterator<Item = &'a TensorIr>,
-        registered: bool,
-        record: bool,
-        mut on_output: impl FnMut(&TensorIr),
-    ) -> u64 {
-        self.op.outputs.clear();
-        let mut output_bytes = 0;
-        for t in outputs {
-            on_output(t);
-            let dims = t.shape.as_slice();
-            let bytes = bytes_of_dims(dims, t.dtype);
-            if !registered {
-                output_bytes += bytes;
-            }
-            if record {
-                self.history.recorder.output(t, bytes);
-            }
-            self.op
-                .outputs
-                .push((t.id, Dims::from_slice(dims), t.dtype, bytes));
-        }
-        output_bytes
-    }
-
     /// Before the op runs: the recipes that will need its inputs keep them (read-only, so
     /// that the handle container keeps them): the plan's recipe for its output, a strided
     /// output's recipe made now, and recipes that already pin an input it consumes. Returns
@@ -169,9 +71,9 @@ impl<B: BackendIr> Engine<B> {
         self.op.view_recipe = !planned && keep == ViewKeep::RecipeNow;
         let recipe = planned || keep == ViewKeep::RecipeNow;
         if recipe || self.op.consumes_pinned(&self.residency) {
-            self.keep_inputs(op, recipe);
+            self.op.keep_inputs(op, recipe, &mut self.residency);
         }
-        self.read_shared_inputs(op);
+        self.op.read_shared_inputs(op, &self.residency);
         view_op
     }
 
@@ -317,6 +219,104 @@ impl<B: BackendIr> Engine<B> {
 }
 
 impl OpScratch {
+    /// Lists the op's inputs (in `self.inputs`), recording each when `record`, and
+    /// returns the bytes of the distinct ones and of those not on the device (to fetch, wait
+    /// for or recompute).
+    pub(super) fn gather_inputs<'a>(
+        &mut self,
+        inputs: impl Iterator<Item = &'a TensorIr>,
+        books: &Residency,
+        recorder: &mut Recorder,
+        record: bool,
+    ) -> (u64, u64) {
+        self.inputs.clear();
+        self.inputs_strided = false;
+        self.strided_shapes.clear();
+        self.seen_buffers.clear();
+        self.seen_carriers.clear();
+        self.apart_bytes = 0;
+        let (mut shared_twice, mut any_absent) = (false, false);
+        let (mut input_bytes, mut absent_bytes) = (0, 0);
+        for t in inputs {
+            let seen = self.inputs.iter().any(|(id, _)| *id == t.id);
+            self.inputs.push((t.id, t.status));
+            let bytes = match books.get(&t.id) {
+                Some(entry) => {
+                    if entry.strided {
+                        self.inputs_strided = true;
+                        self.strided_shapes.push(entry.dims.clone());
+                    }
+                    if let Some(buffer) = entry.shared() {
+                        // Views of one buffer count it once.
+                        if !self.seen_buffers.contains(&buffer) {
+                            self.seen_buffers.push(buffer);
+                            input_bytes += books.counted(entry);
+                        } else if !seen {
+                            shared_twice = true;
+                        }
+                    } else if let Some(carrier) = entry.carrier(t.id) {
+                        // A buffer that left whole comes back whole, with every holder.
+                        if !self.seen_carriers.contains(&carrier) {
+                            self.seen_carriers.push(carrier);
+                            let bytes = books.fetch_bytes(&carrier);
+                            input_bytes += bytes;
+                            any_absent = true;
+                            absent_bytes += bytes;
+                        }
+                    } else if !seen {
+                        input_bytes += entry.bytes();
+                        if !entry.state().on_device() {
+                            any_absent = true;
+                            // Fetches in flight are counted already but must be waited for.
+                            absent_bytes += entry.bytes();
+                        }
+                    }
+                    entry.bytes()
+                }
+                None => bytes_of(&t.shape, t.dtype),
+            };
+            if record {
+                recorder.input(t, bytes);
+            }
+        }
+        if any_absent {
+            input_bytes -= self.remade_in_an_input(books);
+        }
+        if shared_twice {
+            self.apart_bytes = self.apart_once_back(books).saturating_sub(input_bytes);
+        }
+        (input_bytes, absent_bytes)
+    }
+
+    /// Lists the op's outputs (in `self.outputs`), recording each when `record` and
+    /// handing each to `on_output`; returns the bytes of those not yet in the books.
+    #[inline]
+    pub(super) fn gather_outputs<'a>(
+        &mut self,
+        outputs: impl Iterator<Item = &'a TensorIr>,
+        registered: bool,
+        recorder: &mut Recorder,
+        record: bool,
+        mut on_output: impl FnMut(&TensorIr),
+    ) -> u64 {
+        self.outputs.clear();
+        let mut output_bytes = 0;
+        for t in outputs {
+            on_output(t);
+            let dims = t.shape.as_slice();
+            let bytes = bytes_of_dims(dims, t.dtype);
+            if !registered {
+                output_bytes += bytes;
+            }
+            if record {
+                recorder.output(t, bytes);
+            }
+            self.outputs
+                .push((t.id, Dims::from_slice(dims), t.dtype, bytes));
+        }
+        output_bytes
+    }
+
     /// The op's distinct inputs that are in the books, each with its entry and whether it
     /// is a strided view made again, in that input's buffer, from another of the op's
     /// inputs: by its recipe, or (with no budget yet) from the source its view op names.

@@ -248,17 +248,13 @@ impl<B: BackendIr> Engine<B> {
         self.history.recorder.set_lean(self.budget().is_none());
     }
 
-    fn tracing(&self) -> bool {
-        self.settings.config.enabled && self.settings.config.trace
-    }
-
     /// Whether the trace records the op beginning now: the trace is on, and the op comes from
     /// the training thread (or none is judged yet: `trace::threads`). Called once per op;
     /// the answer stays in the op's scratch for the rest of its path.
     /// A change of the training thread starts the trace anew (see [`Engine::trace_anew`]).
     #[inline]
     fn trace_this_op(&mut self) -> bool {
-        let traced = self.tracing()
+        let traced = self.settings.tracing()
             && self
                 .history
                 .threads
@@ -278,7 +274,7 @@ impl<B: BackendIr> Engine<B> {
     /// planned from the times, and ops are not waited for.
     #[inline]
     pub(crate) fn start_op_clock(&self) -> Option<Instant> {
-        if !(self.tracing() && self.history.recorder.timing()) {
+        if !(self.settings.tracing() && self.history.recorder.timing()) {
             return None;
         }
         if self.budget().is_some() {
@@ -365,8 +361,18 @@ impl<B: BackendIr> Engine<B> {
         // their fields, the others through burn-ir's boxed iterators).
         let ports = ports::of(op);
         let (input_bytes, absent_bytes) = match ports {
-            Some(ports) => self.gather_inputs(ports.inputs(), tracing),
-            None => self.gather_inputs(op.inputs(), tracing),
+            Some(ports) => self.op.gather_inputs(
+                ports.inputs(),
+                &self.residency,
+                &mut self.history.recorder,
+                tracing,
+            ),
+            None => self.op.gather_inputs(
+                op.inputs(),
+                &self.residency,
+                &mut self.history.recorder,
+                tracing,
+            ),
         };
         if tracing {
             self.history.recorder.outputs_follow();
@@ -374,8 +380,20 @@ impl<B: BackendIr> Engine<B> {
         // Only an `Init` op's output is already in the books (registered with its data).
         let registered = matches!(op, OperationIr::Init(_));
         let mut output_bytes = match ports {
-            Some(ports) => self.gather_outputs(ports.outputs(), registered, tracing, on_output),
-            None => self.gather_outputs(op.outputs(), registered, tracing, on_output),
+            Some(ports) => self.op.gather_outputs(
+                ports.outputs(),
+                registered,
+                &mut self.history.recorder,
+                tracing,
+                on_output,
+            ),
+            None => self.op.gather_outputs(
+                op.outputs(),
+                registered,
+                &mut self.history.recorder,
+                tracing,
+                on_output,
+            ),
         };
         // A view shares its input's buffer: no room is made for it (checked after it ran).
         self.op.unreserved = 0;

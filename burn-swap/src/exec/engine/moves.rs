@@ -78,16 +78,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Whether host memory can take `bytes` more under the host budget, counting the
-    /// offloads in flight at their full size.
-    pub(super) fn host_has_room(&self, bytes: u64) -> bool {
-        let books = self.residency.books();
-        self.settings
-            .config
-            .host_budget
-            .is_none_or(|budget| books.host + books.offloading + bytes <= budget)
-    }
-
     /// The error of an offload of `id` (`bytes`) that the host budget refuses.
     pub(super) fn host_full_for(&self, id: TensorId, bytes: u64) -> SwapError {
         let books = self.residency.books();
@@ -153,7 +143,10 @@ impl<B: BackendIr> Engine<B> {
             return Ok(());
         };
         let bytes = entry.bytes();
-        if !self.host_has_room(bytes) {
+        if !self
+            .residency
+            .host_has_room(self.settings.config.host_budget, bytes)
+        {
             return Err(self.host_full_for(id, bytes));
         }
         let _span =
@@ -372,7 +365,10 @@ impl<B: BackendIr> Engine<B> {
             return None;
         }
         let (whole, shape, kept) = layout::storage::<B>(&handle, &ir.shape, ir.dtype)?;
-        if !self.host_has_room(crate::exec::bytes_of(&shape, ir.dtype)) {
+        if !self.residency.host_has_room(
+            self.settings.config.host_budget,
+            crate::exec::bytes_of(&shape, ir.dtype),
+        ) {
             return None;
         }
         self.residency
@@ -388,7 +384,11 @@ impl<B: BackendIr> Engine<B> {
         let Some(entry) = self.residency.get(&id) else {
             return false;
         };
-        if !matches!(entry.state(), State::Resident) || !self.host_has_room(entry.bytes()) {
+        if !matches!(entry.state(), State::Resident)
+            || !self
+                .residency
+                .host_has_room(self.settings.config.host_budget, entry.bytes())
+        {
             return false;
         }
         let Some((handle, shape, dtype)) = self.offload_source(id) else {

@@ -22,7 +22,12 @@ impl<B: BackendIr> Engine<B> {
         expected: Option<u64>,
     ) -> Result<(), SwapError> {
         self.poll_transfers();
-        let (input_bytes, absent_bytes) = self.gather_inputs(inputs.iter(), false);
+        let (input_bytes, absent_bytes) = self.op.gather_inputs(
+            inputs.iter(),
+            &self.residency,
+            &mut self.history.recorder,
+            false,
+        );
         let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
         self.expect_temporaries(|| signature::name_key(name), input_bytes, output_bytes);
         self.fit(input_bytes, absent_bytes, output_bytes)
@@ -38,7 +43,7 @@ impl<B: BackendIr> Engine<B> {
 
     /// Takes an input's handle for a native op (removing it from the books when it is the
     /// input's last use, unless a recipe still needs it). An input the op consumes that
-    /// shares its buffer in the unwrapped run (see `Engine::read_shared_inputs`) is handed
+    /// shares its buffer in the unwrapped run (see `OpScratch::read_shared_inputs`) is handed
     /// over read-only, so that the op does not write into it in place, and released when the
     /// op has finished ([`Self::native_finish`]).
     pub fn native_take(&mut self, tensor: &TensorIr) -> B::Handle {

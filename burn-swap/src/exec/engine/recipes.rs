@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
 
-use super::Engine;
+use super::{Engine, OpScratch};
 use crate::error::SwapError;
 use crate::exec::layout;
-use crate::exec::residency::Recipe;
+use crate::exec::residency::{Recipe, Residency};
 
 impl<B: BackendIr> Engine<B> {
     /// Whether the plan keeps a recipe for the output of the op recorded last.
@@ -28,25 +28,6 @@ impl<B: BackendIr> Engine<B> {
                 .recipes
                 .get(pos)
                 .is_some_and(|r| !r.is_empty())
-    }
-
-    /// Marks inputs of `op` read-only so that they stay in the handle container: all of them
-    /// when `recipe` (then a copy of the op becomes the output's recipe, pinning them), else
-    /// the pinned ones it consumes.
-    pub(super) fn keep_inputs(&mut self, op: &mut OperationIr, recipe: bool) {
-        let mut ids: Vec<TensorId> = Vec::new();
-        for &(id, status) in &self.op.inputs {
-            if ids.contains(&id) {
-                continue;
-            }
-            if recipe || (status == TensorStatus::ReadWrite && self.residency.is_pinned(&id)) {
-                ids.push(id);
-            }
-        }
-        op.mark_read_only(&ids);
-        if recipe {
-            self.op.pending_recipe = Some(self.residency.recipe_of(op.clone(), ids));
-        }
     }
 
     /// Rematerialises an evicted tensor by replaying its recipe, bringing back the recipe's
@@ -163,6 +144,32 @@ impl<B: BackendIr> Engine<B> {
         if self.residency.evict(&id) {
             self.history.counters.evictions += 1;
             self.handles.remove(&ir.id);
+        }
+    }
+}
+
+impl OpScratch {
+    /// Marks inputs of `op` read-only so that they stay in the handle container: all of them
+    /// when `recipe` (then a copy of the op becomes the output's recipe, pinning them), else
+    /// the pinned ones it consumes.
+    pub(super) fn keep_inputs(
+        &mut self,
+        op: &mut OperationIr,
+        recipe: bool,
+        books: &mut Residency,
+    ) {
+        let mut ids: Vec<TensorId> = Vec::new();
+        for &(id, status) in &self.inputs {
+            if ids.contains(&id) {
+                continue;
+            }
+            if recipe || (status == TensorStatus::ReadWrite && books.is_pinned(&id)) {
+                ids.push(id);
+            }
+        }
+        op.mark_read_only(&ids);
+        if recipe {
+            self.pending_recipe = Some(books.recipe_of(op.clone(), ids));
         }
     }
 }

@@ -6,12 +6,11 @@ use std::time::Instant;
 
 use burn_ir::{BackendIr, TensorId};
 
-use super::Engine;
+use super::{Engine, OpScratch};
 use crate::error::SwapError;
 use crate::exec::counters::Wait;
-use crate::exec::residency::{Remake, State};
+use crate::exec::residency::{Remake, Residency, State};
 use crate::plan::reactive::{self, Candidate, Leave, LinkModel, RoomStep, VictimFacts};
-use crate::report::{FALLBACK_ROOMS_KEPT, FallbackRoom};
 
 impl<B: BackendIr> Engine<B> {
     /// Keeps the budget for an op whose inputs are in `self.op.inputs`: its inputs and
@@ -79,7 +78,20 @@ impl<B: BackendIr> Engine<B> {
             for i in 0..self.op.inputs.len() {
                 let id = self.op.inputs[i].0;
                 if self.residency.is_absent(&id) {
-                    self.note_unawaited_prefetch_read(id);
+                    // An absent input whose planned prefetch is still in flight though no
+                    // wait of the analysis covered it: the analysis missed a read, counted.
+                    // (A fetch the analysis leaves without a wait of its own, because a wait
+                    // for a later fetch on the same in-order receive queue implies it, has
+                    // landed by then.) Its use here waits for the fetch, so the values stay
+                    // right; the count is what the tests of the analysis read.
+                    if self.plans.prefetching(id)
+                        && matches!(
+                            self.residency.get(&id).map(|e| e.state()),
+                            Some(State::Fetching)
+                        )
+                    {
+                        self.history.counters.unawaited_prefetch_reads += 1;
+                    }
                     self.bring(id)?;
                 }
             }
@@ -93,52 +105,13 @@ impl<B: BackendIr> Engine<B> {
     /// buffer once.
     #[inline]
     fn note_minimum(&mut self, needed: u64) {
-        if self.residency.views.strided_live.is_empty() {
-            self.history.counters.minimum_budget = self.history.counters.minimum_budget.max(needed);
+        let stuck = if self.residency.views.strided_live.is_empty() {
+            0
         } else {
-            self.note_minimum_with_strided(needed);
-        }
-    }
-
-    /// One pass over the strided tensors that cannot be restored: those gone from the books,
-    /// or no longer strided, leave the list as the others are counted (one lookup each, on
-    /// every op while any lives; on the backends whose views are restorable, none does).
-    #[inline(never)]
-    fn note_minimum_with_strided(&mut self, needed: u64) {
-        let mut live = std::mem::take(&mut self.residency.views.strided_live);
-        let mut buffers: Vec<u32> = Vec::new();
-        let mut stuck = 0;
-        live.retain(|id| {
-            let Some(e) = self.residency.get(id).filter(|e| e.strided) else {
-                return false;
-            };
-            let could_not_leave = !self.op.inputs.iter().any(|(i, _)| i == id)
-                && e.state().on_device()
-                // A strided holder of a shared buffer leaves with it whole.
-                && !e.restorable
-                && e.recipe.is_none()
-                && !self.residency.can_rebuild(e)
-                && match e.view_source() {
-                    Some(Remake::Pinned) => false,
-                    Some(Remake::From(s)) => self.residency.get(&s).is_none(),
-                    None => true,
-                };
-            if could_not_leave {
-                stuck += match e.shared() {
-                    // A shared buffer once, and not when it is an input's.
-                    Some(b) if buffers.contains(&b) || self.op.seen_buffers.contains(&b) => 0,
-                    Some(b) => {
-                        buffers.push(b);
-                        self.residency.counted(e)
-                    }
-                    None => e.bytes(),
-                };
-            }
-            true
-        });
-        self.residency.views.strided_live = live;
-        self.history.counters.minimum_budget =
-            self.history.counters.minimum_budget.max(needed + stuck);
+            self.op.stuck_strided_bytes(&mut self.residency)
+        };
+        let counters = &mut self.history.counters;
+        counters.minimum_budget = counters.minimum_budget.max(needed + stuck);
     }
 
     /// Makes room for `bytes` more resident bytes, never touching the current op's inputs
@@ -193,40 +166,10 @@ impl<B: BackendIr> Engine<B> {
         let result = self.make_room_by_steps(deficit, protect_inputs);
         let freed = self.history.counters.fallback_bytes_under_plan - freed_before;
         if freed > 0 {
-            self.note_fallback_room(needed, freed);
+            let program = self.plans.active.as_ref().map(|a| &a.program);
+            self.history.note_fallback_room(program, needed, freed);
         }
         result
-    }
-
-    /// Where the fallback made room under a plan: the op, and what the plan predicted there
-    /// (the first [`FALLBACK_ROOMS_KEPT`] of the run, where a plan first went wrong).
-    fn note_fallback_room(&mut self, needed_bytes: u64, freed_bytes: u64) {
-        let counters = &self.history.counters;
-        if counters.fallback_rooms.len() >= FALLBACK_ROOMS_KEPT {
-            return;
-        }
-        let Some(program) = self.plans.active.as_ref().map(|a| &a.program) else {
-            return;
-        };
-        // The op asking for room has not been recorded yet: it comes after the last one.
-        let position = self
-            .history
-            .recorder
-            .place_of_last()
-            .map_or(0, |last| (last.position + 1) % program.period.max(1));
-        let room = FallbackRoom {
-            op: counters.ops,
-            position,
-            predicted_bytes: program
-                .predicted_live_bytes
-                .get(position)
-                .copied()
-                .unwrap_or(0),
-            needed_bytes,
-            freed_bytes,
-        };
-        tracing::debug!(?room, "burn-swap: the fallback made room under a plan");
-        self.history.counters.fallback_rooms.push(room);
     }
 
     /// [`Self::make_room`]'s escalation.
@@ -363,7 +306,10 @@ impl<B: BackendIr> Engine<B> {
                 let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == *id))
                     || self.op.protect.contains(id);
                 let offloadable = matches!(e.state(), State::Resident) && !e.strided && !in_use;
-                offloadable && !self.host_has_room(e.bytes())
+                offloadable
+                    && !self
+                        .residency
+                        .host_has_room(self.settings.config.host_budget, e.bytes())
             })
             .map(|(id, e)| (*id, e.bytes()))
             .max_by_key(|&(id, bytes)| (bytes, std::cmp::Reverse(id.value())))?;
@@ -423,7 +369,9 @@ impl<B: BackendIr> Engine<B> {
                 restorable: entry.leaves_with_layout(),
                 has_recipe: entry.recipe.is_some(),
                 rebuildable: entry.strided && self.residency.can_rebuild(entry),
-                host_has_room: self.host_has_room(entry.bytes()),
+                host_has_room: self
+                    .residency
+                    .host_has_room(self.settings.config.host_budget, entry.bytes()),
             };
             let leave = reactive::leaves(&facts);
             if let Some(buffer) = entry.shared() {
@@ -510,5 +458,48 @@ impl SharedCandidate {
             last_use: self.last_use,
             leave,
         })
+    }
+}
+
+impl OpScratch {
+    /// The bytes of the strided tensors that could not leave the device while the op runs.
+    /// One pass over the strided tensors that cannot be restored: those gone from the books,
+    /// or no longer strided, leave the list as the others are counted (one lookup each, on
+    /// every op while any lives; on the backends whose views are restorable, none does).
+    #[inline(never)]
+    fn stuck_strided_bytes(&self, books: &mut Residency) -> u64 {
+        let mut live = std::mem::take(&mut books.views.strided_live);
+        let mut buffers: Vec<u32> = Vec::new();
+        let mut stuck = 0;
+        live.retain(|id| {
+            let Some(e) = books.get(id).filter(|e| e.strided) else {
+                return false;
+            };
+            let could_not_leave = !self.inputs.iter().any(|(i, _)| i == id)
+                && e.state().on_device()
+                // A strided holder of a shared buffer leaves with it whole.
+                && !e.restorable
+                && e.recipe.is_none()
+                && !books.can_rebuild(e)
+                && match e.view_source() {
+                    Some(Remake::Pinned) => false,
+                    Some(Remake::From(s)) => books.get(&s).is_none(),
+                    None => true,
+                };
+            if could_not_leave {
+                stuck += match e.shared() {
+                    // A shared buffer once, and not when it is an input's.
+                    Some(b) if buffers.contains(&b) || self.seen_buffers.contains(&b) => 0,
+                    Some(b) => {
+                        buffers.push(b);
+                        books.counted(e)
+                    }
+                    None => e.bytes(),
+                };
+            }
+            true
+        });
+        books.views.strided_live = live;
+        stuck
     }
 }

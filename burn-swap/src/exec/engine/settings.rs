@@ -12,3 +12,11 @@ pub(super) struct Settings {
     /// Which backend tells where its tensors live (`exec::layout`), if any.
     pub teller: Teller,
 }
+
+impl Settings {
+    /// Whether ops are traced: burn-swap is on and its trace was not turned off.
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        self.config.enabled && self.config.trace
+    }
+}

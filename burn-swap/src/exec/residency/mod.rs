@@ -116,6 +116,14 @@ impl Residency {
         &self.books
     }
 
+    /// Whether host memory can take `bytes` more under `host_budget` (the configured host
+    /// budget; `None` is unlimited), counting the offloads in flight at their full size.
+    #[inline]
+    pub fn host_has_room(&self, host_budget: Option<u64>, bytes: u64) -> bool {
+        let books = self.books();
+        host_budget.is_none_or(|budget| books.host + books.offloading + bytes <= budget)
+    }
+
     /// A shared buffer, by number.
     pub fn buffer(&self, buffer: u32) -> Option<&SharedBuffer> {
         self.buffers.get(&buffer)

@@ -2,11 +2,28 @@
 //! (its inputs pinned) when Burn lets go of what it was made from, so that it can still
 //! leave by recomputation.
 
-use burn_ir::{OperationIr, TensorId};
+use burn_ir::{OperationIr, TensorId, TensorIr, TensorStatus};
 
 use super::{Entry, Recipe, Residency};
 
 impl Residency {
+    /// `tensor` as the inner backend must be asked for it: Burn's last use of a tensor a
+    /// recipe still needs (or will need: the source of a kept view) becomes a read-only one.
+    pub(crate) fn read_status(&mut self, tensor: &TensorIr) -> TensorIr {
+        if tensor.status == TensorStatus::ReadWrite {
+            self.pin_for_views(tensor.id);
+        }
+        let status = if self.is_pinned(&tensor.id) {
+            TensorStatus::ReadOnly
+        } else {
+            tensor.status
+        };
+        TensorIr {
+            status,
+            ..tensor.clone()
+        }
+    }
+
     /// A recipe of `op`: every input of it marked read-only (so that the replay leaves them
     /// in place) and pinned until the recipe is used or dropped.
     pub(crate) fn recipe_of(&mut self, mut op: OperationIr, inputs: Vec<TensorId>) -> Box<Recipe> {
