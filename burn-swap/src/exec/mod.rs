@@ -296,8 +296,8 @@ mod tests {
         for round in 0..6 {
             for (i, (t, _)) in tensors.iter().enumerate() {
                 match (i + round) % 3 {
-                    0 => engine.start_offload_for_test(t.id),
-                    1 => engine.start_prefetch_for_test(t.id),
+                    0 => engine.seams().start_offload(t.id),
+                    1 => engine.seams().start_prefetch(t.id),
                     _ => {}
                 }
             }
@@ -309,8 +309,8 @@ mod tests {
                 }
             }
         }
-        engine.set_jitter_for_test(0);
-        engine.settle_all_for_test();
+        engine.seams().set_jitter(0);
+        engine.seams().settle_all();
         let books = engine.books();
         assert_eq!(books.resident + books.host, total);
         for (t, values) in &tensors {
@@ -333,7 +333,7 @@ mod tests {
             "the op thread's copies measured too"
         );
         assert_eq!(
-            engine.resident_for_test(),
+            engine.seams().resident(),
             8000,
             "the probe's tensors are gone"
         );
@@ -346,9 +346,9 @@ mod tests {
     #[test]
     fn the_link_probe_runs_beside_the_ops_its_temporaries_counted() {
         let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
-        assert!(!engine.links_known_for_test(), "queued, not measured here");
+        assert!(!engine.seams().links_known(), "queued, not measured here");
         assert_eq!(
-            engine.resident_for_test(),
+            engine.seams().resident(),
             8000 + 1024,
             "the largest probe size lent"
         );
@@ -359,8 +359,8 @@ mod tests {
             links.on_thread.is_some(),
             "the hand-over measured on the worker"
         );
-        assert_eq!(engine.resident_for_test(), 8000, "taken back");
-        assert!(engine.links_known_for_test(), "kept");
+        assert_eq!(engine.seams().resident(), 8000, "taken back");
+        assert!(engine.seams().links_known(), "kept");
     }
 
     /// An op that needs the room the link probe's temporaries hold waits for the probe's
@@ -370,13 +370,13 @@ mod tests {
     fn room_the_link_probe_holds_is_waited_for_not_refused() {
         let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
         engine.hold_resident();
-        assert!(!engine.links_known_for_test());
-        assert_eq!(engine.resident_for_test(), 8000 + 1024);
+        assert!(!engine.seams().links_known());
+        assert_eq!(engine.seams().resident(), 8000 + 1024);
         let values: Vec<f32> = (0..725).map(|i| i as f32).collect();
         let late = engine
             .register_data(TensorData::new(values.clone(), [725]))
             .expect("room made once the probe reported");
-        assert_eq!(engine.resident_for_test(), 8000 + 2900);
+        assert_eq!(engine.seams().resident(), 8000 + 2900);
         assert_eq!(read(&mut engine, &late), values);
         assert_eq!(read(&mut engine, &tensors[1]), vec![1.0; 1000]);
     }
@@ -390,11 +390,11 @@ mod tests {
         // the probe needs 2 KiB.
         let (mut engine, tensors) = budgeted_engine(4 * 1800 + 100, 4, 450);
         assert_eq!(engine.links(), None, "no copy made yet");
-        engine.start_offload_for_test(tensors[0].id);
-        engine.settle_all_for_test();
+        engine.seams().start_offload(tensors[0].id);
+        engine.seams().settle_all();
         assert_eq!(engine.links(), None, "no copy back yet");
-        engine.start_prefetch_for_test(tensors[0].id);
-        engine.settle_all_for_test();
+        engine.seams().start_prefetch(tensors[0].id);
+        engine.seams().settle_all();
         let links = engine.links().expect("learned from the two copies");
         assert_eq!(links.to_host[0].bytes, 1800);
         assert_eq!(links.to_device[0].bytes, 1800);
@@ -441,7 +441,7 @@ mod tests {
             on_thread: None,
         };
         let model = links.link_model().expect("two sizes fit a line");
-        measured.keep_links_for_test(links);
+        measured.seams().keep_links(links);
         // The ratio of the large tensor's DTR score to the small one's at equal staleness
         // (bytes over a round trip's cost): the small one leaves first once it is that many
         // times staler.
@@ -469,7 +469,7 @@ mod tests {
             }
             read(engine, &fresh);
             filler(engine, small);
-            resident.push(engine.resident_for_test());
+            resident.push(engine.seams().resident());
         }
         let small_left = 4 * (small + large + tiny) as u64;
         assert_eq!(
@@ -559,12 +559,12 @@ mod tests {
             lasted > 2 * 8 * (fastest + 500_000),
             "the jitter's delays are too even to tell the charges apart: {lasted} ns"
         );
-        let before = engine.spent_nanos_for_test();
+        let before = engine.seams().spent_nanos();
         for &id in &ids {
-            engine.start_offload_for_test(id);
+            engine.seams().start_offload(id);
         }
-        engine.settle_all_for_test();
-        let charged = engine.spent_nanos_for_test() - before;
+        engine.seams().settle_all();
+        let charged = engine.seams().spent_nanos() - before;
         assert!(
             charged >= 8 * fastest,
             "{charged} ns charged: each copy at least the fastest's {fastest} ns"
@@ -580,13 +580,13 @@ mod tests {
     fn transfer_jitter_holds_each_transfer_its_own_delay() {
         let (mut engine, ids, expected) = jittered_tensors(6);
         for &id in &ids {
-            engine.start_offload_for_test(id);
+            engine.seams().start_offload(id);
         }
-        engine.settle_all_for_test();
+        engine.seams().settle_all();
         assert!(
-            engine.offload_nanos_for_test() >= expected,
+            engine.seams().offload_nanos() >= expected,
             "{} ns reported, {expected} ns of jitter",
-            engine.offload_nanos_for_test()
+            engine.seams().offload_nanos()
         );
         let books = engine.books();
         assert_eq!((books.resident, books.host), (0, 6 * 64 * 4));

@@ -49,6 +49,8 @@ mod observed_copies;
 mod recipes;
 mod room;
 mod settings;
+#[cfg(test)]
+mod test_seams;
 
 use std::time::Instant;
 
