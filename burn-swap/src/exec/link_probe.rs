@@ -19,7 +19,7 @@ use burn_ir::BackendIr;
 
 use super::host_buffer_pool::HostPool;
 use super::peers::PeerPool;
-use super::transfer::{self, TransferError};
+use super::transfer::{self, Errand, TransferError};
 use crate::plan::compression;
 use crate::plan::profile::{CopySample, Links, OnThread};
 
@@ -167,6 +167,19 @@ impl ProbeCopies {
             }),
         }
     }
+}
+
+/// The probe of `sizes` over `route` as an errand for the send worker, and where it reports.
+pub(crate) fn errand<B: BackendIr>(
+    route: ProbeRoute<B>,
+    sizes: Vec<u64>,
+) -> (Errand<B>, mpsc::Receiver<ProbeNews>) {
+    let (news, receive) = mpsc::channel();
+    let errand = Errand {
+        device: route.device.clone(),
+        work: Box::new(move || run_on_worker::<B>(&route, &sizes, &news)),
+    };
+    (errand, receive)
 }
 
 /// The probe as the send worker runs it: the copies, news that they are made (the engine

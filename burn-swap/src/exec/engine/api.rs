@@ -9,7 +9,7 @@ use super::Engine;
 use crate::config::SwapConfig;
 use crate::error::SwapError;
 use crate::exec::figures::{Figures, Tracked};
-use crate::exec::residency::{Books, Dims, Entry, State};
+use crate::exec::residency::{Books, State};
 use crate::plan::profile::Profile;
 use crate::trace::Trace;
 
@@ -177,17 +177,12 @@ impl<B: BackendIr> Engine<B> {
         Ok(())
     }
 
-    /// A tensor new in the books, resident.
-    fn insert_resident(&mut self, id: TensorId, shape: &Shape, dtype: DType) {
-        let entry = Entry::new(Dims::from_slice(shape.as_slice()), dtype, self.history.now);
-        self.residency.admit(id, entry);
-    }
-
     /// Registers a tensor made from host data (its `Init` op follows).
     pub fn register_data(&mut self, data: TensorData) -> Result<TensorIr, SwapError> {
         self.admit(crate::exec::bytes_of(&data.shape, data.dtype), "FromData")?;
         let ir = self.handles.upload(data);
-        self.insert_resident(ir.id, &ir.shape, ir.dtype);
+        self.residency
+            .admit_resident(ir.id, &ir.shape, ir.dtype, self.history.now);
         Ok(ir)
     }
 
@@ -200,7 +195,8 @@ impl<B: BackendIr> Engine<B> {
     ) -> Result<TensorId, SwapError> {
         self.admit(crate::exec::bytes_of(&shape, dtype), "Arrive")?;
         let id = self.handles.insert_fresh(handle);
-        self.insert_resident(id, &shape, dtype);
+        self.residency
+            .admit_resident(id, &shape, dtype, self.history.now);
         let out = TensorIr {
             id,
             shape,

@@ -249,7 +249,8 @@ impl<B: BackendIr> Engine<B> {
             // comes back.
             let fits = self.plans.program().is_some_and(|p| p.fits);
             let replans = self
-                .plan_content(budget)
+                .history
+                .plan_content(budget, &self.settings.config)
                 .map_or(0, |c| self.plans.replans_left(c));
             if fits || replans == 0 || !profiled {
                 return;
@@ -257,7 +258,7 @@ impl<B: BackendIr> Engine<B> {
         } else {
             // A schedule that ran before takes its plan back as soon as it holds again, its
             // iterations not timed anew; one whose plan was declined stays on the fallback.
-            if let Some(content) = self.plan_content(budget)
+            if let Some(content) = self.history.plan_content(budget, &self.settings.config)
                 && self.take_kept(key, content)
             {
                 return;
@@ -297,9 +298,10 @@ impl<B: BackendIr> Engine<B> {
         self.plans.planned_for = Some(key);
         // The op's thread copies the iterations the trace reads; the trace is derived where
         // the plan is made.
-        let (Some(content), Some(excerpt)) =
-            (self.plan_content(budget), self.history.recorder.excerpt())
-        else {
+        let (Some(content), Some(excerpt)) = (
+            self.history.plan_content(budget, &self.settings.config),
+            self.history.recorder.excerpt(),
+        ) else {
             return;
         };
         let choice = (self.settings.config.policy, self.settings.config.planner);
@@ -329,7 +331,7 @@ impl<B: BackendIr> Engine<B> {
         else {
             return;
         };
-        let Some(content) = self.plan_content(budget) else {
+        let Some(content) = self.history.plan_content(budget, &self.settings.config) else {
             return;
         };
         // A plan finished since the last iteration end is kept first: it may be this
@@ -366,19 +368,6 @@ impl<B: BackendIr> Engine<B> {
         true
     }
 
-    /// What a plan for the schedule in force is kept under: its ops, the budget, the policy
-    /// and the planner.
-    fn plan_content(&self, budget: u64) -> Option<u64> {
-        use core::hash::Hasher;
-        let ops = self.history.recorder.schedule_content()?;
-        let mut hasher = crate::trace::signature::FxHasher::default();
-        hasher.write_u64(ops);
-        hasher.write_u64(budget);
-        hasher.write(self.settings.config.policy.name().as_bytes());
-        hasher.write(self.settings.config.planner.name().as_bytes());
-        Some(hasher.finish())
-    }
-
     /// Takes the plan being made once it is ready: kept for its schedule's content, and
     /// followed from now on when that schedule (`key`) is the one in force and its content
     /// unchanged (the budget and policy included).
@@ -397,7 +386,7 @@ impl<B: BackendIr> Engine<B> {
             && self.plans.planned_for == Some(key)
             && self
                 .budget()
-                .and_then(|b| self.plan_content(b))
+                .and_then(|b| self.history.plan_content(b, &self.settings.config))
                 .is_some_and(|c| c == ready.content);
         if in_force {
             self.take_over(
@@ -416,7 +405,8 @@ impl<B: BackendIr> Engine<B> {
         if !self.settings.config.plans_judged || self.settings.config.policy != Policy::Planned {
             return None;
         }
-        self.budget().and_then(|b| self.plan_content(b))
+        self.budget()
+            .and_then(|b| self.history.plan_content(b, &self.settings.config))
     }
 
     /// Measures the iteration of schedule `content` that ended now (`exec::meter`), and

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use crate::config::SwapConfig;
 use crate::exec::counters::Counters;
 use crate::plan::program::Program;
 use crate::report::{FALLBACK_ROOMS_KEPT, FallbackRoom};
@@ -79,5 +80,18 @@ impl History {
         };
         tracing::debug!(?room, "burn-swap: the fallback made room under a plan");
         self.counters.fallback_rooms.push(room);
+    }
+
+    /// What a plan for the schedule in force is kept under: its ops, the budget, the policy
+    /// and the planner.
+    pub(super) fn plan_content(&self, budget: u64, config: &SwapConfig) -> Option<u64> {
+        use core::hash::Hasher;
+        let ops = self.recorder.schedule_content()?;
+        let mut hasher = crate::trace::signature::FxHasher::default();
+        hasher.write_u64(ops);
+        hasher.write_u64(budget);
+        hasher.write(config.policy.name().as_bytes());
+        hasher.write(config.planner.name().as_bytes());
+        Some(hasher.finish())
     }
 }

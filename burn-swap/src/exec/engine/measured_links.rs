@@ -3,14 +3,11 @@
 //! worker, its temporary tensors counted in the books until its copies are made. The probe
 //! sizes are `plan::profile::probe_sizes`'.
 
-use std::sync::mpsc;
-
 use burn_ir::BackendIr;
 
 use super::Engine;
-use super::machine::{self, ProbeReport, RunningProbe, count_failed_probe};
-use crate::exec::link_probe::{self, ProbeNews, ProbeRoute};
-use crate::exec::transfer::Errand;
+use super::machine::{self, RunningProbe, count_failed_probe};
+use crate::exec::link_probe::{self, ProbeNews};
 use crate::plan::profile::{self, Links};
 
 /// The links as far as they are known now, without waiting ([`Engine::links_beside`]).
@@ -104,26 +101,6 @@ impl<B: BackendIr> Engine<B> {
         self.machine.link_probe_running()
     }
 
-    /// Where the probe's copies go: as planned offloads go.
-    fn probe_route(&self) -> ProbeRoute<B> {
-        ProbeRoute {
-            device: self.handles.device().clone(),
-            peers: self.copies.peers.clone(),
-            pool: self.copies.transfers.shared_pool(),
-        }
-    }
-
-    /// The probe of `sizes` as an errand for the send worker, and where it reports.
-    fn probe_errand(&self, sizes: Vec<u64>) -> (Errand<B>, ProbeReport) {
-        let (news, receive) = mpsc::channel();
-        let route = self.probe_route();
-        let errand = Errand {
-            device: route.device.clone(),
-            work: Box::new(move || link_probe::run_on_worker::<B>(&route, &sizes, &news)),
-        };
-        (errand, receive)
-    }
-
     /// Queues the probe on the send worker with the sizes that fit in half the headroom, the
     /// largest lent from the budget until its copies are made; on this thread where the
     /// worker cannot take it.
@@ -136,7 +113,10 @@ impl<B: BackendIr> Engine<B> {
         };
         self.history.counters.link_probe_op = Some(self.history.recorder.next_index());
         let lent = sizes.iter().copied().max().unwrap_or(0);
-        let (errand, receive) = self.probe_errand(sizes.clone());
+        let (errand, receive) = link_probe::errand(
+            self.copies.probe_route(self.handles.device()),
+            sizes.clone(),
+        );
         if self.copies.transfers.errand(errand).is_ok() {
             self.residency.lend(lent);
             self.machine.probe = Some(RunningProbe {
@@ -147,7 +127,7 @@ impl<B: BackendIr> Engine<B> {
             return ProbeStart::Queued;
         }
         // No send worker: here, on the op's thread, the temporaries within the headroom.
-        match link_probe::copies::<B>(&self.probe_route(), &sizes) {
+        match link_probe::copies::<B>(&self.copies.probe_route(self.handles.device()), &sizes) {
             Ok(copies) => {
                 self.machine.links = Some(copies.links(None));
                 ProbeStart::Measured
@@ -173,7 +153,10 @@ impl<B: BackendIr> Engine<B> {
     /// send worker is unavailable or a copy failed.
     pub fn measure_transfers(&mut self, sizes: &[u64]) -> Option<Links> {
         self.settle_everything();
-        let (errand, receive) = self.probe_errand(sizes.to_vec());
+        let (errand, receive) = link_probe::errand(
+            self.copies.probe_route(self.handles.device()),
+            sizes.to_vec(),
+        );
         self.copies.transfers.errand(errand).ok()?;
         receive.iter().find_map(|news| match news {
             ProbeNews::CopiesMade => None,

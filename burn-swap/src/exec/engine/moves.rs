@@ -399,7 +399,9 @@ impl<B: BackendIr> Engine<B> {
             device: self.handles.device().clone(),
             peers: self.copies.peers.clone(),
         };
-        let queued = self.hand_over(|t| t.offload(id, handle, shape, dtype, route));
+        let queued = self.copies.hand_over(&mut self.history.counters, |t| {
+            t.offload(id, handle, shape, dtype, route)
+        });
         if !queued {
             return self.offload(id).is_ok();
         }
@@ -454,7 +456,9 @@ impl<B: BackendIr> Engine<B> {
             return true;
         };
         let device = self.handles.device().clone();
-        let queued = self.hand_over(|t| t.fetch(id, *copy, device, false));
+        let queued = self.copies.hand_over(&mut self.history.counters, |t| {
+            t.fetch(id, *copy, device, false)
+        });
         if let Err(copy) = queued {
             // The receive worker is gone: fetch here (an error surfaces at the next use).
             self.residency.restore_fetch(&id, copy);
@@ -563,17 +567,6 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
-    }
-
-    /// Queues a copy on a transfer worker with `enqueue`, counting the op thread's time
-    /// doing so as a hand-over (`Counters::add_handover`).
-    fn hand_over<T>(&mut self, enqueue: impl FnOnce(&mut transfer::Transfers<B>) -> T) -> T {
-        let start = Instant::now();
-        let queued = enqueue(&mut self.copies.transfers);
-        self.history
-            .counters
-            .add_handover(start.elapsed().as_nanos() as u64);
-        queued
     }
 
     /// Charges the transfer worker's copy of `id` to the iteration's cost (the clock

@@ -217,7 +217,12 @@ impl<B: BackendIr> Engine<B> {
         };
         let search = Instant::now();
         let mut candidates = std::mem::take(&mut self.op.candidates);
-        let stuck = self.list_candidates(&mut candidates, protect_inputs);
+        let stuck = self.op.list_candidates(
+            &mut candidates,
+            protect_inputs,
+            &self.residency,
+            self.settings.config.host_budget,
+        );
         let victims = reactive::choose_victims(
             &candidates,
             deficit,
@@ -342,81 +347,6 @@ impl<B: BackendIr> Engine<B> {
             }
         }
     }
-
-    /// Lists in `candidates` the resident tensors that may leave now, each with how it would
-    /// (`plan::reactive::leaves`); returns the resident bytes that may not.
-    fn list_candidates(&self, candidates: &mut Vec<Candidate>, protect_inputs: bool) -> u64 {
-        candidates.clear();
-        let mut stuck = 0;
-        // Shared buffers leave whole: one candidate each, when every holder can leave.
-        let mut shared: Vec<SharedCandidate> = Vec::new();
-        for (id, entry) in self.residency.iter() {
-            let resident = matches!(entry.state(), State::Resident);
-            if !resident && entry.shared().is_none() {
-                // Not a candidate (`reactive::leaves`: only a resident tensor leaves), and
-                // its facts are not worth gathering.
-                if entry.state().on_device() || matches!(entry.state(), State::Fetching) {
-                    stuck += entry.bytes();
-                }
-                continue;
-            }
-            let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == id))
-                || self.op.protect.contains(id);
-            let facts = VictimFacts {
-                resident,
-                in_use,
-                strided: entry.strided,
-                restorable: entry.leaves_with_layout(),
-                has_recipe: entry.recipe.is_some(),
-                rebuildable: entry.strided && self.residency.can_rebuild(entry),
-                host_has_room: self
-                    .residency
-                    .host_has_room(self.settings.config.host_budget, entry.bytes()),
-            };
-            let leave = reactive::leaves(&facts);
-            if let Some(buffer) = entry.shared() {
-                // A holder that cannot leave alone may leave with its buffer whole, by offload.
-                let leave = leave.or_else(|| {
-                    (facts.resident && !in_use && entry.restorable && facts.host_has_room)
-                        .then_some(Leave::Offload)
-                });
-                // A holder whose offload is in flight leaves anyway; any other that cannot
-                // leave keeps the buffer.
-                let keeps =
-                    leave.is_none() && (in_use || !matches!(entry.state(), State::Offloading));
-                let at = match shared.iter().position(|s| s.buffer == buffer) {
-                    Some(at) => at,
-                    None => {
-                        shared.push(SharedCandidate::new(buffer));
-                        shared.len() - 1
-                    }
-                };
-                shared[at].add(id.value(), entry.last_use, leave, keeps);
-                continue;
-            }
-            match leave {
-                Some(leave) => candidates.push(Candidate {
-                    key: id.value(),
-                    bytes: entry.bytes(),
-                    last_use: entry.last_use,
-                    leave,
-                }),
-                None if entry.state().on_device() || matches!(entry.state(), State::Fetching) => {
-                    stuck += entry.bytes()
-                }
-                None => {}
-            }
-        }
-        for s in shared {
-            let bytes = self.residency.buffer(s.buffer).map_or(0, |b| b.bytes);
-            match s.candidate(bytes) {
-                Some(candidate) => candidates.push(candidate),
-                None if s.kept => stuck += bytes,
-                None => {}
-            }
-        }
-        stuck
-    }
 }
 
 /// A shared buffer as a victim: the holders seen so far.
@@ -462,6 +392,84 @@ impl SharedCandidate {
 }
 
 impl OpScratch {
+    /// Lists in `candidates` the resident tensors that may leave now, each with how it would
+    /// (`plan::reactive::leaves`); returns the resident bytes that may not.
+    fn list_candidates(
+        &self,
+        candidates: &mut Vec<Candidate>,
+        protect_inputs: bool,
+        books: &Residency,
+        host_budget: Option<u64>,
+    ) -> u64 {
+        candidates.clear();
+        let mut stuck = 0;
+        // Shared buffers leave whole: one candidate each, when every holder can leave.
+        let mut shared: Vec<SharedCandidate> = Vec::new();
+        for (id, entry) in books.iter() {
+            let resident = matches!(entry.state(), State::Resident);
+            if !resident && entry.shared().is_none() {
+                // Not a candidate (`reactive::leaves`: only a resident tensor leaves), and
+                // its facts are not worth gathering.
+                if entry.state().on_device() || matches!(entry.state(), State::Fetching) {
+                    stuck += entry.bytes();
+                }
+                continue;
+            }
+            let in_use = (protect_inputs && self.inputs.iter().any(|(i, _)| i == id))
+                || self.protect.contains(id);
+            let facts = VictimFacts {
+                resident,
+                in_use,
+                strided: entry.strided,
+                restorable: entry.leaves_with_layout(),
+                has_recipe: entry.recipe.is_some(),
+                rebuildable: entry.strided && books.can_rebuild(entry),
+                host_has_room: books.host_has_room(host_budget, entry.bytes()),
+            };
+            let leave = reactive::leaves(&facts);
+            if let Some(buffer) = entry.shared() {
+                // A holder that cannot leave alone may leave with its buffer whole, by offload.
+                let leave = leave.or_else(|| {
+                    (facts.resident && !in_use && entry.restorable && facts.host_has_room)
+                        .then_some(Leave::Offload)
+                });
+                // A holder whose offload is in flight leaves anyway; any other that cannot
+                // leave keeps the buffer.
+                let keeps =
+                    leave.is_none() && (in_use || !matches!(entry.state(), State::Offloading));
+                let at = match shared.iter().position(|s| s.buffer == buffer) {
+                    Some(at) => at,
+                    None => {
+                        shared.push(SharedCandidate::new(buffer));
+                        shared.len() - 1
+                    }
+                };
+                shared[at].add(id.value(), entry.last_use, leave, keeps);
+                continue;
+            }
+            match leave {
+                Some(leave) => candidates.push(Candidate {
+                    key: id.value(),
+                    bytes: entry.bytes(),
+                    last_use: entry.last_use,
+                    leave,
+                }),
+                None if entry.state().on_device() || matches!(entry.state(), State::Fetching) => {
+                    stuck += entry.bytes()
+                }
+                None => {}
+            }
+        }
+        for s in shared {
+            let bytes = books.buffer(s.buffer).map_or(0, |b| b.bytes);
+            match s.candidate(bytes) {
+                Some(candidate) => candidates.push(candidate),
+                None if s.kept => stuck += bytes,
+                None => {}
+            }
+        }
+        stuck
+    }
     /// The bytes of the strided tensors that could not leave the device while the op runs.
     /// One pass over the strided tensors that cannot be restored: those gone from the books,
     /// or no longer strided, leave the list as the others are counted (one lookup each, on

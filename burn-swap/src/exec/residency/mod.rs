@@ -32,6 +32,7 @@ mod recipes;
 mod shared_buffers;
 mod views;
 
+use burn_backend::{DType, Shape};
 use burn_ir::TensorId;
 use hashbrown::HashMap;
 
@@ -166,6 +167,15 @@ impl Residency {
         let bytes = bytes.min(self.books.lent);
         self.books.lent -= bytes;
         self.books.resident -= bytes;
+    }
+
+    /// A tensor new in the books, resident, of `shape` and `dtype`, used at op `now` (one
+    /// made from data or arriving from another device).
+    pub fn admit_resident(&mut self, id: TensorId, shape: &Shape, dtype: DType, now: u64) {
+        self.admit(
+            id,
+            Entry::new(Dims::from_slice(shape.as_slice()), dtype, now),
+        );
     }
 
     /// A new tensor, resident. Replaces (and removes) an entry of the same id.
