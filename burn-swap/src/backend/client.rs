@@ -264,7 +264,7 @@ impl<B: BackendIr> RunnerClient for SwapClient<B> {
         let mut run = || {
             self.guarded(|| {
                 let mut engine = self.engine();
-                let result = engine.run_op(&mut op);
+                let result = engine.run_op_with(&mut op, |_| {});
                 if result.is_err() {
                     engine.abandon_op();
                 }

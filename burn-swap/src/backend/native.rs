@@ -85,7 +85,7 @@ impl<I: BackendIr> NativeOp<I> {
             drop(engine);
             super::client::fail(error)
         }
-        let clock = engine.native_clock();
+        let clock = engine.start_op_clock();
         let mut ctx = NativeCtx {
             engine: &mut engine,
             client: &self.client,

@@ -94,7 +94,9 @@ impl<B: BackendIr> Engine<B> {
     /// end would have been found in a log of one thread's ops.
     pub(super) fn trace_anew(&mut self) {
         self.history.recorder = Default::default();
-        self.record_lean_when_unbudgeted();
+        // Most iterations kept without their tensors while no budget is set (`Recorder::set_lean`).
+        let lean = self.budget().is_none();
+        self.history.recorder.set_lean(lean);
         self.forget_plan();
         self.plans.abandon();
     }
@@ -157,7 +159,9 @@ impl<B: BackendIr> Engine<B> {
             self.forget_plan();
             self.plans.abandon();
         }
-        self.record_lean_when_unbudgeted();
+        // Most iterations kept without their tensors while no budget is set (`Recorder::set_lean`).
+        let lean = self.budget().is_none();
+        self.history.recorder.set_lean(lean);
         self.follow_budget_in_pools(budget_before);
         self.copies
             .transfers

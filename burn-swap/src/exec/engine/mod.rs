@@ -239,15 +239,12 @@ impl<B: BackendIr> Engine<B> {
                 ..Machine::default()
             },
         };
-        engine.record_lean_when_unbudgeted();
+        // Most iterations kept without their tensors while no budget is set: nothing is
+        // planned then (`Recorder::set_lean`).
+        let lean = engine.budget().is_none();
+        engine.history.recorder.set_lean(lean);
         engine.follow_budget_in_pools(None);
         engine
-    }
-
-    /// Lets the recorder keep most iterations without their tensors while no budget is
-    /// set: nothing is planned then (see [`Recorder::set_lean`]).
-    fn record_lean_when_unbudgeted(&mut self) {
-        self.history.recorder.set_lean(self.budget().is_none());
     }
 
     /// Whether the trace records the op beginning now: the trace is on, and the op comes from
@@ -324,16 +321,11 @@ impl<B: BackendIr> Engine<B> {
         out
     }
 
-    /// Runs one operation on the inner backend, first making room and fetching its inputs.
-    /// The interpreter reads the op in place: an `OperationIr` is 616 bytes, and each move of
-    /// it by value is a copy. The caller drops it after.
-    #[inline]
-    pub fn run_op(&mut self, op: &mut OperationIr) -> Result<(), SwapError> {
-        self.run_op_with(op, |_| {})
-    }
-
-    /// [`Engine::run_op`], calling `on_output` with each output as it passes (so that the
-    /// router client builds its output tensors in the same pass).
+    /// Runs one operation on the inner backend, first making room and fetching its inputs,
+    /// calling `on_output` with each output as it passes (so that the router client builds
+    /// its output tensors in the same pass). The interpreter reads the op in place: an
+    /// `OperationIr` is 616 bytes, and each move of it by value is a copy. The caller drops
+    /// it after.
     ///
     /// The hot path: one pass over the op's inputs and one over its outputs feed both the
     /// books and the recorder; nothing is allocated once the scratch vectors have grown.

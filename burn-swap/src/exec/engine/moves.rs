@@ -78,19 +78,6 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// The error of an offload of `id` (`bytes`) that the host budget refuses.
-    pub(super) fn host_full_for(&self, id: TensorId, bytes: u64) -> SwapError {
-        let books = self.residency.books();
-        SwapError::HostFull {
-            tensor: id.value(),
-            bytes,
-            host: books.host + books.offloading,
-            host_budget: self.settings.config.host_budget.unwrap_or(u64::MAX),
-            budget: self.budget().unwrap_or(u64::MAX),
-            resident: books.resident,
-        }
-    }
-
     /// Settles transfers until the fetch of `id` has landed or failed.
     fn settle_fetch_of(&mut self, id: TensorId) {
         while matches!(
@@ -147,7 +134,12 @@ impl<B: BackendIr> Engine<B> {
             .residency
             .host_has_room(self.settings.config.host_budget, bytes)
         {
-            return Err(self.host_full_for(id, bytes));
+            return Err(self.residency.host_full_for(
+                id,
+                bytes,
+                self.settings.config.host_budget,
+                self.budget(),
+            ));
         }
         let _span =
             tracing::debug_span!("burn_swap::offload", tensor = id.value(), bytes).entered();

@@ -89,11 +89,6 @@ impl<B: BackendIr> Engine<B> {
         id
     }
 
-    /// Starts timing the native op about to run (see [`Engine::start_op_clock`]).
-    pub fn native_clock(&self) -> Option<std::time::Instant> {
-        self.start_op_clock()
-    }
-
     /// Records a native op once it ran, with its time when it was timed. Outputs larger
     /// than the room made for them are an overshoot: counted, and room is made right away
     /// (an error when none can be).

@@ -276,17 +276,25 @@ impl<B: BackendIr> Engine<B> {
             // The host budget, when it is what kept room from being made, names both.
             let budget = self.budget().unwrap_or(u64::MAX);
             let resident = self.resident();
-            result = Err(self.host_full(protect_inputs).unwrap_or(SwapError::NoRoom {
-                op: String::new(),
-                needed: deficit,
-                budget,
-                resident,
-                pinned: stuck,
-                // What could not leave, plus what was asked for on top of the budget; at
-                // least what an earlier op of the run needed.
-                minimum_budget: (stuck + (deficit + budget).saturating_sub(resident))
-                    .max(self.history.counters.minimum_budget),
-            }));
+            result = Err(self
+                .op
+                .host_full(
+                    protect_inputs,
+                    &self.residency,
+                    self.settings.config.host_budget,
+                    self.budget(),
+                )
+                .unwrap_or(SwapError::NoRoom {
+                    op: String::new(),
+                    needed: deficit,
+                    budget,
+                    resident,
+                    pinned: stuck,
+                    // What could not leave, plus what was asked for on top of the budget; at
+                    // least what an earlier op of the run needed.
+                    minimum_budget: (stuck + (deficit + budget).saturating_sub(resident))
+                        .max(self.history.counters.minimum_budget),
+                }));
         } else if freed >= deficit {
             result = Ok(());
         }
@@ -298,27 +306,6 @@ impl<B: BackendIr> Engine<B> {
         }
         self.op.candidates = candidates;
         result
-    }
-
-    /// When the host budget is what kept room from being made: the largest resident tensor
-    /// that could have been offloaded but for it, as the error that names both budgets.
-    fn host_full(&self, protect_inputs: bool) -> Option<SwapError> {
-        self.settings.config.host_budget?;
-        let (id, bytes) = self
-            .residency
-            .iter()
-            .filter(|(id, e)| {
-                let in_use = (protect_inputs && self.op.inputs.iter().any(|(i, _)| i == *id))
-                    || self.op.protect.contains(id);
-                let offloadable = matches!(e.state(), State::Resident) && !e.strided && !in_use;
-                offloadable
-                    && !self
-                        .residency
-                        .host_has_room(self.settings.config.host_budget, e.bytes())
-            })
-            .map(|(id, e)| (*id, e.bytes()))
-            .max_by_key(|&(id, bytes)| (bytes, std::cmp::Reverse(id.value())))?;
-        Some(self.host_full_for(id, bytes))
     }
 
     /// Moves one tensor off the device as the policy said: by offload, or by eviction (a
@@ -392,6 +379,29 @@ impl SharedCandidate {
 }
 
 impl OpScratch {
+    /// When the host budget is what kept room from being made: the largest resident tensor
+    /// that could have been offloaded but for it, as the error that names both budgets.
+    fn host_full(
+        &self,
+        protect_inputs: bool,
+        books: &Residency,
+        host_budget: Option<u64>,
+        budget: Option<u64>,
+    ) -> Option<SwapError> {
+        host_budget?;
+        let (id, bytes) = books
+            .iter()
+            .filter(|(id, e)| {
+                let in_use = (protect_inputs && self.inputs.iter().any(|(i, _)| i == *id))
+                    || self.protect.contains(id);
+                let offloadable = matches!(e.state(), State::Resident) && !e.strided && !in_use;
+                offloadable && !books.host_has_room(host_budget, e.bytes())
+            })
+            .map(|(id, e)| (*id, e.bytes()))
+            .max_by_key(|&(id, bytes)| (bytes, std::cmp::Reverse(id.value())))?;
+        Some(books.host_full_for(id, bytes, host_budget, budget))
+    }
+
     /// Lists in `candidates` the resident tensors that may leave now, each with how it would
     /// (`plan::reactive::leaves`); returns the resident bytes that may not.
     fn list_candidates(

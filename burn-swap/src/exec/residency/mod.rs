@@ -36,6 +36,8 @@ use burn_backend::{DType, Shape};
 use burn_ir::TensorId;
 use hashbrown::HashMap;
 
+use crate::error::SwapError;
+
 pub(crate) use super::dims::Dims;
 pub(crate) use books::Books;
 pub(crate) use entry::{Entry, Group, Recipe, Remake, State};
@@ -123,6 +125,25 @@ impl Residency {
     pub fn host_has_room(&self, host_budget: Option<u64>, bytes: u64) -> bool {
         let books = self.books();
         host_budget.is_none_or(|budget| books.host + books.offloading + bytes <= budget)
+    }
+
+    /// The error of an offload of `id` (`bytes`) that the host budget refuses.
+    pub fn host_full_for(
+        &self,
+        id: TensorId,
+        bytes: u64,
+        host_budget: Option<u64>,
+        budget: Option<u64>,
+    ) -> SwapError {
+        let books = self.books();
+        SwapError::HostFull {
+            tensor: id.value(),
+            bytes,
+            host: books.host + books.offloading,
+            host_budget: host_budget.unwrap_or(u64::MAX),
+            budget: budget.unwrap_or(u64::MAX),
+            resident: books.resident,
+        }
     }
 
     /// A shared buffer, by number.
