@@ -162,7 +162,14 @@ impl<B: BackendIr> Engine<B> {
         // Most iterations kept without their tensors while no budget is set (`Recorder::set_lean`).
         let lean = self.budget().is_none();
         self.history.recorder.set_lean(lean);
-        self.follow_budget_in_pools(budget_before);
+        let budget = self.budget();
+        self.machine.follow_budget_in_pools::<B>(
+            budget,
+            budget_before,
+            self.handles.device(),
+            self.copies.transfers.pools(),
+            &mut self.history.counters,
+        );
         self.copies
             .transfers
             .set_jitter(self.settings.config.transfer_jitter_micros);
@@ -309,5 +316,15 @@ impl<B: BackendIr> Engine<B> {
             State::Offloaded(copy) => Some(copy.into_data()),
             _ => None,
         }
+    }
+
+    /// Gives the idle buffers and free pages of every stream burn-swap uses back to the
+    /// device (`Backend::memory_cleanup` of `Swap`).
+    pub fn allocator_cleanup(&mut self) {
+        self.machine.cleanup_pools::<B>(
+            self.handles.device(),
+            self.copies.transfers.pools(),
+            &mut self.history.counters,
+        );
     }
 }

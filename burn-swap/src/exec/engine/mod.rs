@@ -243,7 +243,14 @@ impl<B: BackendIr> Engine<B> {
         // planned then (`Recorder::set_lean`).
         let lean = engine.budget().is_none();
         engine.history.recorder.set_lean(lean);
-        engine.follow_budget_in_pools(None);
+        let budget = engine.budget();
+        engine.machine.follow_budget_in_pools::<B>(
+            budget,
+            None,
+            engine.handles.device(),
+            engine.copies.transfers.pools(),
+            &mut engine.history.counters,
+        );
         engine
     }
 
@@ -394,7 +401,14 @@ impl<B: BackendIr> Engine<B> {
         if output_bytes > 0 && layout::aliases(op, self.settings.teller, self.op.inputs_strided) {
             self.op.unreserved = std::mem::take(&mut output_bytes);
         }
-        self.expect_temporaries(|| signature::kind_key(op), input_bytes, output_bytes);
+        let budgeted = self.budget().is_some();
+        self.op.expect_temporaries(
+            &self.machine,
+            budgeted,
+            || signature::kind_key(op),
+            input_bytes,
+            output_bytes,
+        );
         if let Err(error) = self.fit(input_bytes, absent_bytes, output_bytes) {
             if tracing {
                 self.history.recorder.abort();
@@ -408,8 +422,12 @@ impl<B: BackendIr> Engine<B> {
         self.residency.note_peak(during);
         let start = if tracing {
             let lap = OpClock::lap(self.op.timed);
-            self.history
-                .record_end(live_before, during, self.beyond_the_books());
+            self.history.record_end(
+                live_before,
+                during,
+                self.op
+                    .beyond_the_books(self.history.counters.allocator, self.resident()),
+            );
             self.history
                 .counters
                 .op_clock
@@ -432,7 +450,15 @@ impl<B: BackendIr> Engine<B> {
         if shares {
             self.probe_inputs();
         }
-        self.clear_for_op(output_bytes);
+        let budget = self.budget();
+        self.machine.clear_for_op::<B>(
+            &self.op,
+            budget,
+            output_bytes,
+            self.handles.device(),
+            self.copies.transfers.pools(),
+            &mut self.history.counters,
+        );
         let lap = OpClock::lap(self.op.timed);
         interpreter::run(&mut self.handles, op);
         self.history
@@ -459,7 +485,8 @@ impl<B: BackendIr> Engine<B> {
             self.settle_views()
         };
         self.finish_op();
-        self.name_reserved_over(|| signature::kind_name(op));
+        self.machine
+            .name_reserved_over(self.op.shape, || signature::kind_name(op));
         room.map_err(|e| e.for_op(|| "a view that copied".to_string()))
     }
 
@@ -491,7 +518,13 @@ impl<B: BackendIr> Engine<B> {
         self.history.counters.ops += 1;
         self.history.now += 1;
         if self.machine.allocator {
-            self.sample_allocator();
+            let budget = self.budget();
+            self.machine.sample_allocator::<B>(
+                self.handles.device(),
+                self.copies.transfers.pools(),
+                budget,
+                &mut self.history.counters,
+            );
         }
         // Without a budget there is nothing to plan, and nothing planned is pending.
         // An op left out of the trace takes no place in the iteration: the plan's steps are
@@ -578,7 +611,8 @@ impl<B: BackendIr> Engine<B> {
             self.history.recorder.output(t, bytes_of(&t.shape, t.dtype));
         }
         let beyond = if during.is_some() {
-            self.beyond_the_books()
+            self.op
+                .beyond_the_books(self.history.counters.allocator, self.resident())
         } else {
             0
         };

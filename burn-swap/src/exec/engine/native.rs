@@ -29,10 +29,25 @@ impl<B: BackendIr> Engine<B> {
             false,
         );
         let output_bytes = expected.unwrap_or_else(|| native_output_bytes(name, inputs));
-        self.expect_temporaries(|| signature::name_key(name), input_bytes, output_bytes);
+        let budgeted = self.budget().is_some();
+        self.op.expect_temporaries(
+            &self.machine,
+            budgeted,
+            || signature::name_key(name),
+            input_bytes,
+            output_bytes,
+        );
         self.fit(input_bytes, absent_bytes, output_bytes)
             .map_err(|e| e.for_op(|| format!("Native.{name}")))?;
-        self.clear_for_op(output_bytes);
+        let budget = self.budget();
+        self.machine.clear_for_op::<B>(
+            &self.op,
+            budget,
+            output_bytes,
+            self.handles.device(),
+            self.copies.transfers.pools(),
+            &mut self.history.counters,
+        );
         self.op.shared_reads.clear();
         self.op.native_base = self.resident();
         self.op.native_reserved = output_bytes;
@@ -133,7 +148,8 @@ impl<B: BackendIr> Engine<B> {
         // op is done with them.
         self.release_shared_reads();
         self.finish_op();
-        self.name_reserved_over(|| format!("Native.{name}"));
+        self.machine
+            .name_reserved_over(self.op.shape, || format!("Native.{name}"));
         room.map_err(|e| e.for_op(|| format!("Native.{name}")))
     }
 }

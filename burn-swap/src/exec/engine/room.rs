@@ -56,7 +56,8 @@ impl<B: BackendIr> Engine<B> {
         // temporaries), as far as the budget and what can leave allow: the device may pass
         // the budget by what is left of them (told in the report), never the counted bytes.
         let beyond = self
-            .beyond_the_books()
+            .op
+            .beyond_the_books(self.history.counters.allocator, self.resident())
             .min(self.budget().map_or(0, |b| b.saturating_sub(needed)));
         if result.is_ok() && beyond > 0 {
             let _ = self.reserve(output_bytes + beyond);
