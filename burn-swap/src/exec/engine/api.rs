@@ -255,7 +255,7 @@ impl<B: BackendIr> Engine<B> {
 
     fn consume_if_last(&mut self, tensor: &TensorIr) {
         if tensor.status == TensorStatus::ReadWrite {
-            self.remove_unless_pinned(&tensor.id);
+            self.leaving().remove_unless_pinned(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
             entry.last_use = self.history.now;
         }
@@ -312,7 +312,7 @@ impl<B: BackendIr> Engine<B> {
             self.consume_if_last(tensor);
             return Some(data);
         }
-        match self.remove(&tensor.id)?.into_state() {
+        match self.leaving().remove(&tensor.id)?.into_state() {
             State::Offloaded(copy) => Some(copy.into_data()),
             _ => None,
         }

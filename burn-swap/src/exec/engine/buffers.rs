@@ -85,9 +85,9 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.op.shared_reads.len() {
             let id = self.op.shared_reads[i];
             if self.residency.is_pinned(&id) {
-                self.remove_unless_pinned(&id);
+                self.leaving().remove_unless_pinned(&id);
             } else {
-                self.remove_with_handle(id);
+                self.leaving().remove_with_handle(id);
             }
         }
         self.op.shared_reads.clear();

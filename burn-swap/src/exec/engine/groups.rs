@@ -141,7 +141,7 @@ impl<B: BackendIr> Engine<B> {
         }
         self.residency.restore_peak(peak);
         for _ in 0..remade {
-            self.unpin(carrier);
+            self.leaving().unpin(carrier);
         }
     }
 
@@ -161,19 +161,5 @@ impl<B: BackendIr> Engine<B> {
             }),
             _ => Ok(()),
         }
-    }
-
-    /// A holder waiting for its carrier left the books (Burn dropped it): the carrier no
-    /// longer brings it back, nor needs to stay for it.
-    pub(super) fn leave_group(&mut self, member: TensorId, group: Option<Box<Group>>) {
-        let Some(Group::Member { carrier }) = group.map(|g| *g) else {
-            return;
-        };
-        if let Some(Group::Carrier { members, .. }) =
-            self.residency.get_mut(&carrier).and_then(|e| e.group_mut())
-        {
-            members.retain(|m| *m != member);
-        }
-        self.unpin(carrier);
     }
 }

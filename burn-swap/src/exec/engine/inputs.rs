@@ -86,7 +86,7 @@ impl<B: BackendIr> Engine<B> {
             if status == TensorStatus::ReadWrite {
                 // Kept by the op (read only) because it is shared: released below.
                 if !self.op.shared_reads.contains(&id) {
-                    self.remove_unless_pinned(&id);
+                    self.leaving().remove_unless_pinned(&id);
                 }
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
@@ -200,7 +200,7 @@ impl<B: BackendIr> Engine<B> {
             // The recipe was made for a layout the output does not have.
             if let Some(recipe) = recipe {
                 for input in recipe.inputs {
-                    self.unpin(input);
+                    self.leaving().unpin(input);
                 }
             }
             return;

@@ -1,20 +1,59 @@
-//! Tensors leaving the books. One verb, *remove*: [`Engine::remove`] takes a tensor out of
+//! Tensors leaving the books. One verb, *remove*: [`Leaving::remove`] takes a tensor out of
 //! the books; `remove_with_handle` drops its device handle too, `remove_was_on_device` keeps
 //! of the entry only whether the device held it, `remove_unless_pinned` leaves a tensor a
 //! recipe still reads as an orphan, `remove_dropped` is Burn's drop. What a removed tensor
-//! held (its recipe's pins, its group) is released by `release_holdings`.
+//! held (its recipe's pins, its group) is released by `release_holdings`: a recipe's inputs
+//! are unpinned (`unpin`), a group lets go of its member (`leave_group`).
+//!
+//! Leaving needs the books and the device's handles and nothing else of the engine: it is
+//! [`Leaving`]'s, a view of those two ([`Engine::leaving`]).
 
 use burn_ir::{BackendIr, TensorId, TensorStatus};
 
 use super::Engine;
-use crate::exec::residency::{Entry, Group, LetGo, Recipe};
+use crate::exec::interpreter::Handles;
+use crate::exec::residency::{Entry, Group, LetGo, Recipe, Residency};
+
+/// The books and the device's handles, as a tensor leaving them needs them.
+pub(super) struct Leaving<'a, B: BackendIr> {
+    books: &'a mut Residency,
+    handles: &'a mut Handles<B>,
+}
 
 impl<B: BackendIr> Engine<B> {
+    /// The books and the handles, for tensors to leave them.
+    #[inline]
+    pub(super) fn leaving(&mut self) -> Leaving<'_, B> {
+        Leaving {
+            books: &mut self.residency,
+            handles: &mut self.handles,
+        }
+    }
+
+    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
+    /// will never name those tensors again.
+    pub fn abandon_op(&mut self) {
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status != TensorStatus::ReadWrite {
+                continue;
+            }
+            if self.residency.is_pinned(&id) {
+                self.leaving().remove_unless_pinned(&id);
+            } else {
+                self.leaving().remove_with_handle(id);
+            }
+        }
+        self.op.inputs.clear();
+    }
+}
+
+impl<B: BackendIr> Leaving<'_, B> {
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
     #[inline]
     pub(super) fn remove_unless_pinned(&mut self, id: &TensorId) {
-        match self.residency.remove_unless_pinned(id) {
+        match self.books.remove_unless_pinned(id) {
             LetGo::Removed(gone) => self.release_holdings(*id, gone.recipe, gone.group),
             LetGo::Orphaned(Some(recipe)) => self.release_holdings(*id, Some(recipe), None),
             LetGo::Orphaned(None) | LetGo::Absent => {}
@@ -25,7 +64,7 @@ impl<B: BackendIr> Engine<B> {
     /// was not in the books).
     #[inline]
     pub(super) fn remove_was_on_device(&mut self, id: &TensorId) -> Option<bool> {
-        let gone = self.residency.remove_parts(id)?;
+        let gone = self.books.remove_parts(id)?;
         self.release_holdings(*id, gone.recipe, gone.group);
         Some(gone.on_device)
     }
@@ -52,7 +91,7 @@ impl<B: BackendIr> Engine<B> {
     /// Removes a tensor from the books; its recipe, if any, releases the inputs it pinned.
     #[inline]
     pub(super) fn remove(&mut self, id: &TensorId) -> Option<Entry> {
-        let mut entry = self.residency.remove(id)?;
+        let mut entry = self.books.remove(id)?;
         self.release_holdings(*id, entry.recipe.take(), entry.take_group());
         Some(entry)
     }
@@ -69,8 +108,8 @@ impl<B: BackendIr> Engine<B> {
     /// Burn dropped a tensor: it leaves the books and the device, unless a recipe still reads
     /// it (an orphan then).
     pub(super) fn remove_dropped(&mut self, id: TensorId) {
-        self.residency.pin_for_views(id);
-        if self.residency.is_pinned(&id) {
+        self.books.pin_for_views(id);
+        if self.books.is_pinned(&id) {
             // A recipe still reads it: it stays, as an orphan.
             self.remove_unless_pinned(&id);
             return;
@@ -84,20 +123,28 @@ impl<B: BackendIr> Engine<B> {
         }
     }
 
-    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
-    /// will never name those tensors again.
-    pub fn abandon_op(&mut self) {
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status != TensorStatus::ReadWrite {
-                continue;
-            }
-            if self.residency.is_pinned(&id) {
-                self.remove_unless_pinned(&id);
-            } else {
+    /// One recipe less needs `id`; an orphan nobody needs any more is released.
+    pub(super) fn unpin(&mut self, id: TensorId) {
+        if self.books.unpin(&id) == Some(0) && self.books.get(&id).is_some_and(|e| e.orphan) {
+            // Views that keep their op from it take their recipes now (pinning it again).
+            self.books.pin_for_views(id);
+            if !self.books.is_pinned(&id) {
                 self.remove_with_handle(id);
             }
         }
-        self.op.inputs.clear();
+    }
+
+    /// A holder waiting for its carrier left the books (Burn dropped it): the carrier no
+    /// longer brings it back, nor needs to stay for it.
+    pub(super) fn leave_group(&mut self, member: TensorId, group: Option<Box<Group>>) {
+        let Some(Group::Member { carrier }) = group.map(|g| *g) else {
+            return;
+        };
+        if let Some(Group::Carrier { members, .. }) =
+            self.books.get_mut(&carrier).and_then(|e| e.group_mut())
+        {
+            members.retain(|m| *m != member);
+        }
+        self.unpin(carrier);
     }
 }

@@ -503,7 +503,7 @@ impl<B: BackendIr> Engine<B> {
             self.history.recorder.outputs_follow();
             self.history.record_end(live_before, self.resident(), 0);
         }
-        self.remove_dropped(id);
+        self.leaving().remove_dropped(id);
         self.op.inputs.clear();
         self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();

@@ -119,19 +119,7 @@ impl<B: BackendIr> Engine<B> {
             self.residency.keep_view_op(id, op);
         }
         for input in inputs {
-            self.unpin(input);
-        }
-    }
-
-    /// One recipe less needs `id`; an orphan nobody needs any more is released.
-    pub(super) fn unpin(&mut self, id: TensorId) {
-        if self.residency.unpin(&id) == Some(0) && self.residency.get(&id).is_some_and(|e| e.orphan)
-        {
-            // Views that keep their op from it take their recipes now (pinning it again).
-            self.residency.pin_for_views(id);
-            if !self.residency.is_pinned(&id) {
-                self.remove_with_handle(id);
-            }
+            self.leaving().unpin(input);
         }
     }
 
