@@ -324,7 +324,10 @@ mod tests {
     #[test]
     fn a_budget_with_a_few_kib_free_has_its_links_measured() {
         let (mut engine, tensors) = budgeted_engine(2 * 4000 + 3000, 2, 1000);
-        let links = engine.links().expect("probed in 3,000 bytes of headroom");
+        let links = engine
+            .link_meter()
+            .links()
+            .expect("probed in 3,000 bytes of headroom");
         let sizes: Vec<u64> = links.to_host.iter().map(|s| s.bytes).collect();
         assert_eq!(sizes, [256, 1024]);
         assert!(links.to_host.iter().all(|s| s.seconds > 0.0));
@@ -353,7 +356,7 @@ mod tests {
             "the largest probe size lent"
         );
         assert_eq!(read(&mut engine, &tensors[0]), vec![0.0; 1000]);
-        let links = engine.links().expect("the probe reported");
+        let links = engine.link_meter().links().expect("the probe reported");
         assert_eq!(links.to_host.len(), 2);
         assert!(
             links.on_thread.is_some(),
@@ -389,13 +392,16 @@ mod tests {
         // Four tensors of 1,800 bytes: 100 bytes of headroom, 1,900 with one offloaded, where
         // the probe needs 2 KiB.
         let (mut engine, tensors) = budgeted_engine(4 * 1800 + 100, 4, 450);
-        assert_eq!(engine.links(), None, "no copy made yet");
+        assert_eq!(engine.link_meter().links(), None, "no copy made yet");
         engine.seams().start_offload(tensors[0].id);
         engine.seams().settle_all();
-        assert_eq!(engine.links(), None, "no copy back yet");
+        assert_eq!(engine.link_meter().links(), None, "no copy back yet");
         engine.seams().start_prefetch(tensors[0].id);
         engine.seams().settle_all();
-        let links = engine.links().expect("learned from the two copies");
+        let links = engine
+            .link_meter()
+            .links()
+            .expect("learned from the two copies");
         assert_eq!(links.to_host[0].bytes, 1800);
         assert_eq!(links.to_device[0].bytes, 1800);
         assert!(links.to_host[0].seconds > 0.0 && links.to_device[0].seconds > 0.0);

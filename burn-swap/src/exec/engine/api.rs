@@ -120,7 +120,7 @@ impl<B: BackendIr> Engine<B> {
     /// The profile of the last complete iteration, with the links measured.
     pub fn profile(&mut self) -> Option<Profile> {
         let trace = self.history.recorder.trace()?;
-        let links = self.links();
+        let links = self.link_meter().links();
         Some(Profile::new(&trace, links))
     }
 

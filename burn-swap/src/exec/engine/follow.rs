@@ -230,7 +230,8 @@ impl<B: BackendIr> Engine<B> {
         if !profiled_now {
             // The next iteration is the one a plan will be made from: the links are measured
             // beside it, not after it.
-            self.measure_links_ahead();
+            let moves_by_copy = self.settings.config.policy.moves_by_copy();
+            self.link_meter().measure_ahead(moves_by_copy);
         }
         // One plan is made at a time; a kept plan is taken back meanwhile. A plan that will
         // be judged is made once the fallback was measured on its schedule (one iteration
@@ -284,9 +285,9 @@ impl<B: BackendIr> Engine<B> {
             return Some(None);
         }
         if !self.settings.config.background_planning {
-            return Some(self.links());
+            return Some(self.link_meter().links());
         }
-        match self.links_beside() {
+        match self.link_meter().links_beside() {
             LinksNow::Known(links) => Some(links),
             LinksNow::Measuring => None,
         }

@@ -111,7 +111,7 @@ impl<B: BackendIr> Engine<B> {
             return compression::CompressionPolicy::new(mode, None, None);
         }
         // Not waited for: until the probe has reported, the copies seen so far.
-        let links = match self.links_beside() {
+        let links = match self.link_meter().links_beside() {
             LinksNow::Known(links) => links,
             LinksNow::Measuring => self.machine.observed.links(),
         };

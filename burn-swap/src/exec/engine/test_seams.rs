@@ -50,7 +50,7 @@ impl<B: BackendIr> TestSeams<'_, B> {
     /// Whether the links are known without waiting (the probe is queued on first call).
     pub fn links_known(&mut self) -> bool {
         matches!(
-            self.0.links_beside(),
+            self.0.link_meter().links_beside(),
             super::measured_links::LinksNow::Known(_)
         )
     }
