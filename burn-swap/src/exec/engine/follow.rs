@@ -9,8 +9,6 @@ use std::time::Instant;
 use burn_ir::{BackendIr, TensorId};
 
 use super::Engine;
-use super::measured_links::LinksNow;
-use crate::config::Policy;
 use crate::exec::counters::Wait;
 use crate::exec::meter;
 use crate::exec::plans::JUDGED_AFTER;
@@ -61,7 +59,9 @@ impl<B: BackendIr> Engine<B> {
                 active.iterations += 1;
                 self.history.counters.planned_iterations += 1;
             }
-            let judged = self.judged_content();
+            let judged = self
+                .history
+                .judged_content(self.budget(), &self.settings.config);
             if let Some(content) = judged {
                 self.close_iteration(content);
             }
@@ -238,7 +238,8 @@ impl<B: BackendIr> Engine<B> {
         // more on the fallback where the plan is made on the op's thread; made beside the
         // ops, the fallback runs while it is made anyway).
         let unmeasured = self
-            .judged_content()
+            .history
+            .judged_content(self.budget(), &self.settings.config)
             .is_some_and(|c| self.plans.meter.fallback(c).is_none());
         let profiled = profiled_now && !self.plans.making() && !unmeasured;
         if self.plans.planned_for == Some(key) {
@@ -269,28 +270,14 @@ impl<B: BackendIr> Engine<B> {
             }
         }
         let start = Instant::now();
-        let Some(links) = self.links_for_plan() else {
+        let config = &self.settings.config;
+        let (moves_by_copy, background) =
+            (config.policy.moves_by_copy(), config.background_planning);
+        let Some(links) = self.link_meter().for_plan(moves_by_copy, background) else {
             self.history.note_op_thread_planning(start);
             return;
         };
         self.make_plan(key, budget, links, start);
-    }
-
-    /// The links a plan is made with (none for a policy that moves nothing by copy), once
-    /// they are known: `None` while the probe measures them beside the ops (the plan is made
-    /// at a later iteration's end; the fallback keeps the budget meanwhile). Planning on the
-    /// op's thread waits for the probe instead, as it waits for the plan.
-    fn links_for_plan(&mut self) -> Option<Option<Links>> {
-        if !self.settings.config.policy.moves_by_copy() {
-            return Some(None);
-        }
-        if !self.settings.config.background_planning {
-            return Some(self.link_meter().links());
-        }
-        match self.link_meter().links_beside() {
-            LinksNow::Known(links) => Some(links),
-            LinksNow::Measuring => None,
-        }
     }
 
     /// Makes the plan of schedule `key` from its last complete iteration, with `links`: on
@@ -356,7 +343,12 @@ impl<B: BackendIr> Engine<B> {
     /// The plan kept for schedule `key` of `content`, if any: followed from now on, or, where
     /// it was declined, the schedule left on the fallback. Whether one was kept.
     fn take_kept(&mut self, key: (usize, u64), content: u64) -> bool {
-        if self.judged_content().is_some() && self.plans.declined(content) {
+        if self
+            .history
+            .judged_content(self.budget(), &self.settings.config)
+            .is_some()
+            && self.plans.declined(content)
+        {
             self.plans.planned_for = Some(key);
             self.history.counters.declines.in_force = true;
             return true;
@@ -398,16 +390,6 @@ impl<B: BackendIr> Engine<B> {
                 ready.waited,
             );
         }
-    }
-
-    /// The content of the schedule in force when its plans are judged by what they cost
-    /// (the planned policy, plans judged, a budget set); `None` otherwise.
-    fn judged_content(&self) -> Option<u64> {
-        if !self.settings.config.plans_judged || self.settings.config.policy != Policy::Planned {
-            return None;
-        }
-        self.budget()
-            .and_then(|b| self.history.plan_content(b, &self.settings.config))
     }
 
     /// Measures the iteration of schedule `content` that ended now (`exec::meter`), and
@@ -494,7 +476,10 @@ impl<B: BackendIr> Engine<B> {
         made_nanos: Option<u64>,
         waited: u64,
     ) {
-        if self.judged_content() == Some(content)
+        if self
+            .history
+            .judged_content(self.budget(), &self.settings.config)
+            == Some(content)
             && let Some(fallback) = self.plans.meter.fallback(content)
         {
             // What the ops pay for the plan: its waits, its recomputation, and the op thread's

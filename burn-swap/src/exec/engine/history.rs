@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::config::SwapConfig;
+use crate::config::{Policy, SwapConfig};
 use crate::exec::counters::Counters;
 use crate::plan::program::Program;
 use crate::report::{FALLBACK_ROOMS_KEPT, FallbackRoom};
@@ -93,5 +93,14 @@ impl History {
         hasher.write(config.policy.name().as_bytes());
         hasher.write(config.planner.name().as_bytes());
         Some(hasher.finish())
+    }
+
+    /// The content of the schedule in force when its plans are judged by what they cost
+    /// (the planned policy, plans judged, a budget set); `None` otherwise.
+    pub(super) fn judged_content(&self, budget: Option<u64>, config: &SwapConfig) -> Option<u64> {
+        if !config.plans_judged || config.policy != Policy::Planned {
+            return None;
+        }
+        budget.and_then(|b| self.plan_content(b, config))
     }
 }

@@ -193,4 +193,25 @@ impl<B: BackendIr> LinkMeter<'_, B> {
             }
         }
     }
+
+    /// The links a plan is made with (none for a policy that moves nothing by copy), once
+    /// they are known: `None` while the probe measures them beside the ops (the plan is made
+    /// at a later iteration's end; the fallback keeps the budget meanwhile). Planning on the
+    /// op's thread waits for the probe instead, as it waits for the plan.
+    pub(super) fn for_plan(
+        &mut self,
+        moves_by_copy: bool,
+        background_planning: bool,
+    ) -> Option<Option<Links>> {
+        if !moves_by_copy {
+            return Some(None);
+        }
+        if !background_planning {
+            return Some(self.links());
+        }
+        match self.links_beside() {
+            LinksNow::Known(links) => Some(links),
+            LinksNow::Measuring => None,
+        }
+    }
 }
