@@ -50,7 +50,7 @@ pub(crate) struct Counters {
     /// Bytes the fallback moved off the device to make room while a plan was followed, from
     /// the plan's first full iteration on.
     pub fallback_bytes_under_plan: u64,
-    /// The first [`FALLBACK_ROOMS_KEPT`] of those times, each where it happened.
+    /// The first [`crate::report::FALLBACK_ROOMS_KEPT`] of those times, each where it happened.
     pub fallback_rooms: Vec<FallbackRoom>,
     /// The planners' own time (on the planner thread, or on the op's thread when planning
     /// there).
@@ -79,7 +79,7 @@ pub(crate) struct Counters {
     /// workers' copying (it takes the CPU the ops run on), never reset: the clock that
     /// `exec::meter` measures iterations by.
     pub spent_nanos: u64,
-    /// When each plan took over, the latest [`TAKEOVERS_KEPT`].
+    /// When each plan took over, the latest [`crate::report::TAKEOVERS_KEPT`].
     pub plan_takeovers: Vec<PlanTakeover>,
     pub predicted_peak: Option<u64>,
     pub predicted_pool: Option<u64>,

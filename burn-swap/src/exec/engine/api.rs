@@ -255,7 +255,7 @@ impl<B: BackendIr> Engine<B> {
 
     fn consume_if_last(&mut self, tensor: &TensorIr) {
         if tensor.status == TensorStatus::ReadWrite {
-            self.leaving().remove_unless_pinned(&tensor.id);
+            self.tensors().remove_unless_pinned(&tensor.id);
         } else if let Some(entry) = self.residency.get_mut(&tensor.id) {
             entry.last_use = self.history.now;
         }
@@ -312,7 +312,7 @@ impl<B: BackendIr> Engine<B> {
             self.consume_if_last(tensor);
             return Some(data);
         }
-        match self.leaving().remove(&tensor.id)?.into_state() {
+        match self.tensors().remove(&tensor.id)?.into_state() {
             State::Offloaded(copy) => Some(copy.into_data()),
             _ => None,
         }
@@ -326,5 +326,22 @@ impl<B: BackendIr> Engine<B> {
             self.copies.transfers.pools(),
             &mut self.history.counters,
         );
+    }
+
+    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
+    /// will never name those tensors again.
+    pub fn abandon_op(&mut self) {
+        for i in 0..self.op.inputs.len() {
+            let (id, status) = self.op.inputs[i];
+            if status != TensorStatus::ReadWrite {
+                continue;
+            }
+            if self.residency.is_pinned(&id) {
+                self.tensors().remove_unless_pinned(&id);
+            } else {
+                self.tensors().remove_with_handle(id);
+            }
+        }
+        self.op.inputs.clear();
     }
 }

@@ -11,8 +11,8 @@ use burn_ir::{BackendIr, OperationIr, TensorId, TensorStatus};
 
 use super::{Engine, OpScratch};
 use crate::error::SwapError;
-use crate::exec::layout::{self, Layout};
-use crate::exec::residency::{Entry, Remake, Residency};
+use crate::exec::layout::Layout;
+use crate::exec::residency::{Remake, Residency};
 
 impl<B: BackendIr> Engine<B> {
     /// Notes the buffers of the op's inputs, before it runs (for [`Self::book_outputs`] to
@@ -22,7 +22,7 @@ impl<B: BackendIr> Engine<B> {
         self.op.input_origins.clear();
         for i in 0..self.op.inputs.len() {
             let id = self.op.inputs[i].0;
-            if let Some(probe) = self.probe(id) {
+            if let Some(probe) = self.tensors().probe(id) {
                 self.op.input_buffers.push((id, probe.buffer));
                 let origin = self.residency.origin_of(&id);
                 if origin != 0 {
@@ -30,18 +30,6 @@ impl<B: BackendIr> Engine<B> {
                 }
             }
         }
-    }
-
-    /// What the backend tells of where a tensor in the books lives, if it can.
-    pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
-        self.probe_entry(id, self.residency.get(&id)?)
-    }
-
-    /// [`Self::probe`] of a tensor whose entry is at hand (not yet in the books).
-    pub(super) fn probe_entry(&self, id: TensorId, entry: &Entry) -> Option<layout::Probe> {
-        let ir = entry.ir(id, TensorStatus::ReadOnly);
-        let handle = self.handles.get(&id)?;
-        layout::probe::<B>(handle, &ir.shape, ir.dtype)
     }
 
     /// After an op whose outputs were taken for views (the caller checks that there were):
@@ -85,9 +73,9 @@ impl<B: BackendIr> Engine<B> {
         for i in 0..self.op.shared_reads.len() {
             let id = self.op.shared_reads[i];
             if self.residency.is_pinned(&id) {
-                self.leaving().remove_unless_pinned(&id);
+                self.tensors().remove_unless_pinned(&id);
             } else {
-                self.leaving().remove_with_handle(id);
+                self.tensors().remove_with_handle(id);
             }
         }
         self.op.shared_reads.clear();

@@ -108,7 +108,7 @@ impl<B: BackendIr> Engine<B> {
         let (ir, bytes) = (entry.ir(carrier, TensorStatus::ReadOnly), entry.bytes());
         let handle = self.handles.handle(&ir);
         let whole = layout::storage::<B>(&handle, &ir.shape, ir.dtype).map(|(whole, _, _)| whole);
-        let probe = self.probe(carrier);
+        let probe = self.tensors().probe(carrier);
         // Each holder counts its own bytes until it is seen to share the buffer: not a peak.
         let peak = self.residency.books().peak;
         if let Some(probe) = probe
@@ -141,7 +141,7 @@ impl<B: BackendIr> Engine<B> {
         }
         self.residency.restore_peak(peak);
         for _ in 0..remade {
-            self.leaving().unpin(carrier);
+            self.tensors().unpin(carrier);
         }
     }
 

@@ -86,7 +86,7 @@ impl<B: BackendIr> Engine<B> {
             if status == TensorStatus::ReadWrite {
                 // Kept by the op (read only) because it is shared: released below.
                 if !self.op.shared_reads.contains(&id) {
-                    self.leaving().remove_unless_pinned(&id);
+                    self.tensors().remove_unless_pinned(&id);
                 }
             } else if let Some(entry) = self.residency.get_mut(&id) {
                 entry.last_use = now;
@@ -132,7 +132,7 @@ impl<B: BackendIr> Engine<B> {
             }
             let mut entry = Entry::sized(bytes, dims, dtype, now);
             // Asked once, for its layout and for the buffer it may share.
-            let probe = self.probe_entry(id, &entry);
+            let probe = self.tensors().probe_entry(id, &entry);
             entry.strided = strided && self.op.strided_output(probe, &entry, inherits);
             if entry.strided {
                 any_strided = true;
@@ -200,7 +200,7 @@ impl<B: BackendIr> Engine<B> {
             // The recipe was made for a layout the output does not have.
             if let Some(recipe) = recipe {
                 for input in recipe.inputs {
-                    self.leaving().unpin(input);
+                    self.tensors().unpin(input);
                 }
             }
             return;

@@ -1,7 +1,10 @@
 //! The per-device engine: every op of the device passes here, in order, and leaves the books
 //! as it found them, give or take what it made and what it let go.
 //!
-//! One type, [`Engine`], in rooms of one job each:
+//! One type, [`Engine`], the orchestrator, in rooms of one job each, beside the owners of
+//! its state (`Residency`, `OpScratch`, `Settings`, `History`, `Plans`, `Copies`, `Machine`)
+//! and three views of a few of them for what needs those alone: [`tensors`] (the books and
+//! the handles), [`measured_links`] (`LinkMeter`) and, in tests, `test_seams`:
 //!
 //! - this file: the engine's state, and the op path ([`Engine::run_op_with`]): record the op,
 //!   fit it in the budget, run it, book its inputs and outputs;
@@ -11,17 +14,17 @@
 //! - [`moves`]: offloads and fetches, on the op's thread and on the transfer workers, and
 //!   how their completions land in the books;
 //! - [`inputs`]: an op's inputs and outputs, gathered before it runs and booked after;
-//! - [`leave`]: tensors leaving the books (released by Burn, dropped, forgotten) and what
-//!   they held;
+//! - [`tensors`]: tensors leaving the books (released by Burn, dropped, forgotten) and what
+//!   they held, and where the backend holds one;
 //! - [`buffers`]: which buffer each view lives in (the backend's word), the shared buffers
 //!   that count it once, and the inputs read only because they share one;
 //! - [`recipes`]: recomputation: recipes of the plan and of strided views, pins, eviction and
 //!   rematerialisation;
 //! - [`follow`]: following the plan: planning once per profiled schedule, taking the
 //!   program's steps after each op, and the cross-stream waits on the compute side;
-//! - [`links`]: measuring the copy throughput between the device and the host;
-//! - [`memory`]: the allocator's pools: their figures after each op, the budget followed in
-//!   what they reserve;
+//! - [`measured_links`]: measuring the copy throughput between the device and the host;
+//! - [`memory`]: the allocator's pools (the machine's): their figures after each op, the
+//!   budget followed in what they reserve, an op's temporaries;
 //! - [`api`]: what the client calls besides ops: data in and out, moves between devices,
 //!   reconfiguration, the figures for the report;
 //! - [`native`]: ops that run natively on the inner backend, outside burn-router.
@@ -37,7 +40,6 @@ mod follow;
 mod groups;
 mod history;
 mod inputs;
-mod leave;
 mod machine;
 mod measured_links;
 pub(crate) use follow::SKIP_FETCH_WAITS;
@@ -49,6 +51,7 @@ mod observed_copies;
 mod recipes;
 mod room;
 mod settings;
+mod tensors;
 #[cfg(test)]
 mod test_seams;
 
@@ -503,7 +506,7 @@ impl<B: BackendIr> Engine<B> {
             self.history.recorder.outputs_follow();
             self.history.record_end(live_before, self.resident(), 0);
         }
-        self.leaving().remove_dropped(id);
+        self.tensors().remove_dropped(id);
         self.op.inputs.clear();
         self.op.inputs.push((id, TensorStatus::ReadWrite));
         self.op.out_ids.clear();

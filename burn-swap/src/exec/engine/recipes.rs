@@ -98,7 +98,7 @@ impl<B: BackendIr> Engine<B> {
         let buffers: Vec<(TensorId, usize)> = if shares {
             inputs
                 .iter()
-                .filter_map(|&i| self.probe(i).map(|p| (i, p.buffer)))
+                .filter_map(|&i| self.tensors().probe(i).map(|p| (i, p.buffer)))
                 .collect()
         } else {
             Vec::new()
@@ -107,7 +107,7 @@ impl<B: BackendIr> Engine<B> {
         let peak = self.residency.books().peak;
         self.residency.rematerialise(&id);
         if shares
-            && let Some(probe) = self.probe(id)
+            && let Some(probe) = self.tensors().probe(id)
             && let Some((source, key, buffer_bytes)) =
                 self.residency.shared_with(&buffers, bytes, probe)
         {
@@ -119,7 +119,7 @@ impl<B: BackendIr> Engine<B> {
             self.residency.keep_view_op(id, op);
         }
         for input in inputs {
-            self.leaving().unpin(input);
+            self.tensors().unpin(input);
         }
     }
 

@@ -1,54 +1,43 @@
-//! Tensors leaving the books. One verb, *remove*: [`Leaving::remove`] takes a tensor out of
+//! The device's tensors as burn-swap holds them: the books ([`Residency`]) and the inner
+//! backend's handles, for what needs both and nothing else of the engine ([`Tensors`],
+//! [`Engine::tensors`]).
+//!
+//! Tensors leaving the books. One verb, *remove*: [`Tensors::remove`] takes a tensor out of
 //! the books; `remove_with_handle` drops its device handle too, `remove_was_on_device` keeps
 //! of the entry only whether the device held it, `remove_unless_pinned` leaves a tensor a
 //! recipe still reads as an orphan, `remove_dropped` is Burn's drop. What a removed tensor
 //! held (its recipe's pins, its group) is released by `release_holdings`: a recipe's inputs
 //! are unpinned (`unpin`), a group lets go of its member (`leave_group`).
 //!
-//! Leaving needs the books and the device's handles and nothing else of the engine: it is
-//! [`Leaving`]'s, a view of those two ([`Engine::leaving`]).
+//! Where a tensor lives, as the backend tells it (`probe`, `probe_entry`): which buffer, and
+//! whether it is dense (`exec::layout`).
 
 use burn_ir::{BackendIr, TensorId, TensorStatus};
 
 use super::Engine;
 use crate::exec::interpreter::Handles;
+use crate::exec::layout;
 use crate::exec::residency::{Entry, Group, LetGo, Recipe, Residency};
 
-/// The books and the device's handles, as a tensor leaving them needs them.
-pub(super) struct Leaving<'a, B: BackendIr> {
+/// The device's tensors as burn-swap holds them: the books and the inner backend's handles,
+/// all that a tensor leaving the books or a probe of where one lives needs.
+pub(super) struct Tensors<'a, B: BackendIr> {
     books: &'a mut Residency,
     handles: &'a mut Handles<B>,
 }
 
 impl<B: BackendIr> Engine<B> {
-    /// The books and the handles, for tensors to leave them.
+    /// The device's tensors: the books and the handles.
     #[inline]
-    pub(super) fn leaving(&mut self) -> Leaving<'_, B> {
-        Leaving {
+    pub(super) fn tensors(&mut self) -> Tensors<'_, B> {
+        Tensors {
             books: &mut self.residency,
             handles: &mut self.handles,
         }
     }
-
-    /// Releases what an op that failed (and so never ran) was handed for its last use: Burn
-    /// will never name those tensors again.
-    pub fn abandon_op(&mut self) {
-        for i in 0..self.op.inputs.len() {
-            let (id, status) = self.op.inputs[i];
-            if status != TensorStatus::ReadWrite {
-                continue;
-            }
-            if self.residency.is_pinned(&id) {
-                self.leaving().remove_unless_pinned(&id);
-            } else {
-                self.leaving().remove_with_handle(id);
-            }
-        }
-        self.op.inputs.clear();
-    }
 }
 
-impl<B: BackendIr> Leaving<'_, B> {
+impl<B: BackendIr> Tensors<'_, B> {
     /// Burn is done with a tensor (consumed or dropped it): it leaves the books, unless a
     /// recipe still needs it, in which case it stays as an orphan until the recipe is done.
     #[inline]
@@ -146,5 +135,17 @@ impl<B: BackendIr> Leaving<'_, B> {
             members.retain(|m| *m != member);
         }
         self.unpin(carrier);
+    }
+
+    /// What the backend tells of where a tensor in the books lives, if it can.
+    pub(super) fn probe(&self, id: TensorId) -> Option<layout::Probe> {
+        self.probe_entry(id, self.books.get(&id)?)
+    }
+
+    /// [`Self::probe`] of a tensor whose entry is at hand (not yet in the books).
+    pub(super) fn probe_entry(&self, id: TensorId, entry: &Entry) -> Option<layout::Probe> {
+        let ir = entry.ir(id, TensorStatus::ReadOnly);
+        let handle = self.handles.get(&id)?;
+        layout::probe::<B>(handle, &ir.shape, ir.dtype)
     }
 }
